@@ -1,0 +1,60 @@
+//! The control half of the contract: what an algorithm asks the datapath to do.
+//!
+//! Values are `f64` on purpose: algorithms compute in floating point, and the agent must be able
+//! to see a NaN or an infinity (and refuse it) rather than have it silently cast to 0 or u64::MAX.
+
+/// How often the datapath should report on a flow.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ReportPolicy {
+    /// Once every fixed interval, microseconds.
+    EveryUs(u64),
+    /// Once every `rtts` smoothed round-trip times.
+    PerRtt { rtts: f64 },
+}
+
+/// Pacing request.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pacing {
+    /// Do not pace: send as the window allows.
+    Off,
+    /// Pace at this rate, bytes per second.
+    BytesPerSec(f64),
+}
+
+/// What to change on the datapath. `None` means "leave as it is".
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Action {
+    /// Congestion window, bytes.
+    pub cwnd_bytes: Option<f64>,
+    pub pacing: Option<Pacing>,
+    pub report: Option<ReportPolicy>,
+    /// RTT above which acknowledged packets are counted in `Report::rtt_over_threshold_pkts`.
+    pub rtt_threshold_us: Option<u64>,
+}
+
+impl Action {
+    /// An action that only sets the congestion window.
+    pub fn cwnd(cwnd_bytes: f64) -> Self {
+        Action { cwnd_bytes: Some(cwnd_bytes), ..Action::default() }
+    }
+
+    pub fn with_pacing(mut self, pacing: Pacing) -> Self {
+        self.pacing = Some(pacing);
+        self
+    }
+
+    pub fn with_report(mut self, report: ReportPolicy) -> Self {
+        self.report = Some(report);
+        self
+    }
+
+    pub fn with_rtt_threshold_us(mut self, threshold_us: u64) -> Self {
+        self.rtt_threshold_us = Some(threshold_us);
+        self
+    }
+
+    /// True when the action asks for nothing.
+    pub fn is_empty(&self) -> bool {
+        self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report.is_none() && self.rtt_threshold_us.is_none()
+    }
+}

@@ -1,0 +1,80 @@
+//! The `Algorithm` trait: a congestion controller as a pure, deterministic state machine.
+//!
+//! Data flows one way: datapath → `Report` → `Algorithm::on_report` → `Action` → datapath.
+//! An algorithm owns no sockets, reads no clocks and knows no datapath: time comes in the report,
+//! so the same code runs under the agent, in the simulator and in unit tests.
+
+use crate::action::Action;
+use crate::report::Report;
+
+/// What the agent knows about a flow when it hands it to an algorithm.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct FlowStart {
+    /// Datapath clock at the start, microseconds (0 when the datapath has not said yet).
+    pub now_us: u64,
+    pub mss_bytes: u32,
+    /// The window the datapath started the flow with, bytes.
+    pub init_cwnd_bytes: u64,
+    /// Present when the flow is not new: it was running under another algorithm (hot swap,
+    /// attach of an existing kernel flow, adoption after an agent restart).
+    pub seed: Option<Seed>,
+}
+
+/// Live state of a flow carried over from its previous controller.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Seed {
+    pub cwnd_bytes: u64,
+    pub pacing_rate_bytes_per_s: Option<u64>,
+    pub srtt_us: Option<u64>,
+    pub min_rtt_us: Option<u64>,
+    /// The flow's most recent report, if any arrived yet.
+    pub last_report: Option<Report>,
+}
+
+impl FlowStart {
+    pub fn new(mss_bytes: u32, init_cwnd_bytes: u64) -> Self {
+        FlowStart { now_us: 0, mss_bytes, init_cwnd_bytes, seed: None }
+    }
+
+    pub fn mss(&self) -> f64 {
+        f64::from(self.mss_bytes.max(1))
+    }
+
+    /// The window to start from: the seeded window when there is one, else the datapath's initial window.
+    pub fn start_cwnd_bytes(&self) -> u64 {
+        self.seed.as_ref().map_or(self.init_cwnd_bytes, |s| s.cwnd_bytes)
+    }
+}
+
+/// One named piece of an algorithm's live state, for `ccp-agent ctl status` and logs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateVar {
+    pub name: &'static str,
+    pub value: f64,
+}
+
+/// A congestion control algorithm instance controlling one flow.
+///
+/// Implementations must be deterministic functions of their inputs. They may panic or return
+/// nonsense only by bug: the agent contains both (the flow keeps its last sane window).
+pub trait Algorithm: Send {
+    /// The registry name of this algorithm.
+    fn name(&self) -> &'static str;
+
+    /// Called exactly once, before the first report. Returns the initial window, report policy, etc.
+    fn init(&mut self, start: &FlowStart) -> Action;
+
+    /// Called for every report on the flow, in order.
+    fn on_report(&mut self, report: &Report) -> Action;
+
+    /// Named internal state for observability (e.g. `ssthresh_bytes`, `alpha`). Optional.
+    fn state(&self) -> Vec<StateVar> {
+        Vec::new()
+    }
+}
+
+/// Builds algorithm instances from an already validated configuration.
+pub trait AlgorithmFactory: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn create(&self) -> Box<dyn Algorithm>;
+}

@@ -1,0 +1,336 @@
+//! Reno: the standard TCP congestion controller (RFC 5681), driven by aggregated reports.
+//!
+//! Slow start grows the window by the bytes acknowledged (doubling per RTT) until it reaches
+//! ssthresh; congestion avoidance then adds one MSS per window of acknowledged data (one MSS per
+//! RTT). On loss the window halves (ssthresh = cwnd/2, as Linux's tcp_reno_ssthresh; RFC 5681
+//! uses FlightSize/2) at most once per round trip; on a retransmission timeout it collapses to
+//! the loss window and slow-starts again.
+//!
+//! A report aggregates many ACKs, so growth is applied to the report's total acknowledged bytes;
+//! bytes that carry the window past ssthresh in slow start are credited to congestion avoidance.
+//! Windows never go below `MIN_CWND_PKTS` (the agent's floor; RFC 5681's loss window is 1 MSS).
+
+use std::sync::Arc;
+
+use crate::action::Action;
+use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
+use crate::params::{Bound, ParamError, ParamSpec, Params};
+use crate::registry::AlgorithmInfo;
+use crate::report::Report;
+
+/// The smallest window any loss response leaves, packets.
+pub const MIN_CWND_PKTS: f64 = 2.0;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec::float(
+        "init_cwnd_pkts",
+        10.0,
+        Bound::Inclusive(MIN_CWND_PKTS),
+        Bound::Inclusive(1000.0),
+        "packets",
+        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
+    ),
+    ParamSpec::float(
+        "beta",
+        0.5,
+        Bound::Exclusive(0.0),
+        Bound::Exclusive(1.0),
+        "",
+        "multiplicative decrease on loss: ssthresh = beta * cwnd (RFC 5681: 1/2)",
+    ),
+];
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "reno",
+    summary: "TCP Reno/NewReno: slow start, additive increase, halving on loss",
+    reference: "RFC 5681 (TCP Congestion Control); Linux tcp_cong.c",
+    params: PARAMS,
+    build,
+};
+
+#[derive(Debug, Clone, Copy)]
+pub struct RenoConfig {
+    pub init_cwnd_pkts: f64,
+    pub beta: f64,
+}
+
+impl Default for RenoConfig {
+    fn default() -> Self {
+        RenoConfig { init_cwnd_pkts: 10.0, beta: 0.5 }
+    }
+}
+
+fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
+    Ok(Arc::new(RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), beta: p.float("beta") }))
+}
+
+impl AlgorithmFactory for RenoConfig {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        Box::new(Reno::new(*self))
+    }
+}
+
+/// Reno's window state, reusable by algorithms that are "Reno plus something" (DCTCP).
+#[derive(Debug, Clone)]
+pub struct RenoWindow {
+    pub cfg: RenoConfig,
+    pub mss: f64,
+    pub cwnd_bytes: f64,
+    pub ssthresh_bytes: f64,
+    /// Datapath time before which further losses belong to the same congestion event.
+    pub recovery_until_us: u64,
+    /// Last smoothed RTT seen, µs (0 until the first sample).
+    pub srtt_us: u64,
+}
+
+impl RenoWindow {
+    pub fn new(cfg: RenoConfig) -> Self {
+        RenoWindow { cfg, mss: 1448.0, cwnd_bytes: 0.0, ssthresh_bytes: f64::INFINITY, recovery_until_us: 0, srtt_us: 0 }
+    }
+
+    /// Sets up the window for a new or seeded flow.
+    pub fn start(&mut self, start: &FlowStart) {
+        self.mss = start.mss();
+        match &start.seed {
+            // A flow taken over mid-life has already probed the path: continue in congestion
+            // avoidance from its current window instead of slow-starting past it.
+            Some(seed) => {
+                self.cwnd_bytes = (seed.cwnd_bytes as f64).max(self.min_cwnd());
+                self.ssthresh_bytes = self.cwnd_bytes;
+                self.srtt_us = seed.srtt_us.unwrap_or(0);
+            }
+            None => {
+                let datapath_init = start.init_cwnd_bytes as f64;
+                self.cwnd_bytes = if datapath_init > 0.0 { datapath_init } else { self.cfg.init_cwnd_pkts * self.mss };
+                self.cwnd_bytes = self.cwnd_bytes.max(self.min_cwnd());
+            }
+        }
+    }
+
+    pub fn min_cwnd(&self) -> f64 {
+        MIN_CWND_PKTS * self.mss
+    }
+
+    pub fn in_slow_start(&self) -> bool {
+        self.cwnd_bytes < self.ssthresh_bytes
+    }
+
+    /// Records the report's MSS and RTT; call first for every report.
+    pub fn observe(&mut self, report: &Report) {
+        if report.mss_bytes > 0 {
+            self.mss = report.mss();
+        }
+        if let Some(rtt) = report.rtt {
+            self.srtt_us = rtt.srtt_us.max(1);
+        }
+    }
+
+    /// True while inside the round trip that follows a window reduction.
+    pub fn in_recovery(&self, now_us: u64) -> bool {
+        now_us < self.recovery_until_us
+    }
+
+    /// Multiplies the window by `factor` (a congestion event) and opens a one-RTT recovery period
+    /// during which further congestion signals are ignored and the window does not grow.
+    pub fn reduce(&mut self, now_us: u64, factor: f64) {
+        self.ssthresh_bytes = (self.cwnd_bytes * factor).max(self.min_cwnd());
+        self.cwnd_bytes = self.ssthresh_bytes;
+        self.recovery_until_us = now_us.saturating_add(self.srtt_us);
+    }
+
+    /// Retransmission timeout: remember half the window, collapse to the loss window.
+    pub fn timeout(&mut self, now_us: u64, inflight_bytes: u64) {
+        let flight = (inflight_bytes as f64).max(self.cwnd_bytes);
+        self.ssthresh_bytes = (flight * self.cfg.beta).max(self.min_cwnd());
+        self.cwnd_bytes = self.min_cwnd();
+        self.recovery_until_us = now_us.saturating_add(self.srtt_us);
+    }
+
+    /// Grows the window for `acked_bytes` newly acknowledged bytes (slow start, then AIMD).
+    pub fn grow(&mut self, acked_bytes: u64) {
+        let mut acked = acked_bytes as f64;
+        if self.in_slow_start() {
+            let room = self.ssthresh_bytes - self.cwnd_bytes;
+            let ss = acked.min(room);
+            self.cwnd_bytes += ss;
+            acked -= ss;
+        }
+        if acked > 0.0 {
+            // One MSS per cwnd bytes acknowledged; integrating over the report keeps the result
+            // independent of how many ACKs the report aggregates.
+            let w0 = self.cwnd_bytes;
+            self.cwnd_bytes = (w0 * w0 + 2.0 * self.mss * acked).sqrt();
+        }
+    }
+
+    /// Standard Reno reaction to one report: loss/timeout response, else growth.
+    pub fn on_report(&mut self, report: &Report) {
+        self.observe(report);
+        if report.timeouts > 0 {
+            self.timeout(report.now_us, report.inflight_bytes);
+        } else if report.lost_pkts > 0 {
+            if !self.in_recovery(report.now_us) {
+                self.reduce(report.now_us, self.cfg.beta);
+            }
+        } else if !self.in_recovery(report.now_us) && !report.app_limited {
+            self.grow(report.acked_bytes);
+        }
+    }
+}
+
+pub struct Reno {
+    w: RenoWindow,
+}
+
+impl Reno {
+    pub fn new(cfg: RenoConfig) -> Self {
+        Reno { w: RenoWindow::new(cfg) }
+    }
+}
+
+impl Algorithm for Reno {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn init(&mut self, start: &FlowStart) -> Action {
+        self.w.start(start);
+        Action::cwnd(self.w.cwnd_bytes)
+    }
+
+    fn on_report(&mut self, report: &Report) -> Action {
+        self.w.on_report(report);
+        Action::cwnd(self.w.cwnd_bytes)
+    }
+
+    fn state(&self) -> Vec<StateVar> {
+        vec![
+            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes },
+            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes },
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algorithm::Seed;
+    use crate::report::RttStats;
+
+    const MSS: u32 = 1000;
+
+    fn rtt(us: u64) -> Option<RttStats> {
+        Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
+    }
+
+    fn ack(now_us: u64, bytes: u64) -> Report {
+        Report { now_us, interval_us: 10_000, mss_bytes: MSS, acked_bytes: bytes, rtt: rtt(100_000), ..Report::default() }
+    }
+
+    fn reno() -> Reno {
+        let mut r = Reno::new(RenoConfig::default());
+        r.init(&FlowStart::new(MSS, 10_000));
+        r
+    }
+
+    #[test]
+    fn slow_start_doubles_per_rtt() {
+        let mut r = reno();
+        // One RTT's worth of ACKs for a full window doubles it.
+        let a = r.on_report(&ack(100_000, 10_000));
+        assert_eq!(a.cwnd_bytes, Some(20_000.0));
+        let a = r.on_report(&ack(200_000, 20_000));
+        assert_eq!(a.cwnd_bytes, Some(40_000.0));
+    }
+
+    #[test]
+    fn congestion_avoidance_adds_one_mss_per_window() {
+        let mut r = reno();
+        r.w.ssthresh_bytes = 10_000.0;
+        // A window of ACKs split across ten reports adds ~one MSS, however it is split.
+        for i in 0..10 {
+            r.on_report(&ack(100_000 + i, 1_000));
+        }
+        let grown = r.w.cwnd_bytes - 10_000.0;
+        assert!((grown - 1000.0).abs() < 50.0, "grew {grown}");
+        let mut single = reno();
+        single.w.ssthresh_bytes = 10_000.0;
+        single.on_report(&ack(100_000, 10_000));
+        assert!((single.w.cwnd_bytes - r.w.cwnd_bytes).abs() < 1e-6, "aggregation changes the result");
+    }
+
+    #[test]
+    fn slow_start_excess_is_credited_to_avoidance() {
+        let mut r = reno();
+        r.w.ssthresh_bytes = 15_000.0;
+        r.on_report(&ack(100_000, 10_000));
+        // 5 kB takes it to ssthresh, the other 5 kB grow it by about 5000*1000/15000.
+        assert!(r.w.cwnd_bytes > 15_000.0 && r.w.cwnd_bytes < 15_400.0, "{}", r.w.cwnd_bytes);
+    }
+
+    #[test]
+    fn loss_halves_once_per_rtt() {
+        let mut r = reno();
+        r.on_report(&ack(100_000, 30_000)); // cwnd 40 kB
+        let mut loss = ack(150_000, 0);
+        loss.lost_pkts = 3;
+        assert_eq!(r.on_report(&loss).cwnd_bytes, Some(20_000.0));
+        // A second loss report inside the same RTT is the same congestion event.
+        loss.now_us = 200_000;
+        assert_eq!(r.on_report(&loss).cwnd_bytes, Some(20_000.0));
+        // ...and the window does not grow during recovery.
+        assert_eq!(r.on_report(&ack(220_000, 10_000)).cwnd_bytes, Some(20_000.0));
+        // One RTT later a new loss is a new event.
+        loss.now_us = 260_000;
+        assert_eq!(r.on_report(&loss).cwnd_bytes, Some(10_000.0));
+    }
+
+    #[test]
+    fn timeout_collapses_to_loss_window_and_slow_starts() {
+        let mut r = reno();
+        r.on_report(&ack(100_000, 30_000)); // 40 kB
+        let mut to = ack(200_000, 0);
+        to.timeouts = 1;
+        to.inflight_bytes = 40_000;
+        assert_eq!(r.on_report(&to).cwnd_bytes, Some(2_000.0));
+        assert_eq!(r.w.ssthresh_bytes, 20_000.0);
+        // After the recovery RTT it slow-starts again.
+        assert_eq!(r.on_report(&ack(400_000, 2_000)).cwnd_bytes, Some(4_000.0));
+    }
+
+    #[test]
+    fn never_below_two_packets() {
+        let mut r = reno();
+        for i in 0..20 {
+            let mut loss = ack(1_000_000 * i, 0);
+            loss.lost_pkts = 1;
+            let c = r.on_report(&loss).cwnd_bytes.unwrap();
+            assert!(c >= 2.0 * f64::from(MSS));
+        }
+    }
+
+    #[test]
+    fn seeded_flow_continues_in_avoidance() {
+        let mut r = Reno::new(RenoConfig::default());
+        let start = FlowStart {
+            now_us: 5,
+            mss_bytes: MSS,
+            init_cwnd_bytes: 10_000,
+            seed: Some(Seed { cwnd_bytes: 50_000, srtt_us: Some(100_000), ..Seed::default() }),
+        };
+        assert_eq!(r.init(&start).cwnd_bytes, Some(50_000.0));
+        let c = r.on_report(&ack(100_000, 50_000)).cwnd_bytes.unwrap();
+        assert!((c - 51_000.0).abs() < 20.0, "{c}");
+    }
+
+    #[test]
+    fn app_limited_reports_do_not_grow_the_window() {
+        let mut r = reno();
+        let mut a = ack(100_000, 10_000);
+        a.app_limited = true;
+        assert_eq!(r.on_report(&a).cwnd_bytes, Some(10_000.0));
+    }
+}

@@ -1,0 +1,122 @@
+//! The measurement half of the contract: what a datapath tells an algorithm about one flow.
+//!
+//! Every datapath (libccp over unix/netlink, the eBPF struct_ops datapath, the simulator) folds its
+//! per-ACK measurements into one `Report` per interval, or sends one early when something urgent
+//! happens. Algorithms see nothing else: no sockets, no clocks, no datapath types. Time arrives in
+//! `now_us`, on the datapath's own clock.
+
+/// Why a report was sent before its interval elapsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Urgent {
+    /// Packets were newly marked lost (fast retransmit / SACK-based detection).
+    Loss,
+    /// A retransmission timeout fired.
+    Timeout,
+    /// The datapath's congestion state machine changed (e.g. entered CWR or Recovery).
+    StateChange,
+}
+
+/// Congestion feedback carried by the network itself rather than by ACKs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum NetworkFeedback {
+    /// A QCN congestion notification (IEEE 802.1Qau style) for this flow.
+    Qcn {
+        /// The quantized feedback |Fb| (6 bits, 0..=63); larger means more congested.
+        fb_quantized: u8,
+        /// Queue offset from the equilibrium Q_eq, bytes (positive = above).
+        q_off_bytes: i64,
+        /// Queue change since the last sample, bytes.
+        q_delta_bytes: i64,
+    },
+}
+
+/// RTT statistics over the samples taken in one report interval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RttStats {
+    pub min_us: u64,
+    pub max_us: u64,
+    pub last_us: u64,
+    /// Smoothed RTT: the datapath's own SRTT where it keeps one (kernel TCP), otherwise an
+    /// EWMA with gain 1/8 maintained by the datapath adapter across reports.
+    pub srtt_us: u64,
+    /// Mean of the samples in this interval.
+    pub mean_us: u64,
+    /// Number of RTT samples folded into this report (always > 0 when `Report::rtt` is set).
+    pub samples: u32,
+}
+
+/// One flow's measurements over `interval_us` ending at `now_us`.
+///
+/// Counters (`acked_*`, `lost_pkts`, `ce_*`, ...) cover only the interval; gauges
+/// (`inflight_bytes`, `cwnd_bytes`, ...) are the values at the end of the interval.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Report {
+    /// Datapath clock at the end of the interval, microseconds. Monotonic per flow.
+    pub now_us: u64,
+    /// Length of the interval this report covers, microseconds.
+    pub interval_us: u64,
+    /// Maximum segment size the flow uses, bytes.
+    pub mss_bytes: u32,
+
+    /// Bytes newly cumulatively acknowledged.
+    pub acked_bytes: u64,
+    /// Packets newly cumulatively acknowledged.
+    pub acked_pkts: u64,
+    /// Bytes newly selectively acknowledged (out of order).
+    pub sacked_bytes: u64,
+    pub sacked_pkts: u64,
+    /// Packets newly marked lost.
+    pub lost_pkts: u64,
+    /// Retransmission timeouts in the interval.
+    pub timeouts: u32,
+
+    /// Bytes acknowledged that the network marked CE (ECN / AccECN), or that came back with ECE.
+    pub ce_bytes: u64,
+    pub ce_pkts: u64,
+    /// ACKs that carried the ECE flag.
+    pub ece_acks: u64,
+
+    /// RTT statistics; `None` when the interval had no valid RTT sample.
+    pub rtt: Option<RttStats>,
+    /// Packets acknowledged whose RTT sample exceeded the threshold the algorithm set with
+    /// `Action::rtt_threshold_us` (Inigo). Zero when no threshold is set.
+    pub rtt_over_threshold_pkts: u64,
+
+    /// Send rate over the most recent rate sample, bytes/s; measured over the same packets as
+    /// `recv_rate_bytes_per_s` (Nimbus needs the pair to come from the same packets).
+    pub send_rate_bytes_per_s: Option<u64>,
+    /// Delivery (receive) rate over the same packets, bytes/s.
+    pub recv_rate_bytes_per_s: Option<u64>,
+
+    pub inflight_bytes: u64,
+    /// Bytes the application has written that are not yet acknowledged (includes in-flight).
+    pub pending_bytes: u64,
+    /// The congestion window the datapath is using at the end of the interval, bytes.
+    pub cwnd_bytes: u64,
+    /// The pacing rate the datapath is using, bytes/s; `None` when unpaced or unknown.
+    pub pacing_rate_bytes_per_s: Option<u64>,
+    /// The sender had nothing more to send for part of the interval, so rates understate capacity.
+    pub app_limited: bool,
+
+    /// Set when the report was sent early.
+    pub urgent: Option<Urgent>,
+    /// Congestion feedback from the network, when the datapath carries it.
+    pub feedback: Option<NetworkFeedback>,
+}
+
+impl Report {
+    /// The MSS as f64, never zero (a zero MSS from a broken datapath would poison divisions).
+    pub fn mss(&self) -> f64 {
+        f64::from(self.mss_bytes.max(1))
+    }
+
+    /// Acknowledged data in segments, counting both cumulative and selective ACKs.
+    pub fn delivered_segments(&self) -> f64 {
+        (self.acked_bytes + self.sacked_bytes) as f64 / self.mss()
+    }
+
+    /// True when the report says the network dropped something (loss or timeout).
+    pub fn has_loss(&self) -> bool {
+        self.lost_pkts > 0 || self.timeouts > 0
+    }
+}
