@@ -232,4 +232,16 @@ pub mod limits {
     pub const MAX_PROGRAMS_PER_DATAPATH: usize = 9;
     /// Length of the CREATE message's congestion-algorithm name field, including the NUL.
     pub const CONG_ALG_BYTES: usize = 64;
+    /// Longest congestion-algorithm name the codec carries: the field minus its terminating NUL
+    /// (portus panics on a name that fills all 64 bytes).
+    pub const MAX_CONG_ALG_LEN: usize = CONG_ALG_BYTES - 1;
+    /// Updates in one UPDATE_FIELDS message. libccp reads that count as `(u32)*buf` through a
+    /// `char *` (`check_update_fields_msg`): only the low byte of the u32, sign-extended where
+    /// `char` is signed (x86-64 user space, so 128..=255 become ~4e9 and are refused as
+    /// `LIBCCP_UPDATE_TOO_MANY`) and taken as is where it is unsigned (kernels since 6.2, ARM),
+    /// then capped at `MAX_MUTABLE_REG` (222). Up to 127 every build reads the count as sent.
+    pub const MAX_UPDATE_FIELDS: usize = 127;
+    /// Updates in one CHANGE_PROG message: read as a whole u32 (`memcpy` of `ChangeProgMsg`)
+    /// and capped at libccp's `MAX_MUTABLE_REG`.
+    pub const MAX_CHANGE_PROG_UPDATES: usize = 222;
 }

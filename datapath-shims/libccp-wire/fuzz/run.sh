@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Fuzz the libccp wire decoder: ./run.sh [seconds]  (default 60).
+# Needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz --version 0.13.2 --locked).
+set -euo pipefail
+cd "$(dirname "$0")"
+secs="${1:-60}"
+mkdir -p corpus/decode
+cp -n seeds/* corpus/decode/ 2>/dev/null || true
+exec cargo +nightly fuzz run decode corpus/decode -- -max_total_time="$secs" -max_len=9000
