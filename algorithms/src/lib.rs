@@ -12,9 +12,12 @@ pub mod registry;
 pub mod report;
 
 pub mod constant;
-// pub mod cubic;
-// pub mod dctcp;
+pub mod cubic;
+pub mod dctcp;
 pub mod reno;
+
+#[cfg(test)]
+mod test_support;
 
 pub use action::{Action, Pacing, ReportPolicy};
 pub use algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};

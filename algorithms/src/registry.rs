@@ -27,12 +27,7 @@ impl AlgorithmInfo {
 
 /// Every registered algorithm, in listing order.
 pub fn all() -> &'static [AlgorithmInfo] {
-    static ALL: &[AlgorithmInfo] = &[
-        crate::reno::INFO,
-        // crate::cubic::INFO,
-        // crate::dctcp::INFO,
-        crate::constant::INFO,
-    ];
+    static ALL: &[AlgorithmInfo] = &[crate::reno::INFO, crate::cubic::INFO, crate::dctcp::INFO, crate::constant::INFO];
     ALL
 }
 
@@ -88,7 +83,14 @@ mod tests {
                 mss_bytes: 1448,
                 acked_bytes: 4 * 1448,
                 acked_pkts: 4,
-                rtt: Some(RttStats { min_us: 10_000, max_us: 10_000, last_us: 10_000, srtt_us: 10_000, mean_us: 10_000, samples: 4 }),
+                rtt: Some(RttStats {
+                    min_us: 10_000,
+                    max_us: 10_000,
+                    last_us: 10_000,
+                    srtt_us: 10_000,
+                    mean_us: 10_000,
+                    samples: 4,
+                }),
                 inflight_bytes: 6 * 1448,
                 cwnd_bytes: 10 * 1448,
                 ..Report::default()

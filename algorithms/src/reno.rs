@@ -4,7 +4,8 @@
 //! ssthresh; congestion avoidance then adds one MSS per window of acknowledged data (one MSS per
 //! RTT). On loss the window halves (ssthresh = cwnd/2, as Linux's tcp_reno_ssthresh; RFC 5681
 //! uses FlightSize/2) at most once per round trip; on a retransmission timeout it collapses to
-//! the loss window and slow-starts again.
+//! the loss window and slow-starts again. ECN-Echo is a congestion signal like a loss
+//! (RFC 3168 §6.1.2): the same halving, at most once per round trip, without a retransmission.
 //!
 //! A report aggregates many ACKs, so growth is applied to the report's total acknowledged bytes;
 //! bytes that carry the window past ssthresh in slow start are credited to congestion avoidance.
@@ -38,6 +39,7 @@ const PARAMS: &[ParamSpec] = &[
         "",
         "multiplicative decrease on loss: ssthresh = beta * cwnd (RFC 5681: 1/2)",
     ),
+    ParamSpec::bool("ecn", true, "respond to ECN-Echo (CE-marked ACKs) as to a loss, once per RTT (RFC 3168 §6.1.2)"),
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -52,16 +54,18 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
 pub struct RenoConfig {
     pub init_cwnd_pkts: f64,
     pub beta: f64,
+    /// Whether `Reno` (the algorithm, not the shared `RenoWindow`) reacts to ECN-Echo.
+    pub ecn: bool,
 }
 
 impl Default for RenoConfig {
     fn default() -> Self {
-        RenoConfig { init_cwnd_pkts: 10.0, beta: 0.5 }
+        RenoConfig { init_cwnd_pkts: 10.0, beta: 0.5, ecn: true }
     }
 }
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    Ok(Arc::new(RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), beta: p.float("beta") }))
+    Ok(Arc::new(RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), beta: p.float("beta"), ecn: p.bool("ecn") }))
 }
 
 impl AlgorithmFactory for RenoConfig {
@@ -73,7 +77,8 @@ impl AlgorithmFactory for RenoConfig {
     }
 }
 
-/// Reno's window state, reusable by algorithms that are "Reno plus something" (DCTCP).
+/// Reno's window state, reusable by algorithms that are "Reno plus something" (DCTCP) or that share
+/// Reno's slow start, recovery period and timeout handling (Cubic).
 #[derive(Debug, Clone)]
 pub struct RenoWindow {
     pub cfg: RenoConfig,
@@ -122,6 +127,8 @@ impl RenoWindow {
     pub fn observe(&mut self, report: &Report) {
         if report.mss_bytes > 0 {
             self.mss = report.mss();
+            // A larger MSS must not leave the window below the floor in packets.
+            self.cwnd_bytes = self.cwnd_bytes.max(self.min_cwnd());
         }
         if let Some(rtt) = report.rtt {
             self.srtt_us = rtt.srtt_us.max(1);
@@ -136,9 +143,16 @@ impl RenoWindow {
     /// Multiplies the window by `factor` (a congestion event) and opens a one-RTT recovery period
     /// during which further congestion signals are ignored and the window does not grow.
     pub fn reduce(&mut self, now_us: u64, factor: f64) {
+        self.cut(factor);
+        self.recovery_until_us = now_us.saturating_add(self.srtt_us);
+    }
+
+    /// Sets ssthresh and the window to `factor` times the window (never below the floor) without
+    /// opening a recovery period: for callers that delimit the congestion event themselves
+    /// (DCTCP's CWR period, which is measured in data rather than time).
+    pub fn cut(&mut self, factor: f64) {
         self.ssthresh_bytes = (self.cwnd_bytes * factor).max(self.min_cwnd());
         self.cwnd_bytes = self.ssthresh_bytes;
-        self.recovery_until_us = now_us.saturating_add(self.srtt_us);
     }
 
     /// Retransmission timeout: remember half the window, collapse to the loss window.
@@ -149,8 +163,10 @@ impl RenoWindow {
         self.recovery_until_us = now_us.saturating_add(self.srtt_us);
     }
 
-    /// Grows the window for `acked_bytes` newly acknowledged bytes (slow start, then AIMD).
-    pub fn grow(&mut self, acked_bytes: u64) {
+    /// Slow start: grows the window by the acknowledged bytes, but not past ssthresh. Returns the
+    /// bytes left over for congestion avoidance (all of them when not in slow start). Algorithms
+    /// with their own congestion-avoidance rule (Cubic) use this for their RFC 5681 slow start.
+    pub fn slow_start(&mut self, acked_bytes: u64) -> f64 {
         let mut acked = acked_bytes as f64;
         if self.in_slow_start() {
             let room = self.ssthresh_bytes - self.cwnd_bytes;
@@ -158,6 +174,12 @@ impl RenoWindow {
             self.cwnd_bytes += ss;
             acked -= ss;
         }
+        acked
+    }
+
+    /// Grows the window for `acked_bytes` newly acknowledged bytes (slow start, then AIMD).
+    pub fn grow(&mut self, acked_bytes: u64) {
+        let acked = self.slow_start(acked_bytes);
         if acked > 0.0 {
             // One MSS per cwnd bytes acknowledged; integrating over the report keeps the result
             // independent of how many ACKs the report aggregates.
@@ -202,7 +224,15 @@ impl Algorithm for Reno {
     }
 
     fn on_report(&mut self, report: &Report) -> Action {
-        self.w.on_report(report);
+        let ece = self.w.cfg.ecn && (report.ce_bytes > 0 || report.ece_acks > 0);
+        if ece && !report.has_loss() {
+            self.w.observe(report);
+            if !self.w.in_recovery(report.now_us) {
+                self.w.reduce(report.now_us, self.w.cfg.beta);
+            }
+        } else {
+            self.w.on_report(report);
+        }
         Action::cwnd(self.w.cwnd_bytes)
     }
 
@@ -327,10 +357,41 @@ mod tests {
     }
 
     #[test]
+    fn larger_mss_keeps_the_two_packet_floor() {
+        let mut r = reno();
+        for i in 0..10 {
+            let mut loss = ack(1_000_000 * i, 0);
+            loss.lost_pkts = 1;
+            r.on_report(&loss);
+        }
+        assert_eq!(r.w.cwnd_bytes, 2_000.0);
+        let mut a = ack(20_000_000, 0);
+        a.mss_bytes = 9000;
+        assert_eq!(r.on_report(&a).cwnd_bytes, Some(18_000.0));
+    }
+
+    #[test]
     fn app_limited_reports_do_not_grow_the_window() {
         let mut r = reno();
         let mut a = ack(100_000, 10_000);
         a.app_limited = true;
         assert_eq!(r.on_report(&a).cwnd_bytes, Some(10_000.0));
+    }
+
+    #[test]
+    fn ecn_echo_halves_once_per_rtt_unless_disabled() {
+        let mut r = reno();
+        r.on_report(&ack(100_000, 30_000)); // 40 kB
+        let mut marked = ack(150_000, 5_000);
+        marked.ce_bytes = 1_000;
+        assert_eq!(r.on_report(&marked).cwnd_bytes, Some(20_000.0));
+        marked.now_us = 200_000;
+        assert_eq!(r.on_report(&marked).cwnd_bytes, Some(20_000.0), "same congestion event");
+
+        let mut r = Reno::new(RenoConfig { ecn: false, ..RenoConfig::default() });
+        r.init(&FlowStart::new(MSS, 10_000));
+        let mut marked = ack(100_000, 10_000);
+        marked.ece_acks = 3;
+        assert_eq!(r.on_report(&marked).cwnd_bytes, Some(20_000.0), "ECN ignored: plain slow start");
     }
 }
