@@ -1,0 +1,381 @@
+//! The agent's TOML configuration: loading, validation, and resolution into a runnable setup.
+//!
+//! Syntax and type errors come from the TOML parser with line and column. Semantic errors
+//! (unknown algorithm, bad parameter, empty match) name the section and the line too, so
+//! `ccp-agent check-config` can point at the bad line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ccp_algorithms::{registry, AlgorithmFactory};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::controller::{Choice, Limits, MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
+use crate::rules::{Matcher, Policy, Rule};
+
+/// Where the default configuration lives when `--config` is not given and it exists.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/ccp-agent/agent.toml";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum DatapathKind {
+    /// libccp datapaths over unix datagram sockets (user-space datapaths).
+    Unix,
+    /// ccp-kernel over netlink.
+    Netlink,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UnixSection {
+    pub dir: PathBuf,
+    pub name: String,
+}
+
+impl Default for UnixSection {
+    fn default() -> Self {
+        UnixSection { dir: PathBuf::from("/tmp/ccp"), name: "portus".to_string() }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetlinkSection {
+    pub group: u32,
+}
+
+impl Default for NetlinkSection {
+    fn default() -> Self {
+        NetlinkSection { group: crate::datapath::libccp::netlink::CCP_MULTICAST_GROUP }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatapathSection {
+    pub kind: DatapathKind,
+    pub unix: UnixSection,
+    pub netlink: NetlinkSection,
+}
+
+impl Default for DatapathSection {
+    fn default() -> Self {
+        DatapathSection { kind: DatapathKind::Unix, unix: UnixSection::default(), netlink: NetlinkSection::default() }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReportsSection {
+    pub interval_us: Spanned<u64>,
+}
+
+impl Default for ReportsSection {
+    fn default() -> Self {
+        ReportsSection { interval_us: Spanned::new(0..0, 10_000) }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DefaultSection {
+    pub algorithm: Spanned<String>,
+}
+
+impl Default for DefaultSection {
+    fn default() -> Self {
+        DefaultSection { algorithm: Spanned::new(0..0, "reno".to_string()) }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MatchSection {
+    pub src_port: Option<u16>,
+    pub dst_port: Option<u16>,
+    pub port: Option<u16>,
+    pub src_addr: Option<Spanned<String>>,
+    pub dst_addr: Option<Spanned<String>>,
+    pub addr: Option<Spanned<String>>,
+    pub cong_alg: Option<String>,
+    pub cgroup: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSection {
+    pub name: Option<String>,
+    #[serde(rename = "match")]
+    pub matcher: Spanned<MatchSection>,
+    pub algorithm: Spanned<String>,
+    #[serde(default)]
+    pub params: Option<Spanned<toml::Table>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SafetySection {
+    pub min_cwnd_pkts: f64,
+    pub min_pacing_rate_bytes_per_s: u64,
+    pub max_faults: u32,
+    pub fault_window_s: u64,
+    pub fallback_algorithm: Spanned<String>,
+    pub flow_idle_timeout_s: u64,
+}
+
+impl Default for SafetySection {
+    fn default() -> Self {
+        let l = Limits::default();
+        SafetySection {
+            min_cwnd_pkts: l.min_cwnd_pkts,
+            min_pacing_rate_bytes_per_s: l.min_pacing_rate_bytes_per_s,
+            max_faults: l.max_faults,
+            fault_window_s: l.fault_window.as_secs(),
+            fallback_algorithm: Spanned::new(0..0, "reno".to_string()),
+            flow_idle_timeout_s: 300,
+        }
+    }
+}
+
+/// The configuration file as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub datapath: DatapathSection,
+    #[serde(default)]
+    pub reports: ReportsSection,
+    #[serde(default)]
+    pub default: DefaultSection,
+    /// Parameters per algorithm, used wherever that algorithm runs (rules may override).
+    #[serde(default)]
+    pub algorithms: BTreeMap<String, Spanned<toml::Table>>,
+    #[serde(default)]
+    pub rules: Vec<RuleSection>,
+    #[serde(default)]
+    pub safety: SafetySection,
+}
+
+/// A configuration error, with the file and line when known.
+#[derive(Debug, thiserror::Error)]
+#[error("{location}: {message}")]
+pub struct ConfigError {
+    pub location: String,
+    pub message: String,
+}
+
+/// Command-line overrides applied on top of the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub algorithm: Option<String>,
+    pub params: Vec<(String, toml::Value)>,
+    pub datapath: Option<DatapathKind>,
+    pub ipc_dir: Option<PathBuf>,
+    pub ipc_name: Option<String>,
+    pub report_interval_us: Option<u64>,
+}
+
+/// A validated, resolved configuration.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub datapath: DatapathSection,
+    pub policy: Policy,
+    pub limits: Limits,
+    pub flow_idle_timeout: Duration,
+    pub source: String,
+}
+
+struct Source<'a> {
+    name: &'a str,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn line_of(&self, span: std::ops::Range<usize>) -> String {
+        if span.start == 0 && span.end == 0 {
+            return self.name.to_string();
+        }
+        let line = self.text.get(..span.start).map_or(0, |t| t.matches('\n').count()) + 1;
+        format!("{}:{line}", self.name)
+    }
+
+    fn err(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ConfigError {
+        ConfigError { location: self.line_of(span), message: message.into() }
+    }
+}
+
+fn merged(base: Option<&toml::Table>, over: Option<&toml::Table>) -> toml::Table {
+    let mut t = base.cloned().unwrap_or_default();
+    if let Some(o) = over {
+        for (k, v) in o {
+            t.insert(k.clone(), v.clone());
+        }
+    }
+    t
+}
+
+impl AgentConfig {
+    /// Loads and validates `path`.
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<AgentConfig, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError { location: path.display().to_string(), message: format!("cannot read: {e}") })?;
+        Self::parse(&path.display().to_string(), &text, overrides)
+    }
+
+    /// The built-in defaults (no file), with overrides.
+    pub fn defaults(overrides: &Overrides) -> Result<AgentConfig, ConfigError> {
+        Self::parse("<built-in defaults>", "", overrides)
+    }
+
+    pub fn parse(name: &str, text: &str, overrides: &Overrides) -> Result<AgentConfig, ConfigError> {
+        let src = Source { name, text };
+        let file: ConfigFile = toml::from_str(text).map_err(|e| {
+            let location = e.span().map_or_else(|| name.to_string(), |s| src.line_of(s));
+            ConfigError { location, message: e.message().to_string() }
+        })?;
+        Self::resolve(&src, file, overrides)
+    }
+
+    fn resolve(src: &Source, mut file: ConfigFile, ov: &Overrides) -> Result<AgentConfig, ConfigError> {
+        if let Some(kind) = ov.datapath {
+            file.datapath.kind = kind;
+        }
+        if let Some(dir) = &ov.ipc_dir {
+            file.datapath.unix.dir = dir.clone();
+        }
+        if let Some(name) = &ov.ipc_name {
+            file.datapath.unix.name = name.clone();
+        }
+        if let Some(us) = ov.report_interval_us {
+            file.reports.interval_us = Spanned::new(0..0, us);
+        }
+        if let Some(alg) = &ov.algorithm {
+            file.default.algorithm = Spanned::new(0..0, alg.clone());
+        }
+
+        let interval = *file.reports.interval_us.get_ref();
+        if !(MIN_REPORT_INTERVAL_US..=MAX_REPORT_INTERVAL_US).contains(&interval) {
+            return Err(src.err(
+                file.reports.interval_us.span(),
+                format!("reports.interval_us = {interval} is out of range [{MIN_REPORT_INTERVAL_US}, {MAX_REPORT_INTERVAL_US}]"),
+            ));
+        }
+        // Every parameter table is validated, used by a rule or not, so a typo is caught at load
+        // time rather than when a hot swap first reaches for that algorithm.
+        for (alg, table) in &file.algorithms {
+            let Some(info) = registry::find(alg) else {
+                let known: Vec<_> = registry::all().iter().map(|a| a.name).collect();
+                return Err(src.err(table.span(), format!("[algorithms.{alg}]: unknown algorithm (known: {})", known.join(", "))));
+            };
+            info.configure(table.get_ref()).map_err(|e| src.err(table.span(), format!("[algorithms.{alg}]: {e}")))?;
+        }
+        let configure = |name: &Spanned<String>,
+                         extra: Option<&Spanned<toml::Table>>,
+                         what: &str|
+         -> Result<Arc<dyn AlgorithmFactory>, ConfigError> {
+            let base = file.algorithms.get(name.get_ref()).map(|t| t.get_ref());
+            let params = merged(base, extra.map(|t| t.get_ref()));
+            registry::configure(name.get_ref(), &params).map_err(|e| {
+                // Point at the algorithm name, or at the parameter table that holds the values.
+                let span = match (&e, extra, file.algorithms.get(name.get_ref())) {
+                    (ccp_algorithms::ParamError::UnknownAlgorithm { .. }, _, _) => name.span(),
+                    (_, Some(t), _) if t.span() != (0..0) => t.span(),
+                    (_, _, Some(t)) => t.span(),
+                    _ => name.span(),
+                };
+                src.err(span, format!("{what}: {e}"))
+            })
+        };
+
+        let mut default_extra = None;
+        if !ov.params.is_empty() {
+            let mut t = toml::Table::new();
+            for (k, v) in &ov.params {
+                t.insert(k.clone(), v.clone());
+            }
+            default_extra = Some(Spanned::new(0..0, t));
+        }
+        let default = Choice {
+            factory: configure(&file.default.algorithm, default_extra.as_ref(), "default algorithm")?,
+            origin: "default".into(),
+        };
+        let fallback = Choice {
+            factory: configure(&file.safety.fallback_algorithm, None, "safety.fallback_algorithm")?,
+            origin: "fallback".into(),
+        };
+
+        let mut rules = Vec::new();
+        for (i, r) in file.rules.iter().enumerate() {
+            let name = r.name.clone().unwrap_or_else(|| format!("rules[{i}]"));
+            let what = format!("rule {name:?}");
+            let m = r.matcher.get_ref();
+            let net = |s: &Option<Spanned<String>>, field: &str| -> Result<Option<ipnet::IpNet>, ConfigError> {
+                match s {
+                    None => Ok(None),
+                    Some(v) => {
+                        parse_net(v.get_ref()).map(Some).map_err(|e| src.err(v.span(), format!("{what}: match.{field}: {e}")))
+                    }
+                }
+            };
+            let matcher = Matcher {
+                src_port: m.src_port,
+                dst_port: m.dst_port,
+                port: m.port,
+                src_addr: net(&m.src_addr, "src_addr")?,
+                dst_addr: net(&m.dst_addr, "dst_addr")?,
+                addr: net(&m.addr, "addr")?,
+                cong_alg: m.cong_alg.clone(),
+                cgroup: m.cgroup.clone(),
+            };
+            if matcher.is_empty() {
+                return Err(src.err(
+                    r.matcher.span(),
+                    format!("{what}: match has no conditions (use [default] to set the algorithm for all flows)"),
+                ));
+            }
+            let factory = configure(&r.algorithm, r.params.as_ref(), &what)?;
+            rules.push(Rule { name: name.clone(), matcher, choice: Choice { factory, origin: name } });
+        }
+
+        let s = &file.safety;
+        if !(s.min_cwnd_pkts.is_finite() && s.min_cwnd_pkts >= 1.0 && s.min_cwnd_pkts <= 1000.0) {
+            return Err(src.err(0..0, format!("safety.min_cwnd_pkts = {} must be in [1, 1000]", s.min_cwnd_pkts)));
+        }
+        if s.fault_window_s == 0 {
+            return Err(src.err(0..0, "safety.fault_window_s must be at least 1"));
+        }
+        if s.flow_idle_timeout_s == 0 {
+            return Err(src.err(0..0, "safety.flow_idle_timeout_s must be at least 1"));
+        }
+        let limits = Limits {
+            min_cwnd_pkts: s.min_cwnd_pkts,
+            min_pacing_rate_bytes_per_s: s.min_pacing_rate_bytes_per_s,
+            max_faults: s.max_faults,
+            fault_window: Duration::from_secs(s.fault_window_s),
+            default_report_interval_us: interval,
+        };
+        Ok(AgentConfig {
+            datapath: file.datapath,
+            policy: Policy { default, rules, fallback },
+            limits,
+            flow_idle_timeout: Duration::from_secs(s.flow_idle_timeout_s),
+            source: src.name.to_string(),
+        })
+    }
+}
+
+fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+    if let Ok(n) = s.parse::<ipnet::IpNet>() {
+        return Ok(n);
+    }
+    match s.parse::<std::net::IpAddr>() {
+        Ok(a) => Ok(ipnet::IpNet::from(a)),
+        Err(_) => Err(format!("{s:?} is not an address or prefix (e.g. 10.0.0.0/8)")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

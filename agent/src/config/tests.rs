@@ -1,0 +1,127 @@
+use super::*;
+
+fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
+    AgentConfig::parse("test.toml", text, &Overrides::default())
+}
+
+#[test]
+fn empty_file_gives_defaults() {
+    let c = parse("").unwrap();
+    assert_eq!(c.datapath.kind, DatapathKind::Unix);
+    assert_eq!(c.datapath.unix.dir, PathBuf::from("/tmp/ccp"));
+    assert_eq!(c.datapath.unix.name, "portus");
+    assert_eq!(c.policy.default.algorithm(), "reno");
+    assert_eq!(c.policy.fallback.algorithm(), "reno");
+    assert_eq!(c.limits.default_report_interval_us, 10_000);
+    assert!(c.policy.rules.is_empty());
+}
+
+#[test]
+fn shipped_config_is_valid() {
+    let text = include_str!("../../../configs/agent.toml");
+    let c = parse(text).unwrap();
+    assert_eq!(c.policy.rules.len(), 2);
+    assert_eq!(c.policy.rules[0].choice.algorithm(), "dctcp");
+    assert_eq!(c.policy.rules[0].name, "datacenter");
+}
+
+#[test]
+fn overrides_win() {
+    let ov = Overrides {
+        algorithm: Some("cubic".into()),
+        datapath: Some(DatapathKind::Netlink),
+        ipc_name: Some("other".into()),
+        report_interval_us: Some(20_000),
+        ..Overrides::default()
+    };
+    let c = AgentConfig::parse("t", "[default]\nalgorithm = \"reno\"\n", &ov).unwrap();
+    assert_eq!(c.policy.default.algorithm(), "cubic");
+    assert_eq!(c.datapath.kind, DatapathKind::Netlink);
+    assert_eq!(c.datapath.unix.name, "other");
+    assert_eq!(c.limits.default_report_interval_us, 20_000);
+}
+
+#[test]
+fn command_line_params_are_validated() {
+    let ov = Overrides {
+        algorithm: Some("reno".into()),
+        params: vec![("beta".into(), toml::Value::Float(2.0))],
+        ..Overrides::default()
+    };
+    let e = AgentConfig::parse("t", "", &ov).unwrap_err();
+    assert!(e.to_string().contains("beta") && e.to_string().contains("out of range"), "{e}");
+}
+
+#[test]
+fn unknown_key_points_at_line() {
+    let e = parse("[datapath]\nkind = \"unix\"\nbogus = 1\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:3", "{e}");
+    assert!(e.message.contains("bogus"), "{e}");
+}
+
+#[test]
+fn bad_datapath_kind() {
+    let e = parse("[datapath]\nkind = \"carrier-pigeon\"\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:2", "{e}");
+}
+
+#[test]
+fn unknown_algorithm_points_at_line() {
+    let e = parse("\n[default]\nalgorithm = \"nope\"\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:3", "{e}");
+    assert!(e.message.contains("unknown algorithm") && e.message.contains("reno"), "{e}");
+}
+
+#[test]
+fn bad_rule_param_names_rule_field_and_line() {
+    let text = "\n\n[[rules]]\nname = \"dc\"\nmatch = { port = 1 }\nalgorithm = \"dctcp\"\nparams = { g = 7.0 }\n";
+    let e = parse(text).unwrap_err();
+    assert_eq!(e.location, "test.toml:7", "{e}");
+    assert!(e.message.contains("rule \"dc\"") && e.message.contains("\"g\""), "{e}");
+}
+
+#[test]
+fn bad_algorithm_table_param() {
+    let e = parse("[algorithms.cubic]\nbeta = \"high\"\n").unwrap_err();
+    assert!(e.message.contains("beta") && e.message.contains("number"), "{e}");
+    let e = parse("[algorithms.nosuch]\nx = 1\n").unwrap_err();
+    assert!(e.message.contains("unknown algorithm"), "{e}");
+}
+
+#[test]
+fn rule_params_override_algorithm_table() {
+    let text = "[algorithms.reno]\nbeta = 0.5\ninit_cwnd_pkts = 4\n[[rules]]\nmatch = { port = 80 }\nalgorithm = \"reno\"\nparams = { beta = 0.7 }\n";
+    let c = parse(text).unwrap();
+    assert_eq!(c.policy.rules[0].name, "rules[0]");
+    // The instance starts at init_cwnd_pkts (4) from the algorithm table...
+    let mut alg = c.policy.rules[0].choice.factory.create();
+    let a = alg.init(&ccp_algorithms::FlowStart::new(1000, 0));
+    assert_eq!(a.cwnd_bytes, Some(4000.0));
+}
+
+#[test]
+fn empty_match_rejected() {
+    let e = parse("[[rules]]\nmatch = {}\nalgorithm = \"reno\"\n").unwrap_err();
+    assert!(e.message.contains("no conditions"), "{e}");
+}
+
+#[test]
+fn bad_prefix_rejected() {
+    let e = parse("[[rules]]\nmatch = { dst_addr = \"10.0.0.0/99\" }\nalgorithm = \"reno\"\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:2");
+    assert!(e.message.contains("dst_addr"), "{e}");
+    let c = parse("[[rules]]\nmatch = { addr = \"192.168.1.7\" }\nalgorithm = \"reno\"\n").unwrap();
+    assert!(c.policy.rules[0].matcher.addr.is_some());
+}
+
+#[test]
+fn report_interval_bounds() {
+    let e = parse("[reports]\ninterval_us = 5\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:2", "{e}");
+}
+
+#[test]
+fn missing_file_is_a_clear_error() {
+    let e = AgentConfig::load(Path::new("/nonexistent/agent.toml"), &Overrides::default()).unwrap_err();
+    assert!(e.to_string().contains("/nonexistent/agent.toml") && e.to_string().contains("cannot read"), "{e}");
+}

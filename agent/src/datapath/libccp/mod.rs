@@ -1,0 +1,397 @@
+//! The libccp datapath adapter: speaks the CCP wire protocol to libccp datapaths (ccp-kernel
+//! over netlink, user-space datapaths over unix sockets) and turns their reports into the
+//! measurement contract using the standard fold (`fold.rs`).
+//!
+//! Protocol discipline:
+//! - One program per datapath, installed with uid 1 on first contact (READY, or the first
+//!   message from a datapath we have not seen). uid 1 makes libccp wipe its program table, so
+//!   agent restarts never exhaust its 9 usable slots.
+//! - CREATE → CHANGE_PROG to the fold; the runtime's first command follows as UPDATE_FIELDS.
+//! - A report from a flow we do not know (the agent restarted under a running datapath) adopts
+//!   the flow, seeded from the cwnd and RTT in its report. A report from another program (a
+//!   different agent version) re-programs the flow and adopts it on its next report.
+//! - Malformed or unexpected messages are logged and counted, never fatal.
+//! - Commands are deduplicated per field; a field whose send failed is retried with the next
+//!   command instead of being forgotten.
+//!
+//! libccp has no app-limited primitive, so reports from these datapaths never set `app_limited`.
+
+pub mod fold;
+pub mod netlink;
+pub mod transport;
+pub mod unix;
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use ccp_algorithms::Seed;
+use ccp_wire::{ChangeProg, Create, Msg, RegKind, UpdateField, UpdateFields};
+use tracing::{debug, info, warn};
+
+use super::{ApplyError, Capabilities, CloseReason, Command, Datapath, DatapathEvent, FlowInfo, FlowRef, PacingCommand};
+use fold::{FlowDecoder, Fold};
+use transport::{peer_is_gone, Transport};
+
+/// The uid of the standard fold on every datapath.
+pub const FOLD_UID: u32 = 1;
+/// Assumed MSS for an adopted flow until its reports reveal the real one.
+const DEFAULT_MSS: u32 = 1448;
+/// How often a flow reporting from a foreign program is asked again to switch.
+const REPROGRAM_RETRY: Duration = Duration::from_secs(1);
+/// libccp's Cwnd and Rate registers are u32 in the datapath (`set_cwnd(u32)`, `set_rate_abs(u32)`).
+const LIBCCP_MAX_U32: u64 = u32::MAX as u64;
+
+/// Counters for one adapter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LibccpStats {
+    pub datagrams: u64,
+    pub messages: u64,
+    pub decode_errors: u64,
+    pub unexpected_messages: u64,
+    pub unreplyable_datagrams: u64,
+    pub foreign_program_reports: u64,
+    pub adopted_flows: u64,
+    pub installs: u64,
+    pub send_errors: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Applied {
+    cwnd: Option<u64>,
+    rate: Option<u64>,
+    interval_us: Option<u64>,
+    rtt_threshold_us: Option<u64>,
+}
+
+struct FlowState {
+    decoder: FlowDecoder,
+    applied: Applied,
+}
+
+struct Peer<A> {
+    addr: A,
+    installed: bool,
+    flows: HashMap<u32, FlowState>,
+    /// Flows asked to switch from a foreign program, and when.
+    reprogrammed: HashMap<u32, Instant>,
+}
+
+pub struct LibccpDatapath<T: Transport> {
+    transport: T,
+    fold: Fold,
+    install_msg: Vec<u8>,
+    peers: Vec<Peer<T::Addr>>,
+    peer_ids: HashMap<T::Addr, u32>,
+    rx: Vec<u8>,
+    /// Events produced outside `poll_events` (a peer found gone during `apply`).
+    deferred: Vec<DatapathEvent>,
+    stats: LibccpStats,
+}
+
+impl<T: Transport> LibccpDatapath<T> {
+    pub fn new(transport: T) -> anyhow::Result<Self> {
+        let fold = Fold::compile()?;
+        let install_msg = Msg::Install(fold.program.install(FOLD_UID))
+            .to_bytes()
+            .map_err(|e| anyhow::anyhow!("standard fold does not encode: {e}"))?;
+        Ok(LibccpDatapath {
+            transport,
+            fold,
+            install_msg,
+            peers: Vec::new(),
+            peer_ids: HashMap::new(),
+            rx: vec![0; 64 * 1024],
+            deferred: Vec::new(),
+            stats: LibccpStats::default(),
+        })
+    }
+
+    pub fn stats(&self) -> LibccpStats {
+        self.stats
+    }
+
+    pub fn transport(&self) -> &T {
+        &self.transport
+    }
+
+    fn peer_id(&mut self, addr: &T::Addr) -> u32 {
+        if let Some(id) = self.peer_ids.get(addr) {
+            return *id;
+        }
+        let id = self.peers.len() as u32;
+        info!(datapath = %self.transport.addr_name(addr), peer = id, "new datapath");
+        self.peers.push(Peer { addr: addr.clone(), installed: false, flows: HashMap::new(), reprogrammed: HashMap::new() });
+        self.peer_ids.insert(addr.clone(), id);
+        id
+    }
+
+    fn send(&mut self, peer: u32, msg: &[u8]) -> std::io::Result<()> {
+        let addr = self.peers[peer as usize].addr.clone();
+        let r = self.transport.send(&addr, msg);
+        if let Err(e) = &r {
+            self.stats.send_errors += 1;
+            if peer_is_gone(e) {
+                self.peer_gone(peer, e);
+            }
+        }
+        r
+    }
+
+    /// The datapath behind `peer` no longer exists: its flows are gone with it.
+    fn peer_gone(&mut self, peer: u32, err: &std::io::Error) {
+        let p = &mut self.peers[peer as usize];
+        if p.flows.is_empty() && !p.installed {
+            return;
+        }
+        warn!(datapath = %self.transport.addr_name(&p.addr), error = %err, flows = p.flows.len(), "datapath unreachable; dropping its flows");
+        p.installed = false;
+        p.reprogrammed.clear();
+        for sid in p.flows.drain().map(|(sid, _)| sid) {
+            self.deferred.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid }, reason: CloseReason::DatapathGone });
+        }
+    }
+
+    fn ensure_installed(&mut self, peer: u32) {
+        if self.peers[peer as usize].installed {
+            return;
+        }
+        let msg = self.install_msg.clone();
+        match self.send(peer, &msg) {
+            Ok(()) => {
+                self.stats.installs += 1;
+                self.peers[peer as usize].installed = true;
+                debug!(peer, "installed standard fold");
+            }
+            Err(e) => warn!(peer, error = %e, "could not install the standard fold"),
+        }
+    }
+
+    fn change_prog(&mut self, peer: u32, sid: u32) {
+        match Msg::ChangeProg(ChangeProg { sid, program_uid: FOLD_UID, updates: Vec::new() }).to_bytes() {
+            Ok(bytes) => {
+                if let Err(e) = self.send(peer, &bytes) {
+                    warn!(peer, sid, error = %e, "could not switch flow to the standard fold");
+                }
+            }
+            Err(e) => warn!(peer, sid, error = %e, "could not encode CHANGE_PROG"),
+        }
+    }
+
+    fn handle(&mut self, peer: u32, msg: Msg, now: Instant, out: &mut Vec<DatapathEvent>) {
+        match msg {
+            Msg::Ready(r) => {
+                let p = &mut self.peers[peer as usize];
+                info!(datapath = %self.transport.addr_name(&p.addr), id = r.datapath_id, "datapath ready");
+                for sid in p.flows.drain().map(|(sid, _)| sid) {
+                    out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid }, reason: CloseReason::DatapathGone });
+                }
+                p.reprogrammed.clear();
+                p.installed = false;
+                self.ensure_installed(peer);
+            }
+            Msg::Create(c) => self.on_create(peer, c, now, out),
+            Msg::Measure(m) if m.is_close() => {
+                let p = &mut self.peers[peer as usize];
+                p.reprogrammed.remove(&m.sid);
+                if p.flows.remove(&m.sid).is_some() {
+                    out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid: m.sid }, reason: CloseReason::Closed });
+                }
+            }
+            Msg::Measure(m) => self.on_measure(peer, m.sid, m.program_uid, &m.fields, now, out),
+            other @ (Msg::Install(_) | Msg::UpdateFields(_) | Msg::ChangeProg(_)) => {
+                self.stats.unexpected_messages += 1;
+                warn!(peer, msg = ?std::mem::discriminant(&other), "ignoring agent-bound message type sent by a datapath");
+            }
+        }
+    }
+
+    fn on_create(&mut self, peer: u32, c: Create, now: Instant, out: &mut Vec<DatapathEvent>) {
+        self.ensure_installed(peer);
+        let p = &mut self.peers[peer as usize];
+        p.reprogrammed.remove(&c.sid);
+        let state = FlowState { decoder: FlowDecoder::new(c.mss.max(1), now), applied: Applied::default() };
+        if p.flows.insert(c.sid, state).is_some() {
+            out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid: c.sid }, reason: CloseReason::Replaced });
+        }
+        self.change_prog(peer, c.sid);
+        let info = FlowInfo {
+            mss_bytes: c.mss,
+            init_cwnd_bytes: u64::from(c.init_cwnd),
+            src: Some(four_tuple_half(c.src_ip, c.src_port)),
+            dst: Some(four_tuple_half(c.dst_ip, c.dst_port)),
+            cong_alg: c.cong_alg,
+            cgroup: None,
+            existing: None,
+        };
+        out.push(DatapathEvent::FlowStarted { flow: FlowRef { peer, sid: c.sid }, info });
+    }
+
+    fn on_measure(&mut self, peer: u32, sid: u32, uid: u32, fields: &[u64], now: Instant, out: &mut Vec<DatapathEvent>) {
+        let flow = FlowRef { peer, sid };
+        if uid != FOLD_UID || fields.len() != self.fold.layout.num_fields {
+            // Another program's report: a previous agent's flow, or a table we have not written.
+            self.stats.foreign_program_reports += 1;
+            self.ensure_installed(peer);
+            let due = self.peers[peer as usize].reprogrammed.get(&sid).is_none_or(|t| now.duration_since(*t) >= REPROGRAM_RETRY);
+            if due {
+                debug!(%flow, uid, fields = fields.len(), "report from a foreign program; switching flow to the standard fold");
+                self.peers[peer as usize].reprogrammed.insert(sid, now);
+                self.change_prog(peer, sid);
+            }
+            return;
+        }
+        if !self.peers[peer as usize].flows.contains_key(&sid) {
+            // A running flow we never saw created: adopt it, continuing from its current state.
+            self.ensure_installed(peer);
+            self.stats.adopted_flows += 1;
+            let mut decoder = FlowDecoder::new(DEFAULT_MSS, now);
+            let first = decoder.decode(&self.fold.layout, fields, now);
+            let info = FlowInfo {
+                mss_bytes: decoder.mss_bytes,
+                init_cwnd_bytes: first.cwnd_bytes,
+                existing: Some(Seed {
+                    cwnd_bytes: first.cwnd_bytes,
+                    pacing_rate_bytes_per_s: first.pacing_rate_bytes_per_s,
+                    srtt_us: first.rtt.map(|r| r.srtt_us),
+                    min_rtt_us: first.rtt.map(|r| r.min_us),
+                    last_report: Some(first.clone()),
+                }),
+                ..FlowInfo::default()
+            };
+            info!(%flow, cwnd_bytes = first.cwnd_bytes, "adopting a running flow");
+            let p = &mut self.peers[peer as usize];
+            p.reprogrammed.remove(&sid);
+            p.flows.insert(sid, FlowState { decoder, applied: Applied { cwnd: Some(first.cwnd_bytes), ..Applied::default() } });
+            out.push(DatapathEvent::FlowStarted { flow, info });
+            out.push(DatapathEvent::Report { flow, report: first });
+            return;
+        }
+        let p = &mut self.peers[peer as usize];
+        p.reprogrammed.remove(&sid);
+        if let Some(state) = p.flows.get_mut(&sid) {
+            let report = state.decoder.decode(&self.fold.layout, fields, now);
+            out.push(DatapathEvent::Report { flow, report });
+        }
+    }
+
+    fn updates_for(&self, applied: &Applied, cmd: &Command) -> Result<(Vec<UpdateField>, Applied), String> {
+        let mut next = *applied;
+        let mut updates = Vec::new();
+        let program = &self.fold.program;
+        if let Some(c) = cmd.cwnd_bytes {
+            let c = c.min(LIBCCP_MAX_U32);
+            if applied.cwnd != Some(c) {
+                updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::CWND, value: c });
+                next.cwnd = Some(c);
+            }
+        }
+        if let Some(PacingCommand::BytesPerSec(r)) = cmd.pacing {
+            let r = r.min(LIBCCP_MAX_U32);
+            if applied.rate != Some(r) {
+                updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::RATE, value: r });
+                next.rate = Some(r);
+            }
+        }
+        // PacingCommand::Off: libccp ignores a zero rate, so pacing cannot be cleared; the
+        // capabilities say so and the runtime does not expect it.
+        for (value, slot, name) in [
+            (cmd.report_interval_us, &mut next.interval_us, fold::CTL_INTERVAL_US),
+            (cmd.rtt_threshold_us, &mut next.rtt_threshold_us, fold::CTL_RTT_THRESHOLD_US),
+        ] {
+            if let Some(v) = value {
+                if *slot != Some(v) {
+                    updates.push(program.control_update(name, v).map_err(|e| e.to_string())?);
+                    *slot = Some(v);
+                }
+            }
+        }
+        Ok((updates, next))
+    }
+}
+
+/// ccp-kernel copies network-byte-order addresses and ports into host-order u32 fields, so the
+/// bytes on the wire are already in network order.
+fn four_tuple_half(ip: u32, port: u32) -> (std::net::Ipv4Addr, u16) {
+    let addr = std::net::Ipv4Addr::from(ip.to_le_bytes());
+    let p = port as u16;
+    (addr, u16::from_be(p.to_le()))
+}
+
+impl<T: Transport> Datapath for LibccpDatapath<T> {
+    fn describe(&self) -> String {
+        self.transport.describe()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { max_cwnd_bytes: LIBCCP_MAX_U32, max_rate_bytes_per_s: LIBCCP_MAX_U32, can_clear_pacing: false }
+    }
+
+    fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
+        self.transport.register(registry, token)
+    }
+
+    fn poll_events(&mut self, out: &mut Vec<DatapathEvent>) {
+        out.append(&mut self.deferred);
+        let mut rx = std::mem::take(&mut self.rx);
+        loop {
+            let received = match self.transport.recv(&mut rx) {
+                Ok(Some(r)) => r,
+                Ok(None) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    self.stats.decode_errors += 1;
+                    warn!(error = %e, "dropping malformed datagram");
+                    continue;
+                }
+                Err(e) => {
+                    warn!(error = %e, "receive error");
+                    break;
+                }
+            };
+            self.stats.datagrams += 1;
+            let now = Instant::now();
+            let Some(from) = received.from else {
+                self.stats.unreplyable_datagrams += 1;
+                warn!("dropping datagram from an unnamed socket: a datapath must bind a path so the agent can reply");
+                continue;
+            };
+            let peer = self.peer_id(&from);
+            for msg in ccp_wire::decode_all(&rx[..received.len]) {
+                match msg {
+                    Ok(m) => {
+                        self.stats.messages += 1;
+                        self.handle(peer, m, now, out);
+                    }
+                    Err(e) => {
+                        self.stats.decode_errors += 1;
+                        warn!(datapath = %self.transport.addr_name(&from), error = %e, "dropping malformed message");
+                    }
+                }
+            }
+        }
+        self.rx = rx;
+        out.append(&mut self.deferred);
+    }
+
+    fn apply(&mut self, flow: FlowRef, cmd: &Command) -> Result<(), ApplyError> {
+        let applied = match self.peers.get(flow.peer as usize).and_then(|p| p.flows.get(&flow.sid)) {
+            Some(state) => state.applied,
+            None => return Err(ApplyError::UnknownFlow(flow)),
+        };
+        let (updates, next) = self.updates_for(&applied, cmd).map_err(|reason| ApplyError::Encode { flow, reason })?;
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
+            .to_bytes()
+            .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
+        self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
+        if let Some(state) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.flows.get_mut(&flow.sid)) {
+            state.applied = next;
+        }
+        Ok(())
+    }
+
+    fn peer_name(&self, peer: u32) -> String {
+        self.peers.get(peer as usize).map_or_else(|| format!("peer{peer}"), |p| self.transport.addr_name(&p.addr))
+    }
+}

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: installs what is needed, builds everything, runs every test.
+# Tests that need root (network namespaces, netlink) run when this runs as root, and say
+# loudly why they are skipped otherwise.
+set -euo pipefail
+cd "$(dirname "$0")"
+./scripts/setup.sh
+cargo build --workspace --all-targets --locked
+cargo test --workspace --locked -- --test-threads=2
+cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -1,0 +1,175 @@
+//! The netlink datapath adapter against a user-space peer that speaks ccp-kernel's framing.
+//!
+//! ccp-kernel cannot load on this kernel (no module support), so a test process takes its
+//! place on NETLINK_USERSOCK: it multicasts to group 22 as the kernel does, and the agent
+//! replies to the sender's port id (0 for the real kernel).
+
+use std::mem::{size_of, zeroed};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use ccp_agent::datapath::libccp::fold::Fold;
+use ccp_integration_tests::{bin, is_root, Agent};
+use ccp_wire::{implicit, Create, Measure, Msg, RegKind};
+
+struct FakeKernel {
+    fd: OwnedFd,
+}
+
+fn sockaddr(pid: u32, groups: u32) -> libc::sockaddr_nl {
+    // SAFETY: plain old data.
+    let mut sa: libc::sockaddr_nl = unsafe { zeroed() };
+    sa.nl_family = libc::AF_NETLINK as u16;
+    sa.nl_pid = pid;
+    sa.nl_groups = groups;
+    sa
+}
+
+impl FakeKernel {
+    fn new() -> FakeKernel {
+        // SAFETY: socket/bind with valid arguments; the fd is owned immediately.
+        unsafe {
+            let raw = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_USERSOCK);
+            assert!(raw >= 0, "netlink socket: {}", std::io::Error::last_os_error());
+            let fd = OwnedFd::from_raw_fd(raw);
+            let sa = sockaddr(0, 0);
+            assert_eq!(libc::bind(raw, (&sa as *const libc::sockaddr_nl).cast(), size_of::<libc::sockaddr_nl>() as u32), 0);
+            let tv = libc::timeval { tv_sec: 0, tv_usec: 200_000 };
+            libc::setsockopt(
+                raw,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&tv as *const libc::timeval).cast(),
+                size_of::<libc::timeval>() as u32,
+            );
+            FakeKernel { fd }
+        }
+    }
+
+    /// Multicasts to ccp-kernel's group, as the kernel module does.
+    fn send(&self, msg: &Msg) {
+        let mut framed = Vec::new();
+        ccp_wire::netlink::frame(&msg.to_bytes().unwrap(), &mut framed);
+        self.send_raw(&framed);
+    }
+
+    fn send_raw(&self, bytes: &[u8]) {
+        let sa = sockaddr(0, 1 << (22 - 1));
+        // SAFETY: valid buffer and address.
+        let n = unsafe {
+            libc::sendto(
+                self.fd.as_raw_fd(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                0,
+                (&sa as *const libc::sockaddr_nl).cast(),
+                size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        // The broadcast reaches the group; the unicast half of the same send goes to port 0,
+        // where no kernel socket listens without ccp-kernel, hence ECONNREFUSED.
+        let err = std::io::Error::last_os_error();
+        assert!(n >= 0 || err.raw_os_error() == Some(libc::ECONNREFUSED), "sendto: {err}");
+    }
+
+    /// Receives messages until `pred` accepts one or the deadline passes.
+    fn expect(&self, what: &str, timeout: Duration, mut pred: impl FnMut(&Msg) -> bool) -> Msg {
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; 65536];
+        let mut seen = Vec::new();
+        while t0.elapsed() < timeout {
+            // SAFETY: valid buffer.
+            let n = unsafe { libc::recv(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+            if n <= 0 {
+                continue;
+            }
+            let payload = ccp_wire::netlink::unframe(&buf[..n as usize]).expect("agent sends well-formed netlink frames");
+            for m in ccp_wire::decode_all(payload) {
+                let m = m.expect("agent sends well-formed libccp messages");
+                if pred(&m) {
+                    return m;
+                }
+                seen.push(m);
+            }
+        }
+        panic!("no {what} within {timeout:?}; saw {seen:?}");
+    }
+}
+
+#[test]
+fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
+    if !is_root() {
+        eprintln!("SKIPPED: the netlink test needs root (NETLINK_USERSOCK multicast group membership); CI runs it as root");
+        return;
+    }
+    let mut cmd = Command::new(bin("ccp-agent"));
+    cmd.args(["--log-level", "debug", "run", "--datapath", "netlink", "-a", "reno"]);
+    let agent = Agent::spawn(cmd, None);
+    agent.wait_log("listening", Duration::from_secs(10));
+    let kernel = FakeKernel::new();
+    let fold = Fold::compile().unwrap();
+
+    kernel.send(&Msg::Ready(ccp_wire::Ready { datapath_id: 7 }));
+    let install = kernel.expect("INSTALL", Duration::from_secs(5), |m| matches!(m, Msg::Install(_)));
+    let Msg::Install(install) = install else { unreachable!() };
+    assert_eq!(install.program_uid, 1, "the fold is installed as uid 1 (wipes a stale table)");
+    assert_eq!(install, fold.program.install(1));
+
+    // ccp-kernel's CREATE carries network-byte-order addresses and ports.
+    let create = Create {
+        sid: 3,
+        init_cwnd: 14480,
+        mss: 1448,
+        src_ip: u32::from_le_bytes([10, 0, 0, 1]),
+        src_port: u32::from(40000u16.to_be()),
+        dst_ip: u32::from_le_bytes([10, 0, 0, 2]),
+        dst_port: u32::from(5201u16.to_be()),
+        cong_alg: Some("reno".into()),
+    };
+    kernel.send(&Msg::Create(create));
+    kernel.expect("CHANGE_PROG", Duration::from_secs(5), |m| matches!(m, Msg::ChangeProg(c) if c.sid == 3 && c.program_uid == 1));
+    let first = kernel.expect("UPDATE_FIELDS", Duration::from_secs(5), |m| matches!(m, Msg::UpdateFields(u) if u.sid == 3));
+    let Msg::UpdateFields(first) = first else { unreachable!() };
+    assert!(
+        first.fields.iter().any(|f| f.kind == RegKind::Implicit && f.index == implicit::CWND && f.value == 14480),
+        "{first:?}"
+    );
+    agent.wait_log("10.0.0.1", Duration::from_secs(5));
+    assert!(agent.log().contains("5201"), "ports decoded from network byte order:\n{}", agent.log());
+
+    // One window acknowledged in slow start: Reno doubles the window.
+    let mut fields = vec![0u64; fold.program.report_fields().len()];
+    let set = |f: &mut Vec<u64>, name: &str, v: u64| f[fold.program.report_index(name).unwrap()] = v;
+    set(&mut fields, "acked_bytes", 14480);
+    set(&mut fields, "acked_pkts", 10);
+    set(&mut fields, "rtt_samples", 10);
+    set(&mut fields, "rtt_sum_us", 10 * 20_000);
+    set(&mut fields, "rtt_min_us", 20_000);
+    set(&mut fields, "cwnd_bytes", 14480);
+    set(&mut fields, "now_us", 20_000);
+    kernel.send(&Msg::Measure(Measure { sid: 3, program_uid: 1, fields: fields.clone() }));
+    kernel.expect(
+        "the doubled window",
+        Duration::from_secs(5),
+        |m| matches!(m, Msg::UpdateFields(u) if u.fields.iter().any(|f| f.index == implicit::CWND && f.value == 28960)),
+    );
+
+    // Garbage on the socket is logged and survived.
+    kernel.send_raw(&[0xff; 7]);
+    let mut bogus = Vec::new();
+    ccp_wire::netlink::frame(&[1, 0, 9, 0, 3, 0, 0, 0, 1], &mut bogus);
+    kernel.send_raw(&bogus);
+    set(&mut fields, "acked_bytes", 28960);
+    set(&mut fields, "now_us", 40_000);
+    kernel.send(&Msg::Measure(Measure { sid: 3, program_uid: 1, fields }));
+    kernel.expect(
+        "a window after the garbage",
+        Duration::from_secs(5),
+        |m| matches!(m, Msg::UpdateFields(u) if u.fields.iter().any(|f| f.index == implicit::CWND && f.value == 57920)),
+    );
+
+    kernel.send(&Msg::Measure(Measure { sid: 3, program_uid: 0, fields: vec![] }));
+    agent.wait_log("flow closed", Duration::from_secs(5));
+    assert!(agent.stop().success());
+}
