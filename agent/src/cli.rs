@@ -162,11 +162,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     let datapath: Box<dyn Datapath> = match cfg.datapath.kind {
         DatapathKind::Unix => {
             let t = UnixTransport::bind(&cfg.datapath.unix.dir, &cfg.datapath.unix.name)?;
-            Box::new(LibccpDatapath::new(t)?)
+            Box::new(LibccpDatapath::new(t, cfg.datapath.address_order())?)
         }
         DatapathKind::Netlink => {
             let t = NetlinkTransport::bind(cfg.datapath.netlink.group).context("netlink datapath")?;
-            Box::new(LibccpDatapath::new(t)?)
+            Box::new(LibccpDatapath::new(t, cfg.datapath.address_order())?)
         }
     };
     let mut rt = Runtime::new(&cfg, vec![datapath])?;

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::controller::{Choice, Limits, MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
+use crate::datapath::libccp::AddressOrder;
 use crate::rules::{Matcher, Policy, Rule};
 
 /// Where the default configuration lives when `--config` is not given and it exists.
@@ -57,13 +58,30 @@ impl Default for NetlinkSection {
 #[serde(deny_unknown_fields, default)]
 pub struct DatapathSection {
     pub kind: DatapathKind,
+    /// Byte order of addresses and ports in CREATE messages. Default: "network" for netlink
+    /// (ccp-kernel), "host" for unix (libccp user-space datapaths).
+    pub address_order: Option<AddressOrder>,
     pub unix: UnixSection,
     pub netlink: NetlinkSection,
 }
 
 impl Default for DatapathSection {
     fn default() -> Self {
-        DatapathSection { kind: DatapathKind::Unix, unix: UnixSection::default(), netlink: NetlinkSection::default() }
+        DatapathSection {
+            kind: DatapathKind::Unix,
+            address_order: None,
+            unix: UnixSection::default(),
+            netlink: NetlinkSection::default(),
+        }
+    }
+}
+
+impl DatapathSection {
+    pub fn address_order(&self) -> AddressOrder {
+        self.address_order.unwrap_or(match self.kind {
+            DatapathKind::Netlink => AddressOrder::Network,
+            DatapathKind::Unix => AddressOrder::Host,
+        })
     }
 }
 

@@ -85,11 +85,12 @@ pub struct LibccpDatapath<T: Transport> {
     rx: Vec<u8>,
     /// Events produced outside `poll_events` (a peer found gone during `apply`).
     deferred: Vec<DatapathEvent>,
+    address_order: AddressOrder,
     stats: LibccpStats,
 }
 
 impl<T: Transport> LibccpDatapath<T> {
-    pub fn new(transport: T) -> anyhow::Result<Self> {
+    pub fn new(transport: T, address_order: AddressOrder) -> anyhow::Result<Self> {
         let fold = Fold::compile()?;
         let install_msg = Msg::Install(fold.program.install(FOLD_UID))
             .to_bytes()
@@ -102,6 +103,7 @@ impl<T: Transport> LibccpDatapath<T> {
             peer_ids: HashMap::new(),
             rx: vec![0; 64 * 1024],
             deferred: Vec::new(),
+            address_order,
             stats: LibccpStats::default(),
         })
     }
@@ -217,8 +219,8 @@ impl<T: Transport> LibccpDatapath<T> {
         let info = FlowInfo {
             mss_bytes: c.mss,
             init_cwnd_bytes: u64::from(c.init_cwnd),
-            src: Some(four_tuple_half(c.src_ip, c.src_port)),
-            dst: Some(four_tuple_half(c.dst_ip, c.dst_port)),
+            src: Some(self.address_order.decode(c.src_ip, c.src_port)),
+            dst: Some(self.address_order.decode(c.dst_ip, c.dst_port)),
             cong_alg: c.cong_alg,
             cgroup: None,
             existing: None,
@@ -309,12 +311,24 @@ impl<T: Transport> LibccpDatapath<T> {
     }
 }
 
-/// ccp-kernel copies network-byte-order addresses and ports into host-order u32 fields, so the
-/// bytes on the wire are already in network order.
-fn four_tuple_half(ip: u32, port: u32) -> (std::net::Ipv4Addr, u16) {
-    let addr = std::net::Ipv4Addr::from(ip.to_le_bytes());
-    let p = port as u16;
-    (addr, u16::from_be(p.to_le()))
+/// How a datapath encodes the addresses and ports in CREATE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AddressOrder {
+    /// ccp-kernel copies the kernel's big-endian `__be32`/`__be16` values into the u32 fields,
+    /// so the bytes on the wire are in network order.
+    Network,
+    /// The plain numbers (user-space datapaths built on the libccp crate's `FlowInfo`).
+    Host,
+}
+
+impl AddressOrder {
+    fn decode(self, ip: u32, port: u32) -> (std::net::Ipv4Addr, u16) {
+        match self {
+            AddressOrder::Network => (std::net::Ipv4Addr::from(ip.to_le_bytes()), u16::from_be((port as u16).to_le())),
+            AddressOrder::Host => (std::net::Ipv4Addr::from(ip), port as u16),
+        }
+    }
 }
 
 impl<T: Transport> Datapath for LibccpDatapath<T> {
