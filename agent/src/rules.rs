@@ -153,8 +153,7 @@ mod tests {
     #[test]
     fn cgroup_matches_descendants_only() {
         let p = policy();
-        let mut f = FlowInfo::default();
-        f.cgroup = Some("/sys/fs/cgroup/batch/job1".into());
+        let mut f = FlowInfo { cgroup: Some("/sys/fs/cgroup/batch/job1".into()), ..FlowInfo::default() };
         assert_eq!(p.select(&f).origin, "batch");
         f.cgroup = Some("/sys/fs/cgroup/batchy".into());
         assert_eq!(p.select(&f).origin, "default");

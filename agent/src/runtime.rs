@@ -26,6 +26,8 @@ use crate::rules::Policy;
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
+/// How often datapath adapters get to retry undelivered messages.
+const DATAPATH_TICK: Duration = Duration::from_millis(100);
 
 /// Agent-wide counters.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -121,9 +123,10 @@ impl Runtime {
     pub fn run(&mut self) -> anyhow::Result<()> {
         let mut events = Events::with_capacity(256);
         let mut next_tick = Instant::now() + TICK;
+        let mut next_dp_tick = Instant::now() + DATAPATH_TICK;
         let mut dp_events = Vec::with_capacity(256);
         while !self.stop.load(Ordering::Relaxed) {
-            let timeout = next_tick.saturating_duration_since(Instant::now()).min(Duration::from_millis(100));
+            let timeout = next_tick.min(next_dp_tick).saturating_duration_since(Instant::now());
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -148,6 +151,13 @@ impl Runtime {
                 }
             }
             let now = Instant::now();
+            if now >= next_dp_tick {
+                for i in 0..self.datapaths.len() {
+                    self.datapaths[i].tick(now);
+                    self.service(i, &mut dp_events);
+                }
+                next_dp_tick = now + DATAPATH_TICK;
+            }
             if now >= next_tick {
                 self.tick(now);
                 next_tick = now + TICK;

@@ -119,4 +119,7 @@ pub trait Datapath {
 
     /// Human name of a peer datapath, for status output and logs.
     fn peer_name(&self, peer: u32) -> String;
+
+    /// Called every few hundred milliseconds: retry what could not be delivered.
+    fn tick(&mut self, _now: std::time::Instant) {}
 }

@@ -11,8 +11,11 @@
 //!   the flow, seeded from the cwnd and RTT in its report. A report from another program (a
 //!   different agent version) re-programs the flow and adopts it on its next report.
 //! - Malformed or unexpected messages are logged and counted, never fatal.
-//! - Commands are deduplicated per field; a field whose send failed is retried with the next
-//!   command instead of being forgotten.
+//! - Commands are deduplicated per field. What the agent wants (`desired`) is kept apart from
+//!   what the datapath has acknowledged receiving (`applied`), so a send that fails (a datapath's
+//!   socket queue is full: `net.unix.max_dgram_qlen` is 10 here) is retried on the next tick
+//!   rather than forgotten. A flow that has not reported within `PROGRAM_RETRY` of being
+//!   switched to the fold is switched again (a lost CHANGE_PROG would otherwise leave it silent).
 //!
 //! libccp has no app-limited primitive, so reports from these datapaths never set `app_limited`.
 
@@ -20,6 +23,11 @@ pub mod fold;
 pub mod netlink;
 pub mod transport;
 pub mod unix;
+
+#[cfg(test)]
+mod fold_tests;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -38,6 +46,13 @@ pub const FOLD_UID: u32 = 1;
 const DEFAULT_MSS: u32 = 1448;
 /// How often a flow reporting from a foreign program is asked again to switch.
 const REPROGRAM_RETRY: Duration = Duration::from_secs(1);
+/// How long a flow switched to the fold may stay silent before the switch is re-sent (at least
+/// three report intervals; doubling on every retry up to `PROGRAM_RETRY_MAX`). CHANGE_PROG
+/// resets the fold's registers, so it must not be re-sent to a flow that is merely slow.
+const PROGRAM_RETRY: Duration = Duration::from_millis(250);
+const PROGRAM_RETRY_MAX: Duration = Duration::from_secs(8);
+/// The fold's default report interval (its DEF), µs.
+const FOLD_DEFAULT_INTERVAL_US: u64 = 10_000;
 /// libccp's Cwnd and Rate registers are u32 in the datapath (`set_cwnd(u32)`, `set_rate_abs(u32)`).
 const LIBCCP_MAX_U32: u64 = u32::MAX as u64;
 
@@ -55,17 +70,52 @@ pub struct LibccpStats {
     pub send_errors: u64,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Applied {
+/// Register values of one flow, `None` where unknown or not set.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Registers {
     cwnd: Option<u64>,
     rate: Option<u64>,
     interval_us: Option<u64>,
     rtt_threshold_us: Option<u64>,
 }
 
+impl Registers {
+    /// CHANGE_PROG resets the program's control variables to their defaults (Cwnd and Rate are
+    /// the datapath's own and survive), so they must be sent again.
+    fn after_change_prog(self) -> Registers {
+        Registers { cwnd: self.cwnd, rate: self.rate, interval_us: None, rtt_threshold_us: None }
+    }
+}
+
 struct FlowState {
     decoder: FlowDecoder,
-    applied: Applied,
+    /// What the agent wants the datapath to hold.
+    desired: Registers,
+    /// What has been sent successfully.
+    applied: Registers,
+    /// When the flow was last switched to the fold without reporting since.
+    awaiting_report_since: Option<Instant>,
+    /// Silence tolerated before the next re-switch.
+    retry_after: Duration,
+}
+
+impl FlowState {
+    fn new(decoder: FlowDecoder, now: Instant) -> FlowState {
+        FlowState {
+            decoder,
+            desired: Registers::default(),
+            applied: Registers::default(),
+            awaiting_report_since: Some(now),
+            retry_after: PROGRAM_RETRY,
+        }
+    }
+
+    /// True when the flow has been silent long enough since its switch to be switched again.
+    fn needs_reprogram(&self, now: Instant) -> bool {
+        let interval = Duration::from_micros(self.desired.interval_us.unwrap_or(FOLD_DEFAULT_INTERVAL_US));
+        let patience = self.retry_after.max(3 * interval);
+        self.awaiting_report_since.is_some_and(|t| now.duration_since(t) >= patience)
+    }
 }
 
 struct Peer<A> {
@@ -168,14 +218,20 @@ impl<T: Transport> LibccpDatapath<T> {
         }
     }
 
-    fn change_prog(&mut self, peer: u32, sid: u32) {
+    /// Switches a flow to the fold; true when the message was sent.
+    fn change_prog(&mut self, peer: u32, sid: u32) -> bool {
         match Msg::ChangeProg(ChangeProg { sid, program_uid: FOLD_UID, updates: Vec::new() }).to_bytes() {
-            Ok(bytes) => {
-                if let Err(e) = self.send(peer, &bytes) {
-                    warn!(peer, sid, error = %e, "could not switch flow to the standard fold");
+            Ok(bytes) => match self.send(peer, &bytes) {
+                Ok(()) => true,
+                Err(e) => {
+                    warn!(peer, sid, error = %e, "could not switch flow to the standard fold; will retry");
+                    false
                 }
+            },
+            Err(e) => {
+                warn!(peer, sid, error = %e, "could not encode CHANGE_PROG");
+                false
             }
-            Err(e) => warn!(peer, sid, error = %e, "could not encode CHANGE_PROG"),
         }
     }
 
@@ -211,7 +267,7 @@ impl<T: Transport> LibccpDatapath<T> {
         self.ensure_installed(peer);
         let p = &mut self.peers[peer as usize];
         p.reprogrammed.remove(&c.sid);
-        let state = FlowState { decoder: FlowDecoder::new(c.mss.max(1), now), applied: Applied::default() };
+        let state = FlowState::new(FlowDecoder::new(c.mss.max(1), now), now);
         if p.flows.insert(c.sid, state).is_some() {
             out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid: c.sid }, reason: CloseReason::Replaced });
         }
@@ -238,7 +294,11 @@ impl<T: Transport> LibccpDatapath<T> {
             if due {
                 debug!(%flow, uid, fields = fields.len(), "report from a foreign program; switching flow to the standard fold");
                 self.peers[peer as usize].reprogrammed.insert(sid, now);
-                self.change_prog(peer, sid);
+                if self.change_prog(peer, sid) {
+                    if let Some(state) = self.peers[peer as usize].flows.get_mut(&sid) {
+                        state.applied = state.applied.after_change_prog();
+                    }
+                }
             }
             return;
         }
@@ -263,7 +323,11 @@ impl<T: Transport> LibccpDatapath<T> {
             info!(%flow, cwnd_bytes = first.cwnd_bytes, "adopting a running flow");
             let p = &mut self.peers[peer as usize];
             p.reprogrammed.remove(&sid);
-            p.flows.insert(sid, FlowState { decoder, applied: Applied { cwnd: Some(first.cwnd_bytes), ..Applied::default() } });
+            let known = Registers { cwnd: Some(first.cwnd_bytes), ..Registers::default() };
+            p.flows.insert(
+                sid,
+                FlowState { decoder, desired: known, applied: known, awaiting_report_since: None, retry_after: PROGRAM_RETRY },
+            );
             out.push(DatapathEvent::FlowStarted { flow, info });
             out.push(DatapathEvent::Report { flow, report: first });
             return;
@@ -271,43 +335,51 @@ impl<T: Transport> LibccpDatapath<T> {
         let p = &mut self.peers[peer as usize];
         p.reprogrammed.remove(&sid);
         if let Some(state) = p.flows.get_mut(&sid) {
+            state.awaiting_report_since = None;
+            state.retry_after = PROGRAM_RETRY;
             let report = state.decoder.decode(&self.fold.layout, fields, now);
             out.push(DatapathEvent::Report { flow, report });
         }
     }
 
-    fn updates_for(&self, applied: &Applied, cmd: &Command) -> Result<(Vec<UpdateField>, Applied), String> {
-        let mut next = *applied;
+    /// The register updates that take `applied` to `desired`.
+    fn diff(&self, applied: &Registers, desired: &Registers) -> Result<Vec<UpdateField>, String> {
         let mut updates = Vec::new();
-        let program = &self.fold.program;
-        if let Some(c) = cmd.cwnd_bytes {
-            let c = c.min(LIBCCP_MAX_U32);
-            if applied.cwnd != Some(c) {
-                updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::CWND, value: c });
-                next.cwnd = Some(c);
-            }
+        if let Some(c) = desired.cwnd.filter(|c| applied.cwnd != Some(*c)) {
+            updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::CWND, value: c });
         }
-        if let Some(PacingCommand::BytesPerSec(r)) = cmd.pacing {
-            let r = r.min(LIBCCP_MAX_U32);
-            if applied.rate != Some(r) {
-                updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::RATE, value: r });
-                next.rate = Some(r);
-            }
+        if let Some(r) = desired.rate.filter(|r| applied.rate != Some(*r)) {
+            updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::RATE, value: r });
         }
-        // PacingCommand::Off: libccp ignores a zero rate, so pacing cannot be cleared; the
-        // capabilities say so and the runtime does not expect it.
-        for (value, slot, name) in [
-            (cmd.report_interval_us, &mut next.interval_us, fold::CTL_INTERVAL_US),
-            (cmd.rtt_threshold_us, &mut next.rtt_threshold_us, fold::CTL_RTT_THRESHOLD_US),
+        for (want, have, name) in [
+            (desired.interval_us, applied.interval_us, fold::CTL_INTERVAL_US),
+            (desired.rtt_threshold_us, applied.rtt_threshold_us, fold::CTL_RTT_THRESHOLD_US),
         ] {
-            if let Some(v) = value {
-                if *slot != Some(v) {
-                    updates.push(program.control_update(name, v).map_err(|e| e.to_string())?);
-                    *slot = Some(v);
-                }
+            if let Some(v) = want.filter(|v| have != Some(*v)) {
+                updates.push(self.fold.program.control_update(name, v).map_err(|e| e.to_string())?);
             }
         }
-        Ok((updates, next))
+        Ok(updates)
+    }
+
+    /// Sends whatever `desired` holds that `applied` does not.
+    fn flush(&mut self, flow: FlowRef) -> Result<(), ApplyError> {
+        let Some(state) = self.peers.get(flow.peer as usize).and_then(|p| p.flows.get(&flow.sid)) else {
+            return Err(ApplyError::UnknownFlow(flow));
+        };
+        let desired = state.desired;
+        let updates = self.diff(&state.applied, &desired).map_err(|reason| ApplyError::Encode { flow, reason })?;
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
+            .to_bytes()
+            .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
+        self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
+        if let Some(state) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.flows.get_mut(&flow.sid)) {
+            state.applied = desired;
+        }
+        Ok(())
     }
 }
 
@@ -387,22 +459,57 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
     }
 
     fn apply(&mut self, flow: FlowRef, cmd: &Command) -> Result<(), ApplyError> {
-        let applied = match self.peers.get(flow.peer as usize).and_then(|p| p.flows.get(&flow.sid)) {
-            Some(state) => state.applied,
-            None => return Err(ApplyError::UnknownFlow(flow)),
+        let Some(state) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.flows.get_mut(&flow.sid)) else {
+            return Err(ApplyError::UnknownFlow(flow));
         };
-        let (updates, next) = self.updates_for(&applied, cmd).map_err(|reason| ApplyError::Encode { flow, reason })?;
-        if updates.is_empty() {
-            return Ok(());
+        let d = &mut state.desired;
+        if let Some(c) = cmd.cwnd_bytes {
+            d.cwnd = Some(c.min(LIBCCP_MAX_U32));
         }
-        let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
-            .to_bytes()
-            .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
-        self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
-        if let Some(state) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.flows.get_mut(&flow.sid)) {
-            state.applied = next;
+        // PacingCommand::Off: libccp ignores a zero rate, so pacing cannot be cleared; the
+        // capabilities say so and the controller does not send it.
+        if let Some(PacingCommand::BytesPerSec(r)) = cmd.pacing {
+            d.rate = Some(r.min(LIBCCP_MAX_U32));
         }
-        Ok(())
+        if let Some(us) = cmd.report_interval_us {
+            d.interval_us = Some(us);
+        }
+        if let Some(t) = cmd.rtt_threshold_us {
+            d.rtt_threshold_us = Some(t);
+        }
+        self.flush(flow)
+    }
+
+    fn tick(&mut self, now: Instant) {
+        let mut reprogram = Vec::new();
+        let mut unflushed = Vec::new();
+        for (peer, p) in self.peers.iter().enumerate() {
+            for (sid, state) in &p.flows {
+                let flow = FlowRef { peer: peer as u32, sid: *sid };
+                if state.needs_reprogram(now) {
+                    reprogram.push(flow);
+                } else if state.desired != state.applied {
+                    unflushed.push(flow);
+                }
+            }
+        }
+        for flow in reprogram {
+            debug!(%flow, "no report since the switch to the standard fold; switching again");
+            self.ensure_installed(flow.peer);
+            if self.change_prog(flow.peer, flow.sid) {
+                if let Some(state) = self.peers[flow.peer as usize].flows.get_mut(&flow.sid) {
+                    state.applied = state.applied.after_change_prog();
+                    state.awaiting_report_since = Some(now);
+                    state.retry_after = (state.retry_after * 2).min(PROGRAM_RETRY_MAX);
+                }
+            }
+            unflushed.push(flow);
+        }
+        for flow in unflushed {
+            if let Err(e) = self.flush(flow) {
+                debug!(%flow, error = %e, "retry of an undelivered command failed");
+            }
+        }
     }
 
     fn peer_name(&self, peer: u32) -> String {

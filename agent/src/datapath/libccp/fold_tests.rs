@@ -1,0 +1,208 @@
+//! The standard fold, executed by the reference interpreter of libccp's machine, against
+//! synthetic ACKs: each report field must hold what the measurement contract says.
+
+use std::time::{Duration, Instant};
+
+use ccp_algorithms::Urgent;
+use ccp_lang::interp::{Flow, Primitives};
+
+use super::fold::{FlowDecoder, Fold, CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US};
+
+const NO_RTT: u64 = 0;
+
+fn ack(bytes: u32, rtt_us: u64) -> Primitives {
+    Primitives {
+        bytes_acked: bytes,
+        packets_acked: bytes / 1000,
+        rtt_sample_us: rtt_us,
+        bytes_in_flight: 20_000,
+        packets_in_flight: 20,
+        snd_cwnd: 30_000,
+        bytes_pending: 50_000,
+        ..Primitives::default()
+    }
+}
+
+struct Harness {
+    fold: Fold,
+    flow: Flow,
+    decoder: FlowDecoder,
+    t0: Instant,
+}
+
+impl Harness {
+    /// A flow just switched to the fold; its timer starts with an empty invocation at t = 0,
+    /// as libccp starts `Micros` at the first invocation after CHANGE_PROG.
+    fn new() -> Harness {
+        let fold = Fold::compile().unwrap();
+        let flow = Flow::new(&fold.program.install(1)).unwrap();
+        let t0 = Instant::now();
+        let mut h = Harness { decoder: FlowDecoder::new(1000, t0), fold, flow, t0 };
+        assert!(h.invoke(ack(0, NO_RTT), 0).is_none());
+        h
+    }
+
+    /// Invokes once at `now_us`; returns the decoded report if the fold sent one.
+    fn invoke(&mut self, p: Primitives, now_us: u64) -> Option<ccp_algorithms::Report> {
+        let out = self.flow.invoke(&p, now_us);
+        assert!(out.error.is_none(), "the fold must never abort: {:?}", out.error);
+        let fields = out.report?;
+        assert_eq!(fields.len(), self.fold.layout.num_fields);
+        Some(self.decoder.decode(&self.fold.layout, &fields, self.t0 + Duration::from_micros(now_us)))
+    }
+}
+
+#[test]
+fn fold_fits_libccp_and_reports_every_interval() {
+    let mut h = Harness::new();
+    assert!(h.fold.program.instrs().len() <= ccp_wire::limits::MAX_INSTRUCTIONS);
+    // Reports come only once Micros exceeds the interval (10 ms by default).
+    for t in (1_000..10_000).step_by(1_000) {
+        assert!(h.invoke(ack(1000, 20_000), t).is_none(), "early report at {t}");
+    }
+    let r = h.invoke(ack(1000, 20_000), 10_500).expect("report after the interval");
+    assert_eq!(r.acked_bytes, 10_000);
+    assert_eq!(r.acked_pkts, 10);
+    assert_eq!(r.urgent, None);
+    // Volatile fields reset after the report.
+    let r2 = (11_000..=21_000).step_by(1_000).find_map(|t| h.invoke(ack(2000, 20_000), t)).unwrap();
+    assert_eq!(r2.acked_bytes, 2000 * 11);
+}
+
+#[test]
+fn rtt_statistics_ignore_acks_without_samples() {
+    let mut h = Harness::new();
+    let samples = [30_000, NO_RTT, 10_000, 20_000, NO_RTT];
+    for (i, rtt) in samples.iter().enumerate() {
+        assert!(h.invoke(ack(1000, *rtt), 1_000 + i as u64).is_none());
+    }
+    let r = h.invoke(ack(1000, 40_000), 20_000).unwrap();
+    let rtt = r.rtt.expect("rtt stats");
+    assert_eq!(rtt.samples, 4);
+    assert_eq!(rtt.min_us, 10_000);
+    assert_eq!(rtt.max_us, 40_000);
+    assert_eq!(rtt.last_us, 40_000);
+    assert_eq!(rtt.mean_us, 25_000);
+    assert_eq!(rtt.srtt_us, 25_000, "the first report's SRTT is its mean");
+
+    // An interval without any RTT sample reports none.
+    let r = (21_000..40_000).step_by(1_000).find_map(|t| h.invoke(ack(1000, NO_RTT), t)).unwrap();
+    assert_eq!(r.rtt, None);
+}
+
+#[test]
+fn loss_and_timeout_report_at_once() {
+    let mut h = Harness::new();
+    h.invoke(ack(1000, 20_000), 1_000);
+    let mut lossy = ack(1000, 20_000);
+    lossy.lost_pkts_sample = 3;
+    let r = h.invoke(lossy, 2_000).expect("urgent report on loss");
+    assert_eq!(r.lost_pkts, 3);
+    assert_eq!(r.urgent, Some(Urgent::Loss));
+    assert_eq!(r.acked_bytes, 2000);
+
+    let mut to = ack(0, NO_RTT);
+    to.was_timeout = true;
+    to.lost_pkts_sample = 20;
+    let r = h.invoke(to, 3_000).expect("urgent report on timeout");
+    assert_eq!(r.timeouts, 1);
+    assert_eq!(r.urgent, Some(Urgent::Timeout), "a timeout wins over the loss it implies");
+}
+
+#[test]
+fn ecn_counts_and_echoing_acks() {
+    let mut h = Harness::new();
+    for i in 0..10u64 {
+        let mut p = ack(1000, 20_000);
+        if i % 4 == 0 {
+            p.ecn_bytes = 1000;
+            p.ecn_packets = 1;
+        }
+        h.invoke(p, 1_000 + i);
+    }
+    let r = h.invoke(ack(1000, 20_000), 20_000).unwrap();
+    assert_eq!(r.ce_bytes, 3000);
+    assert_eq!(r.ce_pkts, 3);
+    assert_eq!(r.ece_acks, 3);
+}
+
+#[test]
+fn send_and_receive_rates_come_from_the_same_sample() {
+    let mut h = Harness::new();
+    let mut p = ack(1000, 20_000);
+    p.rate_outgoing = 5_000_000;
+    p.rate_incoming = 4_000_000;
+    h.invoke(p, 1_000);
+    // A later ACK with only one of the two rates must not break the pair.
+    let mut q = ack(1000, 20_000);
+    q.rate_outgoing = 9_000_000;
+    q.rate_incoming = 0;
+    let r = h.invoke(q, 20_000).unwrap();
+    assert_eq!(r.send_rate_bytes_per_s, Some(5_000_000));
+    assert_eq!(r.recv_rate_bytes_per_s, Some(4_000_000));
+}
+
+#[test]
+fn gauges_are_the_latest_values() {
+    let mut h = Harness::new();
+    let mut p = ack(1000, 20_000);
+    p.snd_cwnd = 44_000;
+    p.bytes_in_flight = 33_000;
+    p.bytes_pending = 99_000;
+    p.snd_rate = 1_250_000;
+    let r = h.invoke(p, 20_000).unwrap();
+    assert_eq!(r.cwnd_bytes, 44_000);
+    assert_eq!(r.inflight_bytes, 33_000);
+    assert_eq!(r.pending_bytes, 99_000);
+    assert_eq!(r.pacing_rate_bytes_per_s, Some(1_250_000));
+}
+
+#[test]
+fn rtt_threshold_counts_packets_above_it() {
+    let mut h = Harness::new();
+    let thresh = h.fold.program.control_update(CTL_RTT_THRESHOLD_US, 25_000).unwrap();
+    h.flow.update_fields(&[thresh]).unwrap();
+    for (i, rtt) in [20_000, 30_000, 26_000, NO_RTT, 25_000].iter().enumerate() {
+        let mut p = ack(2000, *rtt); // two packets per ACK
+        p.packets_acked = 2;
+        h.invoke(p, 1_000 + i as u64);
+    }
+    let r = h.invoke(ack(0, 10_000), 20_000).unwrap();
+    assert_eq!(r.rtt_over_threshold_pkts, 4, "two ACKs above 25 ms, two packets each");
+}
+
+#[test]
+fn report_interval_is_a_control_variable() {
+    let mut h = Harness::new();
+    let upd = h.fold.program.control_update(CTL_INTERVAL_US, 50_000).unwrap();
+    h.flow.update_fields(&[upd]).unwrap();
+    assert!(h.invoke(ack(1000, 20_000), 30_000).is_none());
+    assert!(h.invoke(ack(1000, 20_000), 45_000).is_none());
+    assert!(h.invoke(ack(1000, 20_000), 55_000).is_some());
+}
+
+#[test]
+fn no_arithmetic_fault_on_extreme_primitives() {
+    let mut h = Harness::new();
+    let p = Primitives {
+        bytes_acked: u32::MAX,
+        packets_acked: u32::MAX,
+        bytes_misordered: u32::MAX,
+        packets_misordered: u32::MAX,
+        ecn_bytes: u32::MAX,
+        ecn_packets: u32::MAX,
+        lost_pkts_sample: 0,
+        was_timeout: false,
+        rtt_sample_us: u64::from(u32::MAX) - 1,
+        rate_outgoing: u64::MAX,
+        rate_incoming: u64::MAX,
+        bytes_in_flight: u32::MAX,
+        packets_in_flight: u32::MAX,
+        snd_cwnd: u32::MAX,
+        snd_rate: u64::MAX,
+        bytes_pending: u32::MAX,
+    };
+    for t in 0..1000 {
+        h.invoke(p, t * 100);
+    }
+}

@@ -1,0 +1,328 @@
+//! Protocol behaviour of the libccp adapter against an in-memory transport.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use ccp_wire::{implicit, ChangeProg, Create, Measure, Msg, Ready, RegKind, UpdateFields};
+
+use super::transport::{Received, Transport};
+use super::*;
+use crate::datapath::{CloseReason, Command, Datapath, DatapathEvent, FlowRef};
+
+#[derive(Default)]
+struct Wire {
+    inbox: VecDeque<(Vec<u8>, Option<PathBuf>)>,
+    sent: Vec<(PathBuf, Msg)>,
+    /// errno to fail the next sends with, consumed one per send.
+    fail: VecDeque<i32>,
+}
+
+#[derive(Clone, Default)]
+struct Mock(Rc<RefCell<Wire>>);
+
+impl Transport for Mock {
+    type Addr = PathBuf;
+    fn describe(&self) -> String {
+        "mock".into()
+    }
+    fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
+        Ok(())
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<PathBuf>>> {
+        Ok(self.0.borrow_mut().inbox.pop_front().map(|(bytes, from)| {
+            buf[..bytes.len()].copy_from_slice(&bytes);
+            Received { len: bytes.len(), from }
+        }))
+    }
+    fn send(&mut self, to: &PathBuf, msg: &[u8]) -> io::Result<()> {
+        let mut w = self.0.borrow_mut();
+        if let Some(errno) = w.fail.pop_front() {
+            return Err(io::Error::from_raw_os_error(errno));
+        }
+        let (m, _) = ccp_wire::decode(msg).expect("the adapter sends valid messages");
+        w.sent.push((to.clone(), m));
+        Ok(())
+    }
+    fn addr_name(&self, a: &PathBuf) -> String {
+        a.display().to_string()
+    }
+}
+
+const DP: &str = "/tmp/ccp/dp";
+
+struct T {
+    wire: Mock,
+    dp: LibccpDatapath<Mock>,
+}
+
+impl T {
+    fn new() -> T {
+        let wire = Mock::default();
+        let dp = LibccpDatapath::new(wire.clone(), AddressOrder::Host).unwrap();
+        T { wire, dp }
+    }
+
+    fn push_raw(&self, bytes: Vec<u8>) {
+        self.wire.0.borrow_mut().inbox.push_back((bytes, Some(PathBuf::from(DP))));
+    }
+
+    fn push(&self, m: Msg) {
+        self.push_raw(m.to_bytes().unwrap());
+    }
+
+    fn poll(&mut self) -> Vec<DatapathEvent> {
+        let mut out = Vec::new();
+        self.dp.poll_events(&mut out);
+        out
+    }
+
+    fn sent(&self) -> Vec<Msg> {
+        std::mem::take(&mut self.wire.0.borrow_mut().sent).into_iter().map(|(_, m)| m).collect()
+    }
+
+    fn fields(&self, pairs: &[(&str, u64)]) -> Vec<u64> {
+        let mut f = vec![0; self.dp.fold.layout.num_fields];
+        for (name, v) in pairs {
+            f[self.dp.fold.program.report_index(name).unwrap()] = *v;
+        }
+        f
+    }
+
+    fn create(&mut self, sid: u32) -> Vec<DatapathEvent> {
+        self.push(Msg::Create(Create {
+            sid,
+            init_cwnd: 14480,
+            mss: 1448,
+            src_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+            src_port: 40000,
+            dst_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)),
+            dst_port: 5201,
+            cong_alg: None,
+        }));
+        self.poll()
+    }
+}
+
+fn is_install(m: &Msg) -> bool {
+    matches!(m, Msg::Install(i) if i.program_uid == FOLD_UID)
+}
+
+#[test]
+fn ready_installs_the_fold_with_uid_1() {
+    let mut t = T::new();
+    t.push(Msg::Ready(Ready { datapath_id: 3 }));
+    assert!(t.poll().is_empty());
+    let sent = t.sent();
+    assert_eq!(sent.len(), 1);
+    assert!(is_install(&sent[0]));
+    assert_eq!(t.dp.stats().installs, 1);
+}
+
+#[test]
+fn create_installs_switches_and_announces() {
+    let mut t = T::new();
+    let ev = t.create(7);
+    let sent = t.sent();
+    assert!(is_install(&sent[0]), "first contact without READY still installs: {sent:?}");
+    assert!(matches!(&sent[1], Msg::ChangeProg(ChangeProg { sid: 7, program_uid: 1, .. })));
+    match &ev[..] {
+        [DatapathEvent::FlowStarted { flow, info }] => {
+            assert_eq!(*flow, FlowRef { peer: 0, sid: 7 });
+            assert_eq!(info.mss_bytes, 1448);
+            assert_eq!(info.init_cwnd_bytes, 14480);
+            assert_eq!(info.src, Some(("10.0.0.1".parse().unwrap(), 40000)));
+            assert_eq!(info.dst, Some(("10.0.0.2".parse().unwrap(), 5201)));
+            assert!(info.existing.is_none());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn reports_decode_and_close_ends_the_flow() {
+    let mut t = T::new();
+    t.create(1);
+    let f = t.fields(&[("acked_bytes", 2896), ("acked_pkts", 2), ("cwnd_bytes", 14480), ("now_us", 5000)]);
+    t.push(Msg::Measure(Measure { sid: 1, program_uid: 1, fields: f }));
+    match &t.poll()[..] {
+        [DatapathEvent::Report { report, .. }] => {
+            assert_eq!(report.acked_bytes, 2896);
+            assert_eq!(report.cwnd_bytes, 14480);
+            assert_eq!(report.mss_bytes, 1448);
+        }
+        other => panic!("{other:?}"),
+    }
+    t.push(Msg::Measure(Measure { sid: 1, program_uid: 0, fields: vec![] }));
+    assert!(matches!(&t.poll()[..], [DatapathEvent::FlowClosed { reason: CloseReason::Closed, .. }]));
+    // A second close for the same flow is not an event.
+    t.push(Msg::Measure(Measure { sid: 1, program_uid: 0, fields: vec![] }));
+    assert!(t.poll().is_empty());
+}
+
+#[test]
+fn unknown_flow_with_our_layout_is_adopted_from_its_report() {
+    let mut t = T::new();
+    let f = t.fields(&[
+        ("cwnd_bytes", 90_000),
+        ("acked_bytes", 9000),
+        ("acked_pkts", 10),
+        ("rtt_samples", 1),
+        ("rtt_sum_us", 30_000),
+        ("rtt_min_us", 30_000),
+    ]);
+    t.push(Msg::Measure(Measure { sid: 4, program_uid: 1, fields: f }));
+    let ev = t.poll();
+    match &ev[..] {
+        [DatapathEvent::FlowStarted { info, .. }, DatapathEvent::Report { report, .. }] => {
+            let seed = info.existing.as_ref().expect("adopted flows carry their state");
+            assert_eq!(seed.cwnd_bytes, 90_000);
+            assert_eq!(seed.srtt_us, Some(30_000));
+            assert_eq!(info.mss_bytes, 900, "MSS learnt from bytes per packet");
+            assert_eq!(report.acked_bytes, 9000);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(is_install(&t.sent()[0]), "the datapath's table is rewritten on first contact");
+    assert_eq!(t.dp.stats().adopted_flows, 1);
+    // Adoption knows the datapath's cwnd, so repeating it sends nothing.
+    t.dp.apply(FlowRef { peer: 0, sid: 4 }, &Command { cwnd_bytes: Some(90_000), ..Command::default() }).unwrap();
+    assert!(t.sent().is_empty());
+}
+
+#[test]
+fn foreign_program_is_switched_then_adopted() {
+    let mut t = T::new();
+    t.push(Msg::Measure(Measure { sid: 9, program_uid: 5, fields: vec![1, 2, 3] }));
+    assert!(t.poll().is_empty(), "nothing to decode yet");
+    let sent = t.sent();
+    assert!(sent.iter().any(|m| matches!(m, Msg::ChangeProg(c) if c.sid == 9)), "{sent:?}");
+    // Repeats within a second are not re-sent.
+    t.push(Msg::Measure(Measure { sid: 9, program_uid: 5, fields: vec![1, 2, 3] }));
+    t.poll();
+    assert!(!t.sent().iter().any(|m| matches!(m, Msg::ChangeProg(_))));
+    let f = t.fields(&[("cwnd_bytes", 20_000)]);
+    t.push(Msg::Measure(Measure { sid: 9, program_uid: 1, fields: f }));
+    assert!(matches!(&t.poll()[..], [DatapathEvent::FlowStarted { .. }, DatapathEvent::Report { .. }]));
+    assert_eq!(t.dp.stats().foreign_program_reports, 2);
+}
+
+fn cwnd_of(m: &Msg) -> Option<u64> {
+    match m {
+        Msg::UpdateFields(UpdateFields { fields, .. }) => {
+            fields.iter().find(|f| f.kind == RegKind::Implicit && f.index == implicit::CWND).map(|f| f.value)
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn commands_are_deduplicated_and_failed_sends_retried() {
+    let mut t = T::new();
+    t.create(1);
+    t.sent();
+    let flow = FlowRef { peer: 0, sid: 1 };
+    let cmd = |c| Command { cwnd_bytes: Some(c), ..Command::default() };
+    t.dp.apply(flow, &cmd(30_000)).unwrap();
+    assert_eq!(t.sent().iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![30_000]);
+    t.dp.apply(flow, &cmd(30_000)).unwrap();
+    assert!(t.sent().is_empty(), "unchanged value not re-sent");
+
+    // The datapath's queue is full: the send fails, the value is kept and retried.
+    t.wire.0.borrow_mut().fail.push_back(libc::EAGAIN);
+    assert!(t.dp.apply(flow, &cmd(40_000)).is_err());
+    assert!(t.sent().is_empty());
+    t.dp.tick(Instant::now());
+    assert_eq!(t.sent().iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![40_000]);
+    t.dp.tick(Instant::now());
+    assert!(t.sent().is_empty(), "nothing left to retry");
+}
+
+#[test]
+fn oversized_values_are_clamped_to_libccp_registers() {
+    let mut t = T::new();
+    t.create(1);
+    t.sent();
+    let cmd = Command { cwnd_bytes: Some(1 << 40), pacing: Some(PacingCommand::BytesPerSec(1 << 40)), ..Command::default() };
+    t.dp.apply(FlowRef { peer: 0, sid: 1 }, &cmd).unwrap();
+    let sent = t.sent();
+    let Msg::UpdateFields(u) = &sent[0] else { panic!("{sent:?}") };
+    assert!(u.fields.iter().all(|f| f.value <= u64::from(u32::MAX)), "{u:?}");
+}
+
+#[test]
+fn silent_flow_is_switched_again_with_backoff() {
+    let mut t = T::new();
+    t.create(1);
+    t.sent();
+    let t0 = Instant::now();
+    let change_progs = |t: &T| t.sent().iter().filter(|m| matches!(m, Msg::ChangeProg(_))).count();
+    t.dp.tick(t0 + Duration::from_millis(100));
+    assert_eq!(change_progs(&t), 0);
+    t.dp.tick(t0 + Duration::from_millis(300));
+    assert_eq!(change_progs(&t), 1, "silent past 250 ms: switched again");
+    t.dp.tick(t0 + Duration::from_millis(600));
+    assert_eq!(change_progs(&t), 0, "backoff doubled to 500 ms");
+    t.dp.tick(t0 + Duration::from_millis(850));
+    assert_eq!(change_progs(&t), 1);
+    // A report ends the retries.
+    let f = t.fields(&[("cwnd_bytes", 14480)]);
+    t.push(Msg::Measure(Measure { sid: 1, program_uid: 1, fields: f }));
+    t.poll();
+    t.dp.tick(t0 + Duration::from_secs(30));
+    assert_eq!(change_progs(&t), 0);
+}
+
+#[test]
+fn slow_report_interval_is_not_mistaken_for_silence() {
+    let mut t = T::new();
+    t.create(1);
+    let flow = FlowRef { peer: 0, sid: 1 };
+    t.dp.apply(flow, &Command { report_interval_us: Some(1_000_000), ..Command::default() }).unwrap();
+    t.sent();
+    t.dp.tick(Instant::now() + Duration::from_secs(2));
+    assert!(!t.sent().iter().any(|m| matches!(m, Msg::ChangeProg(_))), "3 intervals have not passed");
+}
+
+#[test]
+fn vanished_datapath_closes_its_flows() {
+    let mut t = T::new();
+    t.create(1);
+    t.create(2);
+    t.wire.0.borrow_mut().fail.push_back(libc::ECONNREFUSED);
+    let err = t.dp.apply(FlowRef { peer: 0, sid: 1 }, &Command { cwnd_bytes: Some(1), ..Command::default() });
+    assert!(err.is_err());
+    let mut ev = t.poll();
+    ev.sort_by_key(|e| format!("{e:?}"));
+    assert_eq!(ev.len(), 2, "{ev:?}");
+    assert!(ev.iter().all(|e| matches!(e, DatapathEvent::FlowClosed { reason: CloseReason::DatapathGone, .. })));
+}
+
+#[test]
+fn garbage_is_counted_and_survived() {
+    let mut t = T::new();
+    t.push_raw(vec![0xde, 0xad]);
+    t.push_raw(vec![0, 0, 10, 0, 1, 0, 0, 0, 0, 0]); // a CREATE far too short
+    t.push(Msg::Install(t.dp.fold.program.install(1))); // agent-bound type from a datapath
+    t.wire.0.borrow_mut().inbox.push_back((Msg::Ready(Ready { datapath_id: 1 }).to_bytes().unwrap(), None));
+    let ev = t.create(5);
+    assert!(matches!(&ev[..], [DatapathEvent::FlowStarted { .. }]), "{ev:?}");
+    let s = t.dp.stats();
+    assert_eq!(s.decode_errors, 2);
+    assert_eq!(s.unexpected_messages, 1);
+    assert_eq!(s.unreplyable_datagrams, 1);
+}
+
+#[test]
+fn ready_again_means_the_datapath_restarted() {
+    let mut t = T::new();
+    t.create(1);
+    t.sent();
+    t.push(Msg::Ready(Ready { datapath_id: 1 }));
+    let ev = t.poll();
+    assert!(matches!(&ev[..], [DatapathEvent::FlowClosed { reason: CloseReason::DatapathGone, .. }]), "{ev:?}");
+    assert!(is_install(&t.sent()[0]), "reinstalled");
+}

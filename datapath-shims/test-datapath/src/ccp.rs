@@ -1,0 +1,183 @@
+//! Glue to libccp: the datapath and connection callbacks, initialisation, and error codes.
+//!
+//! This mirrors how a real libccp user-space datapath integrates (ccp-anchors §2.5): every
+//! message libccp produces goes to the agent over the [`Channel`], and every datagram received
+//! is handed to `Datapath::recv_msg` (by the driver).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps, LibccpError};
+
+use crate::diag::Diagnostics;
+use crate::guard::{self, Header};
+use crate::ipc::Channel;
+
+/// State shared between libccp's callbacks and the driver (same thread; libccp calls back
+/// only from inside `init`, `Connection::start`, `invoke` and connection drops).
+#[derive(Default)]
+pub struct Shared {
+    /// The sid of the last CREATE libccp sent: libccp assigns sids but the crate does not
+    /// expose them, so they are read off the wire.
+    create_sid: Cell<Option<u32>>,
+    /// MEASURE messages with at least one field sent to the agent, per sid.
+    reports: RefCell<HashMap<u32, u64>>,
+    diag: RefCell<Diagnostics>,
+}
+
+impl Shared {
+    pub fn take_create_sid(&self) -> Option<u32> {
+        self.create_sid.take()
+    }
+
+    pub fn reports(&self, sid: u32) -> u64 {
+        self.reports.borrow().get(&sid).copied().unwrap_or(0)
+    }
+
+    pub fn diag(&self, msg: &str) {
+        self.diag.borrow_mut().report(msg);
+    }
+}
+
+/// libccp's datapath callbacks: messages go to the agent, log lines to stderr.
+struct AgentSender {
+    chan: Rc<Channel>,
+    shared: Rc<Shared>,
+}
+
+impl DatapathOps for AgentSender {
+    fn send_msg(&mut self, msg: &[u8]) {
+        let hdr = Header::parse(msg);
+        if let Some(h) = hdr.filter(|h| h.typ == guard::CREATE) {
+            self.shared.create_sid.set(Some(h.sid));
+        }
+        match self.chan.send(msg) {
+            Ok(_) => {
+                let is_report = msg.get(12..16).is_some_and(|n| n != [0; 4]);
+                if let Some(h) = hdr.filter(|h| h.typ == guard::MEASURE && is_report) {
+                    *self.shared.reports.borrow_mut().entry(h.sid).or_default() += 1;
+                }
+            }
+            Err(e) => {
+                let what = hdr.map_or("a message", |h| guard::type_name(h.typ));
+                self.shared.diag(&format!("sending {what} to {} failed: {e}", self.chan.agent_path().display()));
+            }
+        }
+    }
+
+    fn log(&self, level: u32, msg: &str) {
+        let level = match level {
+            0 => "trace",
+            1 => "debug",
+            2 => "info",
+            3 => "warn",
+            _ => "error",
+        };
+        self.shared.diag(&format!("libccp {level}: {}", msg.trim_end()));
+    }
+}
+
+/// Per-connection callbacks: remember what libccp commands. The driver applies it to the flow
+/// and feeds it back as `snd_cwnd`/`snd_rate`, so libccp's `Cwnd`/`Rate` registers always
+/// start from the last commanded values (ebpf-datapath pitfall G: feeding a lagging value back
+/// makes libccp re-issue it and lose the agent's update).
+pub struct Commanded {
+    pub cwnd: u32,
+    pub rate: u32,
+}
+
+impl CongestionOps for Commanded {
+    fn set_cwnd(&mut self, cwnd: u32) {
+        self.cwnd = cwnd;
+    }
+
+    fn set_rate_abs(&mut self, rate: u32) {
+        self.rate = rate;
+    }
+}
+
+/// Makes sure libccp's connection table starts out zeroed.
+///
+/// libccp 1.2.0's `DatapathBuilder::init` `malloc`s its 1024-slot connection table
+/// (1024 × 216 B = 216 KiB) without zeroing it, while `ccp_connection_start` claims the first
+/// slot whose `index` is 0: garbage makes slots look taken, so sids come out random (466, 478,
+/// … were observed; ebpf-datapath §8), or no connection can be started at all (what a heap
+/// dirtied with a freed 300 KiB block produced when this was checked). glibc serves a request that size from fresh, kernel-
+/// zeroed mmap pages only if it is above `M_MMAP_THRESHOLD`, and that threshold (128 KiB by
+/// default) grows dynamically, up to 32 MiB, each time a large mmap'ed block is freed; after
+/// that the table can be carved out of recycled, dirty heap memory. Pinning the threshold at
+/// 64 KiB also switches the dynamic adjustment off, so the table comes from fresh pages as long
+/// as the heap holds no free chunk of 216 KiB, which is the case this early in the process.
+/// Without patching the crate we cannot `calloc` the table; the driver double-checks the
+/// outcome by verifying that the first flows get sids 1, 2, 3, … (Other C libraries are left
+/// alone: musl, for one, always serves requests this large with mmap.)
+fn pin_mmap_threshold() {
+    #[cfg(target_env = "gnu")]
+    {
+        // SAFETY: mallopt only adjusts allocator parameters; it is safe to call at any time.
+        let ok = unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, 64 * 1024) };
+        if ok != 1 {
+            eprintln!("ccp-test-datapath: mallopt(M_MMAP_THRESHOLD) failed; sids may be random");
+        }
+    }
+}
+
+/// Initialises libccp, which sends READY to the agent.
+pub fn init_datapath(id: u32, chan: &Rc<Channel>, shared: Rc<Shared>) -> Result<Datapath, String> {
+    pin_mmap_threshold();
+    DatapathBuilder::default()
+        .with_id(id)
+        .with_ops(AgentSender { chan: Rc::clone(chan), shared })
+        .init()
+        .map_err(|e| format!("libccp initialisation failed: {}", describe(&e)))
+}
+
+/// "error -71 (Unknown connection)".
+pub fn describe(e: &LibccpError) -> String {
+    match code(e) {
+        Some(code) => format!("error {code} ({e})"),
+        None => format!("an error libccp's crate could not map to a code ({e})"),
+    }
+}
+
+/// The `ccp_error.h` code of an error, if it has one.
+pub fn code(e: &LibccpError) -> Option<i32> {
+    use LibccpError::*;
+    Some(match e {
+        OtherError(_) => return None,
+        LibccpOk => 0,
+        LibccpMissingArg => -11,
+        LibccpNullArg => -12,
+        LibccpBufsizeNegative => -21,
+        LibccpBufsizeTooSmall => -22,
+        LibccpMsgTooLong => -23,
+        LibccpWriteInvalidHeaderType => -31,
+        LibccpReadInvalidHeaderType => -32,
+        LibccpReadInvalidOp => -33,
+        LibccpReadRegNotAllowed => -34,
+        LibccpReadInvalidReturnReg => -35,
+        LibccpReadInvalidLeftReg => -36,
+        LibccpReadInvalidRightReg => -37,
+        LibccpInstallTypeMismatch => -41,
+        LibccpInstallTooManyExpr => -42,
+        LibccpInstallTooManyInstr => -43,
+        LibccpUpdateTypeMismatch => -51,
+        LibccpUpdateTooMany => -52,
+        LibccpUpdateInvalidRegType => -53,
+        LibccpChangeTypeMismatch => -61,
+        LibccpChangeTooMany => -62,
+        LibccpUnknownConnection => -71,
+        LibccpCreatePending => -72,
+        LibccpConnectionNotInitialized => -73,
+        LibccpProgTableFull => -81,
+        LibccpProgNotFound => -82,
+        LibccpAddIntOverflow => -91,
+        LibccpDivByZero => -92,
+        LibccpMulIntOverflow => -93,
+        LibccpSubIntUnderflow => -94,
+        LibccpPrivIsNull => -95,
+        LibccpProgIsNull => -96,
+        LibccpFallbackTimedOut => -101,
+    })
+}
