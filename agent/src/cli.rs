@@ -99,7 +99,9 @@ fn init_logging(filter: Option<&str>) {
         eprintln!("ccp-agent: invalid log filter {filter:?} ({e}); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
-    tracing_subscriber::fmt().with_env_filter(env).with_writer(std::io::stderr).init();
+    // Colour only on a terminal: logs captured to files or by supervisors stay plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(env).with_writer(std::io::stderr).with_ansi(ansi).init();
     // Algorithm panics are contained by the controller; route the message through the log.
     std::panic::set_hook(Box::new(|info| {
         let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();

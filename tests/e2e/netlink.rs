@@ -171,5 +171,5 @@ fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
 
     kernel.send(&Msg::Measure(Measure { sid: 3, program_uid: 0, fields: vec![] }));
     agent.wait_log("flow closed", Duration::from_secs(5));
-    assert!(agent.stop().success());
+    assert!(agent.stop().status.success());
 }

@@ -31,6 +31,13 @@ pub struct Agent {
     child: Child,
     pub socket: PathBuf,
     log: Arc<Mutex<String>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How an agent ended, with everything it logged (including its shutdown summary).
+pub struct Stopped {
+    pub status: std::process::ExitStatus,
+    pub log: String,
 }
 
 impl Agent {
@@ -51,14 +58,14 @@ impl Agent {
         let log = Arc::new(Mutex::new(String::new()));
         let stderr = child.stderr.take().expect("stderr");
         let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 let mut l = sink.lock().unwrap();
                 l.push_str(&line);
                 l.push('\n');
             }
         });
-        let agent = Agent { child, socket: socket.clone().unwrap_or_default(), log };
+        let agent = Agent { child, socket: socket.clone().unwrap_or_default(), log, reader: Some(reader) };
         if let Some(sock) = socket {
             agent.wait_for(|| sock.exists(), Duration::from_secs(10), "the agent's socket to appear");
         }
@@ -92,13 +99,16 @@ impl Agent {
         unsafe { libc::kill(self.child.id() as i32, sig) };
     }
 
-    /// Sends SIGTERM and waits for a clean exit; returns the exit status.
-    pub fn stop(mut self) -> std::process::ExitStatus {
+    /// Sends SIGTERM and waits for a clean exit.
+    pub fn stop(mut self) -> Stopped {
         self.signal(libc::SIGTERM);
         let t0 = Instant::now();
         loop {
-            if let Some(st) = self.child.try_wait().expect("wait") {
-                return st;
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
+                return Stopped { status, log: self.log() };
             }
             assert!(t0.elapsed() < Duration::from_secs(10), "agent did not stop on SIGTERM; log:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(20));
@@ -150,14 +160,21 @@ impl DatapathRun {
     }
 }
 
-/// Runs `ccp-test-datapath` to completion against the agent socket in `dir`.
-pub fn run_datapath(dir: &Path, name: &str, args: &[&str]) -> DatapathRun {
-    let child = spawn_datapath(dir, name, args);
-    finish_datapath(child)
+/// A `ccp-test-datapath` process whose output is collected as it is written (an undrained
+/// pipe would block the datapath).
+pub struct RunningDatapath {
+    child: Child,
+    stdout: std::thread::JoinHandle<String>,
+    stderr: std::thread::JoinHandle<String>,
 }
 
-pub fn spawn_datapath(dir: &Path, name: &str, args: &[&str]) -> Child {
-    Command::new(bin("ccp-test-datapath"))
+/// Runs `ccp-test-datapath` to completion against the agent socket in `dir`.
+pub fn run_datapath(dir: &Path, name: &str, args: &[&str]) -> DatapathRun {
+    finish_datapath(spawn_datapath(dir, name, args))
+}
+
+pub fn spawn_datapath(dir: &Path, name: &str, args: &[&str]) -> RunningDatapath {
+    let mut child = Command::new(bin("ccp-test-datapath"))
         .arg("--dir")
         .arg(dir)
         .args(["--name", name, "--agent", "agent"])
@@ -166,15 +183,23 @@ pub fn spawn_datapath(dir: &Path, name: &str, args: &[&str]) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn ccp-test-datapath")
+        .expect("spawn ccp-test-datapath");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    RunningDatapath { child, stdout, stderr }
 }
 
-pub fn finish_datapath(mut child: Child) -> DatapathRun {
-    let mut out = String::new();
-    let mut err = String::new();
-    child.stdout.take().expect("stdout").read_to_string(&mut out).expect("read stdout");
-    child.stderr.take().expect("stderr").read_to_string(&mut err).expect("read stderr");
-    let status = child.wait().expect("wait");
+pub fn finish_datapath(mut dp: RunningDatapath) -> DatapathRun {
+    let status = dp.child.wait().expect("wait");
+    let out = dp.stdout.join().expect("stdout reader");
+    let err = dp.stderr.join().expect("stderr reader");
     let events = out
         .lines()
         .filter(|l| !l.trim().is_empty())

@@ -37,9 +37,17 @@ pub struct Measure {
 }
 
 impl Measure {
-    /// libccp signals a closed flow with a MEASURE that carries no fields.
+    /// libccp signals a closed flow with a MEASURE that carries no fields and program uid 0
+    /// (`ccp_connection_free`).
     pub fn is_close(&self) -> bool {
-        self.fields.is_empty()
+        self.fields.is_empty() && self.program_uid == 0
+    }
+
+    /// A report with no fields from a real program: libccp computes a program's field count
+    /// lazily (`reset_state`), so the first report a flow sends after its program table was
+    /// rewritten under it carries nothing. It is not a close.
+    pub fn is_empty_report(&self) -> bool {
+        self.fields.is_empty() && self.program_uid != 0
     }
 }
 

@@ -17,7 +17,8 @@ fn ack(bytes: u32, rtt_us: u64) -> Primitives {
         rtt_sample_us: rtt_us,
         bytes_in_flight: 20_000,
         packets_in_flight: 20,
-        snd_cwnd: 30_000,
+        // Large, so that only the tests about the data-driven trigger see it fire.
+        snd_cwnd: 10_000_000,
         bytes_pending: 50_000,
         ..Primitives::default()
     }
@@ -55,18 +56,31 @@ impl Harness {
 #[test]
 fn fold_fits_libccp_and_reports_every_interval() {
     let mut h = Harness::new();
+    let ack = |bytes, rtt| Primitives { snd_cwnd: 30_000, ..ack(bytes, rtt) };
     assert!(h.fold.program.instrs().len() <= ccp_wire::limits::MAX_INSTRUCTIONS);
-    // Reports come only once Micros exceeds the interval (10 ms by default).
+    // With little data acknowledged, reports come only once Micros exceeds the interval (10 ms).
     for t in (1_000..10_000).step_by(1_000) {
-        assert!(h.invoke(ack(1000, 20_000), t).is_none(), "early report at {t}");
+        assert!(h.invoke(ack(300, 20_000), t).is_none(), "early report at {t}");
     }
-    let r = h.invoke(ack(1000, 20_000), 10_500).expect("report after the interval");
-    assert_eq!(r.acked_bytes, 10_000);
-    assert_eq!(r.acked_pkts, 10);
+    let r = h.invoke(ack(300, 20_000), 10_500).expect("report after the interval");
+    assert_eq!(r.acked_bytes, 3_000);
     assert_eq!(r.urgent, None);
-    // Volatile fields reset after the report.
+    // Volatile fields reset after the report; now an eighth of a window comes before the timer.
     let r2 = (11_000..=21_000).step_by(1_000).find_map(|t| h.invoke(ack(2000, 20_000), t)).unwrap();
-    assert_eq!(r2.acked_bytes, 2000 * 11);
+    assert_eq!(r2.acked_bytes, 2000 * 2);
+}
+
+#[test]
+fn an_eighth_of_a_window_acknowledged_reports_early_but_not_too_often() {
+    let mut h = Harness::new(); // interval 10 ms
+    let ack = |bytes, rtt| Primitives { snd_cwnd: 30_000, ..ack(bytes, rtt) };
+    // ACKs 5 ms after the last report: an eighth of the window (3750 B) triggers a report.
+    let r = (0..20u64).find_map(|i| h.invoke(ack(1000, 20_000), 5_000 + i)).expect("early report");
+    assert_eq!(r.acked_bytes, 4_000, "reported on the ACK that took it past an eighth of a window");
+    // Inside interval/16 (625 µs) of that report, more data waits.
+    assert!((0..20u64).all(|i| h.invoke(ack(1000, 20_000), 5_100 + i).is_none()));
+    // After it, the next ACK over an eighth of a window reports.
+    assert!(h.invoke(ack(1000, 20_000), 5_700).is_some());
 }
 
 #[test]

@@ -65,6 +65,7 @@ pub struct LibccpStats {
     pub unexpected_messages: u64,
     pub unreplyable_datagrams: u64,
     pub foreign_program_reports: u64,
+    pub empty_reports: u64,
     pub adopted_flows: u64,
     pub installs: u64,
     pub send_errors: u64,
@@ -254,6 +255,10 @@ impl<T: Transport> LibccpDatapath<T> {
                 if p.flows.remove(&m.sid).is_some() {
                     out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid: m.sid }, reason: CloseReason::Closed });
                 }
+            }
+            Msg::Measure(m) if m.is_empty_report() => {
+                self.stats.empty_reports += 1;
+                debug!(peer, sid = m.sid, uid = m.program_uid, "ignoring an empty report (libccp right after a program reinstall)");
             }
             Msg::Measure(m) => self.on_measure(peer, m.sid, m.program_uid, &m.fields, now, out),
             other @ (Msg::Install(_) | Msg::UpdateFields(_) | Msg::ChangeProg(_)) => {

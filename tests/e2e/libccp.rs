@@ -1,0 +1,184 @@
+//! The agent against the real libccp C library: `ccp-test-datapath` links libccp 1.2, emulates
+//! flows with synthetic ACKs and speaks libccp's unix-socket IPC to the agent, exactly as a
+//! user-space libccp datapath does. The windows it reports are the ones libccp applied.
+
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+use ccp_integration_tests::{finish_datapath, run_datapath, spawn_datapath, Agent, DatapathRun};
+
+const MSS: u64 = 1448;
+
+/// Ratios new/old of every window decrease after `after_us`.
+fn cuts(run: &DatapathRun, sid: u64, after_us: u64) -> Vec<(u64, f64)> {
+    let trace = run.cwnd_trace(sid);
+    trace.windows(2).filter(|w| w[1].1 < w[0].1 && w[1].0 > after_us).map(|w| (w[1].0, w[1].1 as f64 / w[0].1 as f64)).collect()
+}
+
+fn assert_clean(run: &DatapathRun) {
+    assert!(run.status.success(), "datapath failed: {}\n{}", run.status, run.stderr);
+    for end in run.of_kind("end") {
+        assert_eq!(end["invoke_errors"], 0, "libccp rejected something: {}", run.stderr);
+    }
+}
+
+#[test]
+fn reno_doubles_per_rtt_in_slow_start_and_halves_once_per_rtt_on_loss() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["-a", "reno"]);
+    // 100 Mbit/s, 40 ms: a BDP of 345 packets, so slow start has several clean doublings
+    // before the 300-packet queue overflows.
+    let run = run_datapath(
+        dir.path(),
+        "dp",
+        &["--flows", "1", "--rtt-ms", "40", "--link-mbps", "100", "--queue-pkts", "300", "--duration-ms", "1500"],
+    );
+    assert_clean(&run);
+
+    // Slow start: the window commanded one RTT later is twice the one before.
+    for t_ms in [90, 130, 170] {
+        let a = run.cwnd_at(1, t_ms * 1000).unwrap() as f64;
+        let b = run.cwnd_at(1, (t_ms + 40) * 1000).unwrap() as f64;
+        let ratio = b / a;
+        assert!((1.6..=2.4).contains(&ratio), "cwnd {a} at {t_ms} ms → {b} one RTT later (×{ratio:.2})");
+    }
+
+    // Loss: the first window decrease after the first reported loss halves the window.
+    let first_loss = run.of_kind("loss").next().expect("the queue overflows")["t_us"].as_u64().unwrap();
+    let cuts = cuts(&run, 1, first_loss);
+    let (t_cut, ratio) = *cuts.first().expect("a decrease after the loss");
+    assert!((0.45..=0.55).contains(&ratio), "first cut ×{ratio:.3}");
+    assert!(t_cut - first_loss < 100_000, "cut {} µs after the loss", t_cut - first_loss);
+    // Once per RTT: losses keep arriving every report, but cuts are a round trip apart.
+    for w in cuts.windows(2) {
+        assert!(w[1].0 - w[0].0 >= 40_000, "two cuts within one RTT: {cuts:?}");
+    }
+    let stopped = agent.stop();
+    assert!(stopped.status.success());
+    assert!(stopped.log.contains("\"flows_started\":1") && stopped.log.contains("\"flows_closed\":1"), "{}", stopped.log);
+}
+
+#[test]
+fn dctcp_cuts_in_proportion_to_the_marked_fraction() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["-a", "dctcp"]);
+    // Two datapaths at once, each marking a fixed fraction F of its packets: α converges to F
+    // (g = 1/16) and every cut becomes cwnd·(1 − F/2).
+    let fractions = [0.1, 0.2];
+    let children: Vec<_> = fractions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            spawn_datapath(
+                dir.path(),
+                &format!("dp{i}"),
+                &["--flows", "1", "--rtt-ms", "10", "--mark-fraction", &f.to_string(), "--duration-ms", "3000"],
+            )
+        })
+        .collect();
+    for (f, child) in fractions.iter().zip(children) {
+        let run = finish_datapath(child);
+        assert_clean(&run);
+        let late: Vec<f64> = cuts(&run, 1, 1_500_000).into_iter().map(|(_, r)| r).collect();
+        assert!(late.len() >= 20, "F={f}: only {} cuts", late.len());
+        let mean = late.iter().sum::<f64>() / late.len() as f64;
+        let expect = 1.0 - f / 2.0;
+        assert!((mean - expect).abs() < 0.02, "F={f}: mean cut ×{mean:.4}, expected ×{expect:.4} ({late:?})");
+    }
+    assert!(agent.stop().status.success());
+}
+
+#[test]
+fn rules_choose_the_algorithm_per_flow() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        "[default]\nalgorithm = \"reno\"\n\n[[rules]]\nname = \"pinned\"\nmatch = { src_port = 40001 }\nalgorithm = \"constant\"\nparams = { cwnd_pkts = 7 }\n",
+    )
+    .unwrap();
+    let agent = Agent::start_unix(dir.path(), &["--config", config.to_str().unwrap()]);
+    let run = run_datapath(dir.path(), "dp", &["--flows", "2", "--rtt-ms", "20", "--link-mbps", "20", "--duration-ms", "800"]);
+    assert_clean(&run);
+    // Flow 1 (src port 40000) runs Reno and grows; flow 2 (src port 40001) is pinned at 7 packets.
+    let reno = run.cwnd_trace(1);
+    assert!(reno.last().unwrap().1 > 4 * 10 * MSS, "reno did not grow: {reno:?}");
+    let pinned = run.cwnd_trace(2);
+    assert_eq!(pinned.iter().map(|(_, c)| *c).collect::<Vec<_>>(), vec![7 * MSS], "{pinned:?}");
+    let log = agent.log();
+    assert!(log.contains("chosen_by=pinned") && log.contains("chosen_by=default"), "{log}");
+    assert!(agent.stop().status.success());
+}
+
+#[test]
+fn a_restarted_agent_adopts_running_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Agent::start_unix(dir.path(), &["-a", "reno"]);
+    let dp = spawn_datapath(dir.path(), "dp", &["--flows", "2", "--rtt-ms", "20", "--link-mbps", "20", "--duration-ms", "4000"]);
+    first.wait_log("flow started", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(1000));
+    first.kill9();
+    // The datapath keeps its flows (libccp holds the last window); a new agent takes over.
+    std::thread::sleep(Duration::from_millis(700));
+    let second = Agent::start_unix(dir.path(), &["-a", "reno"]);
+    let t_restart_us = 1_800_000;
+    second.wait_log("adopting a running flow", Duration::from_secs(5));
+    let run = finish_datapath(dp);
+    assert_clean(&run);
+    for sid in [1, 2] {
+        let after: Vec<_> = run.cwnd_trace(sid).into_iter().filter(|(t, _)| *t > t_restart_us + 200_000).collect();
+        assert!(!after.is_empty(), "flow {sid} got no window from the restarted agent");
+    }
+    let stopped = second.stop();
+    assert!(stopped.status.success());
+    assert!(stopped.log.contains("\"flows_adopted\":2"), "{}", stopped.log);
+}
+
+#[test]
+fn malformed_datagrams_do_not_disturb_running_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["-a", "reno"]);
+    let dp = spawn_datapath(dir.path(), "dp", &["--flows", "1", "--rtt-ms", "20", "--link-mbps", "50", "--duration-ms", "2000"]);
+    agent.wait_log("flow started", Duration::from_secs(5));
+    // A misbehaving peer with a named socket so the agent could reply.
+    let evil_path = dir.path().join("evil");
+    let evil = UnixDatagram::bind(&evil_path).unwrap();
+    let junk: Vec<Vec<u8>> = vec![
+        vec![],
+        vec![0xff; 3],
+        vec![0, 0, 12, 0, 1, 0, 0, 0, 9, 9, 9, 9],                 // CREATE cut short
+        vec![1, 0, 21, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 7, 7, 7, 7, 7], // MEASURE, 5 bytes of field
+        vec![2, 0, 20, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // INSTALL sent to the agent
+        vec![9, 0, 8, 0, 0, 0, 0, 0],                               // unknown type
+        (0..200u8).collect(),
+    ];
+    for _ in 0..20 {
+        for j in &junk {
+            let _ = evil.send_to(j, &agent.socket);
+        }
+    }
+    let run = finish_datapath(dp);
+    assert_clean(&run);
+    let trace = run.cwnd_trace(1);
+    assert!(trace.iter().any(|(t, _)| *t > 1_000_000), "the flow stopped being controlled: {trace:?}");
+    let log = agent.log();
+    assert!(log.contains("dropping malformed message"), "{log}");
+    assert!(agent.stop().status.success(), "the agent must survive junk");
+}
+
+#[test]
+fn a_hundred_flows_are_all_controlled_and_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["-a", "cubic"]);
+    let run = run_datapath(dir.path(), "dp", &["--flows", "100", "--rtt-ms", "40", "--link-mbps", "5", "--duration-ms", "2500"]);
+    assert_clean(&run);
+    for sid in 1..=100 {
+        let trace = run.cwnd_trace(sid);
+        assert!(trace.len() >= 2, "flow {sid} barely controlled: {trace:?}");
+    }
+    let stopped = agent.stop();
+    assert!(stopped.status.success());
+    let log = stopped.log;
+    assert!(log.contains("\"flows_started\":100") && log.contains("\"flows_closed\":100"), "{log}");
+    assert!(log.contains("\"algorithm_faults\":0"), "{log}");
+}
