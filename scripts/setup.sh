@@ -7,6 +7,7 @@ APT_PACKAGES=(
     clang llvm libclang-dev          # libccp's bindgen (test datapath); later the BPF datapath
     libelf-dev zlib1g-dev pkg-config make gcc
     iproute2 iperf3                  # network tests
+    fonts-dejavu-core                # label font for ccp-router's PNG plots (demo)
 )
 
 missing=()

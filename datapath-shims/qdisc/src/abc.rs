@@ -1,0 +1,505 @@
+//! The ABC (Accel-Brake Control) router, exactly per specs/abc.md §6.
+//!
+//! On every dequeued ABC packet the router computes a target rate from the link capacity μ(t)
+//! and the queuing delay x(t) (Eq. 2.1), turns it into the fraction of packets to leave as
+//! "accelerate" using the *dequeue* rate cr(t) (Eq. 2.2: the key idea, since ACK clocking makes
+//! the senders' rate one RTT later 2·cr·f), and spreads the accelerates deterministically with a
+//! token bucket (Algorithm 1). Everything else is a plain drop-tail FIFO.
+//!
+//! Capacity: on a fixed-rate link μ is the link rate ([`Qdisc::on_link_rate`]); on a
+//! trace-driven link it is the bytes of delivery opportunities the trace offered in the last T,
+//! *including opportunities that found the queue empty* (§6.4 [A], §14.6), fed through
+//! [`Qdisc::on_opportunity`].
+
+use crate::window::SlidingWindow;
+use crate::{secs, Departure, Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc, NANOS_PER_MS};
+
+/// How a brake is written into the ECN field (§4, §5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrakeEncoding {
+    /// Proxied mode, for stock kernel TCP: ECT(0) and ECT(1) both mean accelerate and a brake is
+    /// CE, echoed by a DCTCP-style receiver through ECE. The artifact's (and our kernel
+    /// datapath's) encoding.
+    Ce,
+    /// Full mode: senders send ECT(1) = accelerate; the router flips 01 → 10 (ECT(0)) to brake and
+    /// never touches ECT(0) or CE.
+    Ect0,
+}
+
+/// How x(t), the queuing delay in Eq. 2.1, is measured (§6.4, §14.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayMeasure {
+    /// x = (backlog + this packet) / μ(t): reacts at once when capacity drops (the
+    /// recommendation and the artifact's definition, in bytes rather than packets).
+    QueueOverCapacity,
+    /// x = the departing packet's sojourn time (lags by one queue's worth; for experiments).
+    Sojourn,
+}
+
+/// ABC router parameters (abc.md §2, §14).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AbcParams {
+    /// η, target utilisation (< 1 to keep queues short). Default 0.98 (cellular emulation).
+    pub eta: f64,
+    /// δ, the time constant over which excess delay is drained. Default 133 ms (RTT 100 ms).
+    pub delta: Nanos,
+    /// d_t, queuing delay treated as normal batching. Default 50 ms (the artifact's cellular value).
+    pub delay_threshold: Nanos,
+    /// T, the sliding window for cr(t) and trace capacity μ(t). Default 20 ms (emulation).
+    pub window: Nanos,
+    /// Token bucket cap; must exceed 1 or f = 1 could never leave an accelerate. Default 5.
+    pub token_limit: f64,
+    /// Initial token count. Algorithm 1 starts at 0.
+    pub initial_token: f64,
+    pub brake: BrakeEncoding,
+    pub delay_measure: DelayMeasure,
+}
+
+impl Default for AbcParams {
+    fn default() -> Self {
+        AbcParams {
+            eta: 0.98,
+            delta: 133 * NANOS_PER_MS,
+            delay_threshold: 50 * NANOS_PER_MS,
+            window: 20 * NANOS_PER_MS,
+            token_limit: 5.0,
+            initial_token: 0.0,
+            brake: BrakeEncoding::Ce,
+            delay_measure: DelayMeasure::QueueOverCapacity,
+        }
+    }
+}
+
+impl AbcParams {
+    pub fn validate(&self) -> Result<(), ParamError> {
+        if !(self.eta > 0.0 && self.eta <= 1.0) {
+            return Err(ParamError::new("eta", format!("must be in (0, 1], got {}", self.eta)));
+        }
+        if self.delta == 0 {
+            return Err(ParamError::new("delta", "must be > 0"));
+        }
+        if self.window == 0 {
+            return Err(ParamError::new("window", "must be > 0"));
+        }
+        if !(self.token_limit > 1.0 && self.token_limit.is_finite()) {
+            return Err(ParamError::new(
+                "token_limit",
+                format!(
+                    "must be > 1 (with the strict `token > 1` test a limit of 1 brakes everything), got {}",
+                    self.token_limit
+                ),
+            ));
+        }
+        if !(self.initial_token >= 0.0 && self.initial_token <= self.token_limit) {
+            return Err(ParamError::new("initial_token", format!("must be in [0, token_limit], got {}", self.initial_token)));
+        }
+        Ok(())
+    }
+}
+
+/// Eq. 2.1: tr = η·μ − (μ/δ)·(x − d_t)^+. Rates in any unit (the result is in the same unit);
+/// times in seconds.
+pub fn target_rate(eta: f64, mu: f64, delta_s: f64, x_s: f64, dt_s: f64) -> f64 {
+    eta * mu - (mu / delta_s) * (x_s - dt_s).max(0.0)
+}
+
+/// Eq. 2.2 with the recommended clamps: f = clamp(tr / (2·cr), 0, 1); f = 1 when nothing was
+/// dequeued recently (cr ≈ 0) and the target is positive.
+pub fn accelerate_fraction(tr: f64, cr: f64) -> f64 {
+    if cr <= 0.0 {
+        return if tr > 0.0 { 1.0 } else { 0.0 };
+    }
+    (tr / (2.0 * cr)).clamp(0.0, 1.0)
+}
+
+/// Algorithm 1's deterministic marking: keeps the accelerate fraction at or below f with little
+/// burstiness.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    token: f64,
+    limit: f64,
+}
+
+impl TokenBucket {
+    pub fn new(initial: f64, limit: f64) -> TokenBucket {
+        TokenBucket { token: initial, limit }
+    }
+
+    /// Adds f for a departing ABC packet; if the packet could be an accelerate, returns whether it
+    /// stays one (consuming a token). Packets that cannot be accelerates add but never consume.
+    pub fn on_packet(&mut self, f: f64, accelerate_capable: bool) -> bool {
+        self.token = (self.token + f).min(self.limit);
+        if accelerate_capable && self.token > 1.0 {
+            self.token -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// What the marker did to a departing packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbcMark {
+    /// Not-ECT: not an ABC packet, not counted, not marked.
+    NotAbc,
+    /// Left as an accelerate.
+    Accelerate,
+    /// Rewritten to a brake.
+    Brake,
+    /// An ABC packet that arrived already braked or CE: counted in cr, never changed.
+    Untouched,
+}
+
+/// The ABC marking core (per queue): rate estimators, Eq. 2.1/2.2 and the token bucket.
+/// Usable on its own by a simulator port that keeps its own buffer.
+#[derive(Debug, Clone)]
+pub struct AbcMarker {
+    params: AbcParams,
+    dequeued: SlidingWindow,
+    opportunities: SlidingWindow,
+    trace_driven: bool,
+    link_rate: Option<f64>,
+    bucket: TokenBucket,
+    last_fraction: f64,
+}
+
+impl AbcMarker {
+    pub fn new(params: AbcParams) -> Result<AbcMarker, ParamError> {
+        params.validate()?;
+        Ok(AbcMarker {
+            params,
+            dequeued: SlidingWindow::new(params.window),
+            opportunities: SlidingWindow::new(params.window),
+            trace_driven: false,
+            link_rate: None,
+            bucket: TokenBucket::new(params.initial_token, params.token_limit),
+            last_fraction: 1.0,
+        })
+    }
+
+    pub fn on_link_rate(&mut self, bytes_per_sec: f64) {
+        self.link_rate = Some(bytes_per_sec);
+    }
+
+    pub fn on_opportunity(&mut self, now: Nanos, bytes: u32) {
+        self.trace_driven = true;
+        self.opportunities.add(now, u64::from(bytes));
+    }
+
+    /// μ(t) in bytes per second, if the link has said anything about its capacity.
+    pub fn capacity(&mut self, now: Nanos) -> Option<f64> {
+        if self.trace_driven {
+            Some(self.opportunities.rate(now))
+        } else {
+            self.link_rate
+        }
+    }
+
+    /// The accelerate fraction computed for the last ABC packet (for logs and tests).
+    pub fn last_fraction(&self) -> f64 {
+        self.last_fraction
+    }
+
+    /// Marks `packet`, departing at `now` with `backlog_after` bytes still queued behind it and a
+    /// sojourn time of `sojourn`.
+    pub fn on_dequeue<P: Packet>(&mut self, now: Nanos, packet: &mut P, backlog_after: u64, sojourn: Nanos) -> AbcMark {
+        let ecn = packet.ecn();
+        if !ecn.is_ect() {
+            return AbcMark::NotAbc;
+        }
+        let len = packet.len_bytes();
+        self.dequeued.add(now, u64::from(len));
+        let Some(mu) = self.capacity(now) else {
+            // No capacity information at all: nothing sensible to aim for, so leave marks alone.
+            return AbcMark::Untouched;
+        };
+        let cr = self.dequeued.rate(now);
+        let x = match self.params.delay_measure {
+            DelayMeasure::QueueOverCapacity if mu > 0.0 => (backlog_after + u64::from(len)) as f64 / mu,
+            // Zero capacity (an outage in the trace): the queue will never drain, infinite delay.
+            DelayMeasure::QueueOverCapacity => f64::INFINITY,
+            DelayMeasure::Sojourn => secs(sojourn),
+        };
+        let tr = if mu > 0.0 {
+            target_rate(self.params.eta, mu, secs(self.params.delta), x, secs(self.params.delay_threshold))
+        } else {
+            0.0
+        };
+        let f = accelerate_fraction(tr, cr);
+        self.last_fraction = f;
+        let capable = match self.params.brake {
+            BrakeEncoding::Ce => matches!(ecn, Ecn::Ect0 | Ecn::Ect1),
+            BrakeEncoding::Ect0 => ecn == Ecn::Ect1,
+        };
+        if self.bucket.on_packet(f, capable) {
+            AbcMark::Accelerate
+        } else if capable {
+            packet.set_ecn(match self.params.brake {
+                BrakeEncoding::Ce => Ecn::Ce,
+                BrakeEncoding::Ect0 => Ecn::Ect0,
+            });
+            AbcMark::Brake
+        } else {
+            AbcMark::Untouched
+        }
+    }
+}
+
+/// The ABC router queue: a drop-tail FIFO whose departures go through [`AbcMarker`].
+#[derive(Debug)]
+pub struct Abc<P> {
+    fifo: Fifo<P>,
+    marker: AbcMarker,
+}
+
+impl<P: Packet> Abc<P> {
+    pub fn new(limit: Limit, params: AbcParams) -> Result<Abc<P>, ParamError> {
+        Ok(Abc { fifo: Fifo::new(limit), marker: AbcMarker::new(params)? })
+    }
+}
+
+impl<P: Packet> Qdisc<P> for Abc<P> {
+    fn enqueue(&mut self, now: Nanos, packet: P, out: &mut Outputs<P>) {
+        self.fifo.push_or_drop(now, packet, out);
+    }
+
+    fn dequeue(&mut self, now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
+        let mut d = self.fifo.pop()?;
+        let backlog = self.fifo.len_bytes();
+        self.marker.on_dequeue(now, &mut d.packet, backlog, now.saturating_sub(d.enqueued_at));
+        Some(d)
+    }
+
+    fn on_link_rate(&mut self, _now: Nanos, bytes_per_sec: f64) {
+        self.marker.on_link_rate(bytes_per_sec);
+    }
+
+    fn on_opportunity(&mut self, now: Nanos, bytes: u32) {
+        self.marker.on_opportunity(now, bytes);
+    }
+
+    fn len_packets(&self) -> usize {
+        self.fifo.len_packets()
+    }
+
+    fn len_bytes(&self) -> u64 {
+        self.fifo.len_bytes()
+    }
+
+    fn head_enqueued_at(&self) -> Option<Nanos> {
+        self.fifo.head_enqueued_at()
+    }
+
+    fn name(&self) -> &'static str {
+        "abc"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_packet::TestPacket;
+    use crate::{MTU_BYTES, NANOS_PER_SEC};
+
+    const MBIT: f64 = 1e6 / 8.0; // bytes per second in one Mbit/s
+
+    fn close(a: f64, b: f64, tol: f64) -> bool {
+        (a - b).abs() <= tol
+    }
+
+    // T1: target rate.
+    #[test]
+    fn t1_target_rate() {
+        assert!(close(target_rate(0.98, 10.0, 0.133, 0.03, 0.05), 9.8, 1e-12));
+        assert!(close(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 9.8 - (10.0 / 0.133) * 0.02, 1e-12));
+        assert!(close(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 8.2962, 1e-4));
+    }
+
+    // T2: marking fraction.
+    #[test]
+    fn t2_accelerate_fraction() {
+        assert!(close(accelerate_fraction(9.8, 8.0), 0.6125, 1e-12));
+        assert!(close(accelerate_fraction(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 8.0), 0.51851, 1e-5));
+        assert_eq!(accelerate_fraction(9.8, 4.0), 1.0);
+        assert_eq!(accelerate_fraction(target_rate(0.98, 10.0, 0.133, 0.5, 0.05), 8.0), 0.0);
+        assert_eq!(accelerate_fraction(1.0, 0.0), 1.0);
+        assert_eq!(accelerate_fraction(-1.0, 0.0), 0.0);
+    }
+
+    // T3: token bucket.
+    #[test]
+    fn t3_token_bucket_spreads_accelerates() {
+        let mut b = TokenBucket::new(0.0, 5.0);
+        let mut acc = 0usize;
+        for n in 1..=10_000usize {
+            if b.on_packet(0.3, true) {
+                acc += 1;
+            }
+            assert!(acc <= (n as f64 * 0.3).floor() as usize + 1, "prefix {n} has {acc} accelerates");
+        }
+        assert!(acc.abs_diff(3000) <= 2, "{acc}");
+    }
+
+    #[test]
+    fn t3_full_fraction_brakes_only_the_first() {
+        let mut b = TokenBucket::new(0.0, 5.0);
+        let marks: Vec<bool> = (0..20).map(|_| b.on_packet(1.0, true)).collect();
+        assert!(!marks[0]);
+        assert!(marks[1..].iter().all(|&m| m));
+        let mut one = TokenBucket::new(0.0, 1.0);
+        assert!((0..20).all(|_| !one.on_packet(1.0, true)), "tokenLimit 1 brakes everything");
+    }
+
+    #[test]
+    fn t3_and_t9_braked_and_ce_packets_are_never_changed_or_charged() {
+        let params = AbcParams { brake: BrakeEncoding::Ect0, ..AbcParams::default() };
+        let mut m = AbcMarker::new(params).unwrap();
+        m.on_link_rate(10.0 * MBIT);
+        for (i, ecn) in [Ecn::Ect0, Ecn::Ce, Ecn::NotEct].into_iter().enumerate() {
+            let mut p = TestPacket::new(MTU_BYTES, ecn);
+            let mark = m.on_dequeue(i as u64 * 1_000_000, &mut p, 0, 0);
+            assert_eq!(p.ecn, ecn, "{ecn:?} must stay as it is");
+            assert_eq!(mark, if ecn == Ecn::NotEct { AbcMark::NotAbc } else { AbcMark::Untouched });
+        }
+        // Full mode brakes 01 → 10.
+        let mut m = AbcMarker::new(AbcParams { brake: BrakeEncoding::Ect0, ..AbcParams::default() }).unwrap();
+        m.on_link_rate(10.0 * MBIT);
+        let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect1);
+        assert_eq!(m.on_dequeue(0, &mut p, 0, 0), AbcMark::Brake, "token starts at 0: the first is braked");
+        assert_eq!(p.ecn, Ecn::Ect0);
+        // Proxied mode brakes ECT(0) and ECT(1) to CE.
+        let mut m = AbcMarker::new(AbcParams::default()).unwrap();
+        m.on_link_rate(10.0 * MBIT);
+        let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
+        assert_eq!(m.on_dequeue(0, &mut p, 0, 0), AbcMark::Brake);
+        assert_eq!(p.ecn, Ecn::Ce);
+    }
+
+    /// Offers ECT packets of 1500 B at `cr` bytes/s to an ABC queue on a link of capacity `mu` and
+    /// returns the accelerate fraction over the second half of the run. The queue stays at most
+    /// one packet long (delay far below d_t). With `opportunity_every`, the link is trace-driven:
+    /// 1500 B opportunities at that spacing, packets leaving only at opportunities; otherwise it is
+    /// a fixed-rate link that sends each packet as it arrives.
+    fn measured_fraction(mu: f64, cr: f64, opportunity_every: Option<Nanos>) -> f64 {
+        let mut q: Abc<TestPacket> = Abc::new(Limit::Packets(250), AbcParams::default()).unwrap();
+        let mut out = Outputs::new();
+        let duration = 4 * NANOS_PER_SEC;
+        let gap = (f64::from(MTU_BYTES) / cr * NANOS_PER_SEC as f64) as Nanos;
+        if opportunity_every.is_none() {
+            q.on_link_rate(0, mu);
+        }
+        let mut next_opp = 0;
+        let (mut acc, mut total) = (0u64, 0u64);
+        let mut count = |t: Nanos, d: Option<Departure<TestPacket>>| {
+            if let Some(d) = d {
+                if t > duration / 2 {
+                    total += 1;
+                    acc += u64::from(d.packet.ecn == Ecn::Ect0);
+                }
+            }
+        };
+        let mut t = gap;
+        while t < duration {
+            q.enqueue(t, TestPacket::new(MTU_BYTES, Ecn::Ect0), &mut out);
+            match opportunity_every {
+                None => count(t, q.dequeue(t, &mut out)),
+                Some(every) => {
+                    while next_opp <= t + gap {
+                        q.on_opportunity(next_opp, MTU_BYTES);
+                        if next_opp >= t {
+                            count(next_opp, q.dequeue(next_opp, &mut out));
+                        }
+                        next_opp += every;
+                    }
+                }
+            }
+            t += gap;
+        }
+        acc as f64 / total as f64
+    }
+
+    // The acceptance test: capacity μ, dequeue rate cr, delay below d_t →
+    // accelerate fraction min(η·μ/(2·cr), 1) within 1 %.
+    #[test]
+    fn accelerate_fraction_matches_eq_2_2_on_a_fixed_link() {
+        let mu = 10.0 * MBIT;
+        for ratio in [1.0, 0.9, 0.8, 0.6, 0.49, 0.3] {
+            let cr = ratio * mu;
+            let want = (0.98 * mu / (2.0 * cr)).min(1.0);
+            let got = measured_fraction(mu, cr, None);
+            assert!((got - want).abs() <= 0.01 * want, "cr = {ratio}·μ: got {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn accelerate_fraction_matches_eq_2_2_on_a_trace_driven_link() {
+        // One 1500 B opportunity every 0.5 ms = 24 Mbit/s, counted over the 20 ms window.
+        let every = NANOS_PER_MS / 2;
+        let mu = f64::from(MTU_BYTES) * NANOS_PER_SEC as f64 / every as f64;
+        for ratio in [1.0, 0.8, 0.6] {
+            let cr = ratio * mu;
+            let want = (0.98 * mu / (2.0 * cr)).min(1.0);
+            let got = measured_fraction(mu, cr, Some(every));
+            assert!((got - want).abs() <= 0.01 * want, "cr = {ratio}·μ: got {got}, want {want}");
+        }
+    }
+
+    #[test]
+    fn queue_above_threshold_lowers_the_fraction() {
+        // μ = 10 Mbit/s; backlog so x = 70 ms (> d_t = 50 ms): tr = 8.2962 Mbit/s; cr = μ.
+        let mu = 10.0 * MBIT;
+        let mut m = AbcMarker::new(AbcParams::default()).unwrap();
+        m.on_link_rate(mu);
+        let gap = (f64::from(MTU_BYTES) / mu * NANOS_PER_SEC as f64) as Nanos;
+        let backlog = (0.070 * mu) as u64 - u64::from(MTU_BYTES);
+        for i in 1..=1000u64 {
+            let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
+            m.on_dequeue(i * gap, &mut p, backlog, 0);
+        }
+        let want = target_rate(0.98, 10.0, 0.133, 0.070, 0.05) / 20.0;
+        assert!((m.last_fraction() - want).abs() < 0.01 * want, "{} vs {want}", m.last_fraction());
+    }
+
+    // T4: two ABC routers in series deliver the minimum accelerate fraction.
+    #[test]
+    fn t4_two_routers_in_series_deliver_the_minimum() {
+        for (f1, f2) in [(0.4, 0.6), (0.6, 0.4)] {
+            let mut r1 = TokenBucket::new(0.0, 5.0);
+            let mut r2 = TokenBucket::new(0.0, 5.0);
+            let n = 20_000;
+            let mut delivered = 0;
+            for _ in 0..n {
+                let after_first = r1.on_packet(f1, true);
+                if r2.on_packet(f2, after_first) {
+                    delivered += 1;
+                }
+            }
+            let frac = f64::from(delivered) / f64::from(n);
+            assert!((frac - 0.4).abs() <= 0.01, "({f1}, {f2}) → {frac}");
+        }
+    }
+
+    #[test]
+    fn outage_brakes_everything() {
+        let mut m = AbcMarker::new(AbcParams::default()).unwrap();
+        m.on_opportunity(0, MTU_BYTES);
+        let mut braked = 0;
+        for i in 0..100u64 {
+            let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
+            // 100 ms past the last opportunity: μ = 0 over the window.
+            if m.on_dequeue(100 * NANOS_PER_MS + i, &mut p, 0, 0) == AbcMark::Brake {
+                braked += 1;
+            }
+        }
+        assert_eq!(braked, 100);
+    }
+
+    #[test]
+    fn parameters_are_validated_by_name() {
+        let e = AbcParams { token_limit: 1.0, ..AbcParams::default() }.validate().unwrap_err();
+        assert_eq!(e.param, "token_limit");
+        let e = AbcParams { eta: 1.5, ..AbcParams::default() }.validate().unwrap_err();
+        assert_eq!(e.param, "eta");
+    }
+}

@@ -1,0 +1,40 @@
+//! `ccp-router`: a user-space router and mahimahi-style link emulator between two network
+//! namespaces joined through TUN devices, hosting the router-side datapath programs of
+//! `ccp-qdisc` (drop-tail, ABC, DCTCP marking, HULL phantom queue, QCN congestion point, CoDel).
+//!
+//! * [`topology`]: namespaces `PFX-snd`/`PFX-rcv`, TUN devices, addresses, cleanup;
+//! * [`router`]: the event loop (qdisc → [`link`] → [`delay`] per direction);
+//! * [`emulator`]: both together as one handle for tests and experiment runners;
+//! * [`trace`]: mahimahi trace files; [`feedback`]: QCN notifications on the wire;
+//! * [`log`] and [`summary`]: the per-packet CSV and the exit summary;
+//! * [`cli`]: the `ccp-router` command line; [`demo`]: the newcomer demo (a kernel bulk flow
+//!   through the emulator, printed each second and plotted).
+
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod delay;
+pub mod demo;
+pub mod emulator;
+pub mod error;
+pub mod feedback;
+pub mod link;
+pub mod log;
+pub mod netns;
+pub mod packet;
+pub mod plot;
+pub mod router;
+pub mod summary;
+pub mod tcp;
+pub mod topology;
+pub mod trace;
+pub mod tun;
+
+pub use config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
+pub use emulator::Emulator;
+pub use error::{Error, Result};
+pub use link::LinkShape;
+pub use router::Router;
+pub use summary::Summary;
+pub use topology::{cleanup_prefix, Side, Topology, TopologyConfig};
+pub use trace::Trace;

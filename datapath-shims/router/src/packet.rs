@@ -1,0 +1,182 @@
+//! Raw IP packets as the router sees them on its TUN devices, made into `ccp_qdisc::Packet`s:
+//! ECN read and rewritten in place (IPv4 header checksum recomputed), and the first header bytes
+//! kept as the QCN feedback key so a congestion notification can name the flow.
+
+use ccp_qdisc::qcn::wire::CNM_MAX_SAMPLE_LEN;
+use ccp_qdisc::{Ecn, Nanos, Packet};
+
+/// Minimum IPv4 header length, bytes.
+const IPV4_MIN_HEADER: usize = 20;
+/// IPv6 fixed header length, bytes.
+const IPV6_HEADER: usize = 40;
+
+/// One packet read from a TUN device.
+#[derive(Debug)]
+pub struct IpPacket {
+    /// The whole IP packet.
+    pub data: Vec<u8>,
+    /// Sequence number per direction, for the per-packet log.
+    pub id: u64,
+    /// When it was read from the TUN device.
+    pub arrival: Nanos,
+    /// Its ECN codepoint on arrival (to tell what the queue discipline changed).
+    pub ecn_in: Ecn,
+}
+
+/// The first bytes of a sampled packet (IP header and L4 ports): enough to address a CNM to its
+/// source and let the sender find the flow.
+#[derive(Debug, Clone)]
+pub struct SampledHeader {
+    pub bytes: [u8; CNM_MAX_SAMPLE_LEN],
+    pub len: u8,
+}
+
+impl SampledHeader {
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// The IPv4 source address, if this is an IPv4 packet.
+    pub fn ipv4_source(&self) -> Option<std::net::Ipv4Addr> {
+        let b = self.as_slice();
+        (b.len() >= IPV4_MIN_HEADER && b[0] >> 4 == 4).then(|| std::net::Ipv4Addr::new(b[12], b[13], b[14], b[15]))
+    }
+}
+
+impl IpPacket {
+    pub fn new(data: Vec<u8>, id: u64, arrival: Nanos) -> IpPacket {
+        let ecn_in = ecn_of(&data);
+        IpPacket { data, id, arrival, ecn_in }
+    }
+}
+
+/// The IP version nibble, if the packet is long enough to have a header of that version.
+fn version(data: &[u8]) -> Option<u8> {
+    match data.first()? >> 4 {
+        4 if data.len() >= IPV4_MIN_HEADER => Some(4),
+        6 if data.len() >= IPV6_HEADER => Some(6),
+        _ => None,
+    }
+}
+
+/// The ECN codepoint of an IP packet (Not-ECT for anything that is not IP).
+pub fn ecn_of(data: &[u8]) -> Ecn {
+    match version(data) {
+        Some(4) => Ecn::from_bits(data[1]),
+        Some(6) => Ecn::from_bits(data[1] >> 4),
+        _ => Ecn::NotEct,
+    }
+}
+
+/// Rewrites the ECN codepoint, keeping the IPv4 header checksum valid.
+pub fn set_ecn(data: &mut [u8], ecn: Ecn) {
+    match version(data) {
+        Some(4) => {
+            data[1] = (data[1] & !0b11) | ecn.bits();
+            let ihl = (usize::from(data[0] & 0x0f) * 4).clamp(IPV4_MIN_HEADER, data.len());
+            data[10] = 0;
+            data[11] = 0;
+            let sum = internet_checksum(&data[..ihl], 0);
+            data[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        Some(6) => data[1] = (data[1] & 0b1100_1111) | (ecn.bits() << 4),
+        _ => {}
+    }
+}
+
+/// The RFC 1071 one's-complement checksum of `bytes`, starting from a partial `initial` sum.
+pub fn internet_checksum(bytes: &[u8], initial: u32) -> u16 {
+    let mut sum = initial;
+    let mut chunks = bytes.chunks_exact(2);
+    for c in &mut chunks {
+        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
+    }
+    if let [last] = chunks.remainder() {
+        sum += u32::from(*last) << 8;
+    }
+    while sum >> 16 != 0 {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl Packet for IpPacket {
+    type FeedbackKey = SampledHeader;
+
+    fn len_bytes(&self) -> u32 {
+        self.data.len() as u32
+    }
+
+    fn ecn(&self) -> Ecn {
+        ecn_of(&self.data)
+    }
+
+    fn set_ecn(&mut self, ecn: Ecn) {
+        set_ecn(&mut self.data, ecn);
+    }
+
+    fn feedback_key(&self) -> SampledHeader {
+        let len = self.data.len().min(CNM_MAX_SAMPLE_LEN);
+        let mut bytes = [0u8; CNM_MAX_SAMPLE_LEN];
+        bytes[..len].copy_from_slice(&self.data[..len]);
+        SampledHeader { bytes, len: len as u8 }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A minimal IPv4/TCP packet of `len` bytes with a valid header checksum.
+    pub fn ipv4(len: usize, ecn: Ecn) -> Vec<u8> {
+        let mut p = vec![0u8; len];
+        p[0] = 0x45;
+        p[1] = ecn.bits();
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[8] = 64;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 77, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 77, 0, 2]);
+        let sum = internet_checksum(&p[..20], 0);
+        p[10..12].copy_from_slice(&sum.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn ecn_rewrite_keeps_the_checksum_valid() {
+        for from in [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce] {
+            for to in [Ecn::NotEct, Ecn::Ect0, Ecn::Ect1, Ecn::Ce] {
+                let mut p = IpPacket::new(ipv4(1500, from), 0, 0);
+                assert_eq!(p.ecn(), from);
+                p.set_ecn(to);
+                assert_eq!(p.ecn(), to);
+                assert_eq!(internet_checksum(&p.data[..20], 0), 0, "a valid header sums to zero");
+                assert_eq!(p.data[1] & !0b11, 0, "DSCP untouched");
+            }
+        }
+    }
+
+    #[test]
+    fn ipv6_traffic_class_and_garbage() {
+        let mut p = vec![0u8; 60];
+        p[0] = 0x6a; // version 6, traffic class high nibble 0xa
+        p[1] = 0x50; // traffic class low nibble 0x5 → ECN = 01
+        assert_eq!(ecn_of(&p), Ecn::Ect1);
+        set_ecn(&mut p, Ecn::Ce);
+        assert_eq!((p[0], p[1]), (0x6a, 0x70));
+        let mut junk = vec![0xffu8; 3];
+        assert_eq!(ecn_of(&junk), Ecn::NotEct);
+        set_ecn(&mut junk, Ecn::Ce);
+        assert_eq!(junk, vec![0xff; 3]);
+    }
+
+    #[test]
+    fn feedback_key_copies_at_most_64_bytes() {
+        let p = IpPacket::new(ipv4(1500, Ecn::Ect0), 0, 0);
+        let k = p.feedback_key();
+        assert_eq!(k.len, 64);
+        assert_eq!(k.ipv4_source(), Some(std::net::Ipv4Addr::new(10, 77, 0, 1)));
+        let short = IpPacket::new(ipv4(40, Ecn::Ect0), 0, 0);
+        assert_eq!(short.feedback_key().len, 40);
+    }
+}

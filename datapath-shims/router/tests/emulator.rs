@@ -1,0 +1,265 @@
+//! The emulator with real kernel TCP flows between real namespaces: topology lifecycle, rate and
+//! delay accuracy, ECN marks reaching the sender, QCN notifications parsed by a test receiver.
+//! Needs root; skips loudly otherwise. Each test takes a few seconds.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::qcn::wire::{Cnm, DEFAULT_CNM_PORT};
+use ccp_qdisc::qcn::{QcnParams, Sampling};
+use ccp_qdisc::{Limit, NANOS_PER_MS};
+use ccp_router::tcp::{wire_bytes_per_segment, BulkReceiver, BulkSender};
+use ccp_router::{netns, DirectionConfig, Emulator, LinkShape, QdiscKind, RouterConfig, Side, Topology, TopologyConfig, Trace};
+use common::{netns_exists, network_lock, Prefix};
+
+const PORT: u16 = 5201;
+
+#[test]
+fn topology_is_created_and_torn_down() {
+    require_network!();
+    let prefix = Prefix::new();
+    let cfg = TopologyConfig::new(&prefix.name);
+    let topo = Topology::create(cfg.clone()).unwrap();
+    assert!(netns_exists(&cfg.sender_ns()) && netns_exists(&cfg.receiver_ns()));
+    // The devices are where they should be, with their addresses.
+    let out = topo.command(Side::Sender, "ip").args(["-4", "addr", "show", "dev", "ccp0"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("10.77.0.1/32"));
+    // A second topology with the same prefix is refused while the first lives.
+    let e = Topology::create(cfg.clone()).unwrap_err().to_string();
+    assert!(e.contains("in use by a running ccp-router"), "{e}");
+    drop(topo);
+    assert!(!netns_exists(&cfg.sender_ns()) && !netns_exists(&cfg.receiver_ns()));
+}
+
+#[test]
+fn foreign_namespaces_are_refused_and_left_alone() {
+    require_network!();
+    let prefix = Prefix::new();
+    let cfg = TopologyConfig::new(&prefix.name);
+    netns::add(&cfg.receiver_ns()).unwrap();
+    let e = Topology::create(cfg.clone()).unwrap_err().to_string();
+    assert!(e.contains("no ccp-router created it"), "{e}");
+    assert!(netns_exists(&cfg.receiver_ns()), "someone else's namespace must survive");
+    assert!(!netns_exists(&cfg.sender_ns()));
+    netns::delete(&cfg.receiver_ns()).unwrap();
+}
+
+/// Runs a bulk TCP flow whose receive window keeps a standing queue without overflowing the
+/// buffer, and returns (measured link throughput from the receiver's goodput, bits/s).
+fn saturated_wire_rate(emu: &Emulator, warmup: Duration, measure: Duration, rcvbuf: usize) -> f64 {
+    let topo = emu.topology();
+    let receiver = BulkReceiver::listen_with_rcvbuf(topo, PORT, Some(rcvbuf)).unwrap();
+    let sender = BulkSender::connect(topo, PORT, Some("cubic")).unwrap();
+    std::thread::sleep(warmup);
+    let (b0, t0) = (receiver.bytes(), Instant::now());
+    std::thread::sleep(measure);
+    let (b1, t1) = (receiver.bytes(), Instant::now());
+    let info = sender.info().unwrap();
+    assert_eq!(info.total_retrans, 0, "the window was meant to keep the buffer from overflowing");
+    let goodput = (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64();
+    goodput * f64::from(wire_bytes_per_segment(&info)) / f64::from(info.mss)
+}
+
+#[test]
+fn kernel_tcp_gets_the_fixed_rate() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    let rate = 20e6;
+    let emu =
+        Emulator::start(TopologyConfig::new(&prefix.name), RouterConfig::fixed(rate, 10 * NANOS_PER_MS, Limit::Packets(200)))
+            .unwrap();
+    // BDP = 20 Mbit/s × 20 ms = 50 KB; a ~150 KB window keeps ~60 packets queued.
+    let measured = saturated_wire_rate(&emu, Duration::from_millis(1500), Duration::from_secs(2), 100_000);
+    let summary = emu.stop().unwrap();
+    eprintln!("fixed 20 Mbit/s: measured {:.3} Mbit/s\n{}", measured / 1e6, summary.to_text());
+    assert!((measured - rate).abs() <= 0.02 * rate, "delivered {:.3} Mbit/s on a 20 Mbit/s link", measured / 1e6);
+    assert_eq!(summary.down.dropped_buffer, 0);
+}
+
+#[test]
+fn kernel_tcp_gets_the_trace_capacity() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    // A varying trace: 1, 3, 0, 2 opportunities in successive ms (mean 1.5/ms = 18 Mbit/s).
+    let text = "1\n2\n2\n2\n4\n4\n";
+    let trace = Arc::new(Trace::parse(Path::new("varying.trace"), text).unwrap());
+    let capacity = trace.mean_rate_bps();
+    assert_eq!(capacity, 18e6);
+    let mut cfg = RouterConfig::fixed(1.0, 10 * NANOS_PER_MS, Limit::Packets(200));
+    cfg.down.shape = LinkShape::Trace(trace);
+    let emu = Emulator::start(TopologyConfig::new(&prefix.name), cfg).unwrap();
+    let measured = saturated_wire_rate(&emu, Duration::from_millis(1500), Duration::from_secs(2), 100_000);
+    let summary = emu.stop().unwrap();
+    eprintln!("trace 18 Mbit/s: measured {:.3} Mbit/s\n{}", measured / 1e6, summary.to_text());
+    assert!((measured - capacity).abs() <= 0.02 * capacity, "delivered {:.3} Mbit/s on an 18 Mbit/s trace", measured / 1e6);
+}
+
+#[test]
+fn round_trips_take_twice_the_configured_delay() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    let one_way = 10 * NANOS_PER_MS;
+    let emu =
+        Emulator::start(TopologyConfig::new(&prefix.name), RouterConfig::fixed(100e6, one_way, Limit::Packets(100))).unwrap();
+    let topo = emu.topology();
+    let addr = SocketAddr::from((topo.config().receiver_addr, PORT));
+    let listener = topo.run_in(Side::Receiver, move || TcpListener::bind(addr)).unwrap().unwrap();
+    let echo = std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_nodelay(true).unwrap();
+        let mut b = [0u8; 1];
+        while c.read_exact(&mut b).is_ok() {
+            if c.write_all(&b).is_err() {
+                break;
+            }
+        }
+    });
+    let mut client = topo.run_in(Side::Sender, move || TcpStream::connect(addr)).unwrap().unwrap();
+    client.set_nodelay(true).unwrap();
+    let mut errors_us = Vec::new();
+    let mut b = [0u8; 1];
+    for _ in 0..100 {
+        let t = Instant::now();
+        client.write_all(&[1]).unwrap();
+        client.read_exact(&mut b).unwrap();
+        let rtt = t.elapsed().as_nanos() as f64;
+        errors_us.push((rtt - 2.0 * one_way as f64) / 2.0 / 1000.0);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(client);
+    echo.join().unwrap();
+    let summary = emu.stop().unwrap();
+    errors_us.sort_by(f64::total_cmp);
+    let p50 = errors_us[errors_us.len() / 2];
+    let p99 = errors_us[errors_us.len() * 99 / 100];
+    eprintln!("one-way added-delay error over 100 TCP round trips: p50 {p50:.1} µs, p99 {p99:.1} µs\n{}", summary.to_text());
+    assert!(errors_us[0] >= -50.0, "a round trip was shorter than 2·D: {:.1} µs", errors_us[0]);
+    assert!(p50 <= 500.0, "median one-way error {p50:.1} µs");
+    let internal = summary.down.delay_error_ms.unwrap();
+    assert!(internal.p50 <= 0.5, "router's own delay error p50 {} ms", internal.p50);
+}
+
+#[test]
+fn dctcp_marks_reach_kernel_tcp() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    let mut cfg = RouterConfig::fixed(20e6, 5 * NANOS_PER_MS, Limit::Packets(200));
+    cfg.down.qdisc = QdiscKind::Dctcp(StepMarker { k: Threshold::Packets(10), non_ect: NonEctPolicy::Pass });
+    let emu = Emulator::start(TopologyConfig::new(&prefix.name), cfg).unwrap();
+    let topo = emu.topology();
+    topo.run_in(Side::Sender, || netns::write_sysctl("/proc/sys/net/ipv4/tcp_ecn", "1")).unwrap().unwrap();
+    let receiver = BulkReceiver::listen(topo, PORT).unwrap();
+    let sender = BulkSender::connect(topo, PORT, Some("cubic")).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let info = sender.info().unwrap();
+    drop(sender);
+    drop(receiver);
+    let summary = emu.stop().unwrap();
+    eprintln!("{}", summary.to_text());
+    assert!(summary.down.marked_ce > 0, "no CE marks above K");
+    assert!(info.delivered_ce > 0, "the sender saw no CE-marked deliveries");
+    // An ECN-reacting sender keeps the queue near K, far below the buffer.
+    assert_eq!(summary.down.dropped_buffer, 0);
+}
+
+#[test]
+fn qcn_notifications_reach_a_test_receiver() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    let mut cfg = RouterConfig::fixed(5e6, 5 * NANOS_PER_MS, Limit::Packets(300));
+    cfg.down.qdisc =
+        QdiscKind::Qcn { params: QcnParams { sampling: Sampling::Bytes(15_000), ..QcnParams::default() }, ecn: None };
+    let emu = Emulator::start(TopologyConfig::new(&prefix.name), cfg).unwrap();
+    let topo = emu.topology();
+    let listen = SocketAddr::from((topo.config().sender_addr, DEFAULT_CNM_PORT));
+    let sock = topo.run_in(Side::Sender, move || UdpSocket::bind(listen)).unwrap().unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let receiver = BulkReceiver::listen(topo, PORT).unwrap();
+    let sender = BulkSender::connect(topo, PORT, Some("cubic")).unwrap();
+    let local_port = sender.local_port().unwrap();
+    let mut cnms = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut buf = [0u8; 2048];
+    while cnms.len() < 10 && Instant::now() < deadline {
+        if let Ok((n, from)) = sock.recv_from(&mut buf) {
+            assert_eq!(from, SocketAddr::from((topo.config().router_addr, DEFAULT_CNM_PORT)));
+            cnms.push(Cnm::decode(&buf[..n]).unwrap());
+        }
+    }
+    drop(sender);
+    drop(receiver);
+    let summary = emu.stop().unwrap();
+    assert!(cnms.len() >= 10, "only {} notifications in 5 s\n{}", cnms.len(), summary.to_text());
+    for c in &cnms {
+        assert!((1..=63).contains(&c.qfb));
+        // Packets mode: qFb = ⌈F_b / 1500⌉ capped at 63.
+        assert_eq!(c.qfb, ((f64::from(c.fb_bytes) / 1500.0).ceil() as u8).clamp(1, 63));
+        assert_eq!(c.fb_bytes, c.q_off_bytes + 2 * c.q_delta_bytes);
+        let f = c.flow().unwrap();
+        assert_eq!(f.src, std::net::IpAddr::V4(topo_addr(&prefix, true)));
+        assert_eq!(f.dst, std::net::IpAddr::V4(topo_addr(&prefix, false)));
+        assert_eq!((f.protocol, f.src_port, f.dst_port), (6, local_port, PORT));
+    }
+    assert!(summary.down.qcn_notifications >= cnms.len() as u64);
+}
+
+fn topo_addr(prefix: &Prefix, sender: bool) -> std::net::Ipv4Addr {
+    let c = TopologyConfig::new(&prefix.name);
+    if sender {
+        c.sender_addr
+    } else {
+        c.receiver_addr
+    }
+}
+
+#[test]
+fn shaped_ack_direction_and_csv_log() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    let log = std::env::temp_dir().join(format!("{}.csv", prefix.name));
+    let mut cfg = RouterConfig::fixed(10e6, 2 * NANOS_PER_MS, Limit::Packets(50));
+    cfg.up = DirectionConfig { shape: LinkShape::Fixed { bits_per_sec: 1e6 }, ..DirectionConfig::unlimited(3 * NANOS_PER_MS) };
+    cfg.log_csv = Some(log.clone());
+    let emu = Emulator::start(TopologyConfig::new(&prefix.name), cfg).unwrap();
+    let receiver = BulkReceiver::listen(emu.topology(), PORT).unwrap();
+    let sender = BulkSender::connect(emu.topology(), PORT, None).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    drop(sender);
+    drop(receiver);
+    let summary = emu.stop().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next().unwrap(), ccp_router::log::CSV_HEADER);
+    let (mut down, mut up) = (0u64, 0u64);
+    for l in lines {
+        let f: Vec<&str> = l.split(',').collect();
+        assert_eq!(f.len(), 12, "{l}");
+        if f[11] == "delivered" {
+            let release: u64 = f[6].parse().unwrap();
+            let finish: u64 = f[5].parse().unwrap();
+            let delay = if f[0] == "down" { 2 } else { 3 } * NANOS_PER_MS;
+            assert_eq!(release - finish, delay, "{l}");
+            if f[0] == "down" {
+                down += 1;
+            } else {
+                up += 1;
+            }
+        }
+    }
+    assert_eq!((down, up), (summary.down.packets_out, summary.up.packets_out));
+    assert!((summary.up.capacity_mbps.unwrap() - 1.0).abs() < 1e-9);
+    assert!(summary.up.throughput_mbps <= 1.0);
+}
