@@ -146,10 +146,10 @@ fn malformed_datagrams_do_not_disturb_running_flows() {
     let junk: Vec<Vec<u8>> = vec![
         vec![],
         vec![0xff; 3],
-        vec![0, 0, 12, 0, 1, 0, 0, 0, 9, 9, 9, 9],                 // CREATE cut short
+        vec![0, 0, 12, 0, 1, 0, 0, 0, 9, 9, 9, 9], // CREATE cut short
         vec![1, 0, 21, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 7, 7, 7, 7, 7], // MEASURE, 5 bytes of field
         vec![2, 0, 20, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], // INSTALL sent to the agent
-        vec![9, 0, 8, 0, 0, 0, 0, 0],                               // unknown type
+        vec![9, 0, 8, 0, 0, 0, 0, 0],              // unknown type
         (0..200u8).collect(),
     ];
     for _ in 0..20 {

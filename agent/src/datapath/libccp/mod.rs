@@ -258,7 +258,12 @@ impl<T: Transport> LibccpDatapath<T> {
             }
             Msg::Measure(m) if m.is_empty_report() => {
                 self.stats.empty_reports += 1;
-                debug!(peer, sid = m.sid, uid = m.program_uid, "ignoring an empty report (libccp right after a program reinstall)");
+                debug!(
+                    peer,
+                    sid = m.sid,
+                    uid = m.program_uid,
+                    "ignoring an empty report (libccp right after a program reinstall)"
+                );
             }
             Msg::Measure(m) => self.on_measure(peer, m.sid, m.program_uid, &m.fields, now, out),
             other @ (Msg::Install(_) | Msg::UpdateFields(_) | Msg::ChangeProg(_)) => {
