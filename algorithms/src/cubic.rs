@@ -288,6 +288,18 @@ impl Cubic {
         self.w.cwnd_bytes / self.w.mss
     }
 
+    /// The current window, bytes.
+    pub fn cwnd_bytes(&self) -> f64 {
+        self.w.cwnd_bytes
+    }
+
+    /// Limits the window from outside: a dual-window sender (ABC) caps its legacy window at
+    /// twice what is in flight so it cannot run away while another window is in control.
+    /// A cap is not a congestion event: W_max, K and the epoch are left alone.
+    pub fn cap_cwnd(&mut self, max_bytes: f64) {
+        self.w.cwnd_bytes = self.w.cwnd_bytes.min(max_bytes.max(self.w.min_cwnd()));
+    }
+
     /// Loss or ECN-Echo outside a recovery period (RFC 9438 §4.6, §4.7).
     fn on_congestion(&mut self, now_us: u64) {
         let cwnd = self.cwnd_pkts();

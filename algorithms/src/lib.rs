@@ -11,10 +11,17 @@ pub mod params;
 pub mod registry;
 pub mod report;
 
+pub mod filters;
+
+pub mod abc;
+pub mod basic_delay;
 pub mod constant;
+pub mod copa;
 pub mod cubic;
 pub mod dctcp;
+pub mod nimbus;
 pub mod reno;
+pub mod vegas;
 
 #[cfg(test)]
 mod test_support;

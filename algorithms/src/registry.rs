@@ -27,7 +27,17 @@ impl AlgorithmInfo {
 
 /// Every registered algorithm, in listing order.
 pub fn all() -> &'static [AlgorithmInfo] {
-    static ALL: &[AlgorithmInfo] = &[crate::reno::INFO, crate::cubic::INFO, crate::dctcp::INFO, crate::constant::INFO];
+    static ALL: &[AlgorithmInfo] = &[
+        crate::reno::INFO,
+        crate::cubic::INFO,
+        crate::dctcp::INFO,
+        crate::nimbus::INFO,
+        crate::abc::INFO,
+        crate::basic_delay::INFO,
+        crate::vegas::INFO,
+        crate::copa::INFO,
+        crate::constant::INFO,
+    ];
     ALL
 }
 

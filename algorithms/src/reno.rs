@@ -203,6 +203,7 @@ impl RenoWindow {
     }
 }
 
+#[derive(Debug, Clone)]
 pub struct Reno {
     w: RenoWindow,
 }

@@ -112,7 +112,7 @@ impl Report {
 
     /// Acknowledged data in segments, counting both cumulative and selective ACKs.
     pub fn delivered_segments(&self) -> f64 {
-        (self.acked_bytes + self.sacked_bytes) as f64 / self.mss()
+        self.acked_bytes.saturating_add(self.sacked_bytes) as f64 / self.mss()
     }
 
     /// True when the report says the network dropped something (loss or timeout).

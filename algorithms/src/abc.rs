@@ -1,0 +1,421 @@
+//! ABC (Accel-Brake Control) sender: an explicit window controller for paths whose bottleneck
+//! router marks every packet "accelerate" or "brake" (Goyal et al., NSDI 2020; thesis §2.3–2.4;
+//! specs/abc.md §3).
+//!
+//! Model: the router picks the fraction f of accelerates so that, through ACK clocking, the
+//! arrival rate one RTT later equals its target rate. The sender follows blindly, per acknowledged
+//! segment: accelerate → w + 1 + 1/w, brake → w − 1 + 1/w (Eq. 2.3; the 1/w is additive increase
+//! for fairness). A window's worth of ACKs with accelerate fraction f takes w to 2fw + 1, and a
+//! steady f holds w at 1/(1 − 2f).
+//!
+//! Encoding on kernel TCP: the "proxied" encoding of §4–5 — the router marks brake as CE, and a
+//! DCTCP-style receiver echoes each CE precisely — so `Report::ce_bytes` are brakes and the rest of
+//! the acknowledged bytes are accelerates. (ABC's native ECT(1)/ECT(0) encoding needs the NS bit,
+//! which AccECN has taken, and this kernel cannot negotiate AccECN.)
+//!
+//! Coexistence (§3.4): a second, Cubic window reacts to losses (never to marks, which are brakes);
+//! the flow uses min(w_abc, w_cubic), and both windows are capped at 2·in-flight + 5 packets so the
+//! window that is not in control cannot run away. w_abc ignores loss. There is no slow start for
+//! w_abc: it starts at the initial window and accelerates at most double it per RTT.
+//!
+//! Reports aggregate ACKs whose order of marks is unknown; the per-segment rule is applied
+//! segment by segment with the brakes spread evenly (exact for up to `MAX_STEPS` segments). The
+//! reaction is per ACK in the paper, so the flow asks for a report every eighth of an RTT (§10.1).
+
+use std::sync::Arc;
+
+use crate::action::{Action, Pacing, ReportPolicy};
+use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
+use crate::cubic::{Cubic, CubicConfig};
+use crate::params::{Bound, ParamError, ParamSpec, Params};
+use crate::registry::AlgorithmInfo;
+use crate::report::Report;
+
+/// Per-segment steps per report beyond which the rule is applied in this many equal steps.
+const MAX_STEPS: f64 = 1024.0;
+/// Pacing rate multiplier over cwnd/sRTT when pacing is on (the artifact's ≈ 2·cwnd/RTT, §3.5).
+const PACING_GAIN: f64 = 2.0;
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec::float(
+        "init_cwnd_pkts",
+        10.0,
+        Bound::Inclusive(2.0),
+        Bound::Inclusive(1000.0),
+        "packets",
+        "initial w_abc and w_cubic (§3.5: IW = 10, no slow start)",
+    ),
+    ParamSpec::float(
+        "min_cwnd_pkts",
+        5.0,
+        Bound::Inclusive(1.0),
+        Bound::Inclusive(100.0),
+        "packets",
+        "floor of w_abc under brakes (§3.5: the artifact's 5; the agent never goes below 2 MSS anyway)",
+    ),
+    ParamSpec::float(
+        "cap_extra_pkts",
+        5.0,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "packets",
+        "both windows are capped at 2·in-flight + this (§3.4; thesis 0, artifact 5; §14.11 recommends 5)",
+    ),
+    ParamSpec::bool("coexist", true, "run the Cubic window for non-ABC bottlenecks and use min(w_abc, w_cubic) (§3.4)"),
+    ParamSpec::bool("pacing", false, "pace at 2·cwnd/sRTT (§3.5: optional; ABC is ACK-clocked)"),
+    ParamSpec::float(
+        "report_rtts",
+        0.125,
+        Bound::Inclusive(0.1),
+        Bound::Inclusive(1.0),
+        "RTTs",
+        "report interval in RTTs (§10.1: every ACK, or at least every 1/8 RTT)",
+    ),
+];
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "abc",
+    summary: "ABC accel-brake sender: w ± 1 + 1/w per accelerate/brake (brake = CE), min with a Cubic window",
+    reference: "Goyal et al., ABC, NSDI 2020; Goyal thesis §2.3–2.4 (specs/abc.md §3–5)",
+    params: PARAMS,
+    build,
+};
+
+#[derive(Debug, Clone, Copy)]
+pub struct AbcConfig {
+    pub init_cwnd_pkts: f64,
+    pub min_cwnd_pkts: f64,
+    pub cap_extra_pkts: f64,
+    pub coexist: bool,
+    pub pacing: bool,
+    pub report_rtts: f64,
+}
+
+impl Default for AbcConfig {
+    fn default() -> Self {
+        AbcConfig {
+            init_cwnd_pkts: 10.0,
+            min_cwnd_pkts: 5.0,
+            cap_extra_pkts: 5.0,
+            coexist: true,
+            pacing: false,
+            report_rtts: 0.125,
+        }
+    }
+}
+
+fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
+    let cfg = AbcConfig {
+        init_cwnd_pkts: p.float("init_cwnd_pkts"),
+        min_cwnd_pkts: p.float("min_cwnd_pkts"),
+        cap_extra_pkts: p.float("cap_extra_pkts"),
+        coexist: p.bool("coexist"),
+        pacing: p.bool("pacing"),
+        report_rtts: p.float("report_rtts"),
+    };
+    if cfg.min_cwnd_pkts > cfg.init_cwnd_pkts {
+        return Err(p.invalid("min_cwnd_pkts", format!("must not exceed init_cwnd_pkts ({})", cfg.init_cwnd_pkts)));
+    }
+    Ok(Arc::new(cfg))
+}
+
+impl AlgorithmFactory for AbcConfig {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        Box::new(Abc::new(*self))
+    }
+}
+
+pub struct Abc {
+    cfg: AbcConfig,
+    mss: f64,
+    /// The accel/brake window, bytes.
+    w_abc: f64,
+    /// The legacy window for non-ABC bottlenecks (reacts to loss only).
+    cubic: Cubic,
+    srtt_us: u64,
+}
+
+impl Abc {
+    pub fn new(cfg: AbcConfig) -> Self {
+        // CE means brake here, never classic congestion: the Cubic window must not see it.
+        let cubic = Cubic::new(CubicConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ecn: false, ..CubicConfig::default() });
+        Abc { cfg, mss: 1448.0, w_abc: 0.0, cubic, srtt_us: 0 }
+    }
+
+    /// Eq. 2.3 over `segments` acknowledged segments of which a fraction `brake_frac` were
+    /// braked, spread evenly: per segment w ← w ± 1 + 1/w, with 1/w taken on the window before
+    /// the step as the equation reads (§3.6's pseudocode divides by the updated window; the spec's
+    /// T5 vectors — 20.704 after ten accelerates from 10 — follow the equation), and a brake
+    /// floored at min_cwnd before the increase is added.
+    fn accel_brake(&mut self, segments: f64, brake_frac: f64) {
+        if segments <= 0.0 {
+            return;
+        }
+        let steps = segments.ceil().clamp(1.0, MAX_STEPS);
+        let per_step = segments / steps;
+        let floor = self.cfg.min_cwnd_pkts * self.mss;
+        let mut w = self.w_abc;
+        for _ in 0..steps as usize {
+            let increase = self.mss * per_step * self.mss / w;
+            let net = per_step * (1.0 - 2.0 * brake_frac) * self.mss;
+            w += net;
+            if net < 0.0 {
+                w = w.max(floor);
+            }
+            w += increase;
+        }
+        self.w_abc = w;
+    }
+
+    fn cwnd(&self) -> f64 {
+        if self.cfg.coexist {
+            self.w_abc.min(self.cubic.cwnd_bytes())
+        } else {
+            self.w_abc
+        }
+    }
+
+    fn action(&self) -> Action {
+        let cwnd = self.cwnd();
+        let mut a = Action::cwnd(cwnd);
+        if self.cfg.pacing && self.srtt_us > 0 {
+            a = a.with_pacing(Pacing::BytesPerSec(PACING_GAIN * cwnd * 1e6 / self.srtt_us as f64));
+        }
+        a
+    }
+}
+
+impl Algorithm for Abc {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn init(&mut self, start: &FlowStart) -> Action {
+        self.mss = start.mss();
+        // A seeded flow keeps its window in both controllers; a new one starts at IW (no slow start).
+        self.w_abc = match &start.seed {
+            Some(seed) => seed.cwnd_bytes as f64,
+            None => self.cfg.init_cwnd_pkts * self.mss,
+        }
+        .max(self.cfg.min_cwnd_pkts * self.mss);
+        self.srtt_us = start.seed.as_ref().and_then(|s| s.srtt_us).unwrap_or(0);
+        self.cubic.init(start);
+        self.action().with_report(ReportPolicy::PerRtt { rtts: self.cfg.report_rtts })
+    }
+
+    fn on_report(&mut self, r: &Report) -> Action {
+        if r.mss_bytes > 0 {
+            self.mss = r.mss();
+        }
+        if let Some(rtt) = r.rtt {
+            self.srtt_us = rtt.srtt_us;
+        }
+        let brake = r.ce_bytes.min(r.acked_bytes) as f64;
+        let acked = r.acked_bytes as f64;
+        self.accel_brake(acked / self.mss, if acked > 0.0 { brake / acked } else { 0.0 });
+
+        let legacy = Report { ce_bytes: 0, ce_pkts: 0, ece_acks: 0, ..r.clone() };
+        self.cubic.on_report(&legacy);
+
+        let cap = (2.0 * r.inflight_bytes as f64 / self.mss + self.cfg.cap_extra_pkts) * self.mss;
+        self.w_abc = self.w_abc.min(cap).max(self.cfg.min_cwnd_pkts * self.mss);
+        self.cubic.cap_cwnd(cap);
+        self.action()
+    }
+
+    fn state(&self) -> Vec<StateVar> {
+        vec![
+            StateVar { name: "cwnd_bytes", value: self.cwnd() },
+            StateVar { name: "w_abc_bytes", value: self.w_abc },
+            StateVar { name: "w_cubic_bytes", value: self.cubic.cwnd_bytes() },
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::RttStats;
+    use crate::test_support::{check_sane, reports};
+    use proptest::prelude::*;
+
+    const MSS: u32 = 1000;
+    const MSS_F: f64 = MSS as f64;
+
+    fn abc(cfg: AbcConfig) -> Abc {
+        let mut a = Abc::new(cfg);
+        a.init(&FlowStart::new(MSS, 10 * u64::from(MSS)));
+        a
+    }
+
+    /// One report acknowledging `segments`, `braked` of them CE, with plenty in flight.
+    fn rep(segments: f64, braked: f64) -> Report {
+        Report {
+            now_us: 1,
+            mss_bytes: MSS,
+            acked_bytes: (segments * MSS_F) as u64,
+            ce_bytes: (braked * MSS_F) as u64,
+            inflight_bytes: 1_000_000,
+            rtt: Some(RttStats {
+                min_us: 100_000,
+                max_us: 100_000,
+                last_us: 100_000,
+                srtt_us: 100_000,
+                mean_us: 100_000,
+                samples: 1,
+            }),
+            ..Report::default()
+        }
+    }
+
+    fn pure() -> AbcConfig {
+        AbcConfig { coexist: false, min_cwnd_pkts: 1.0, ..AbcConfig::default() }
+    }
+
+    #[test]
+    fn t5_ten_accelerates_and_ten_brakes() {
+        // w = 10 packets, ten 1-MSS accelerate ACKs, per-ACK 1/w terms: 20.704 (specs/abc.md §15 T5).
+        let mut a = abc(pure());
+        for _ in 0..10 {
+            a.on_report(&rep(1.0, 0.0));
+        }
+        assert!((a.w_abc / MSS_F - 20.704).abs() < 1e-3, "{}", a.w_abc / MSS_F);
+        // The same ten ACKs in one report give the same window (marks do not change order).
+        let mut b = abc(pure());
+        b.on_report(&rep(10.0, 0.0));
+        assert!((b.w_abc - a.w_abc).abs() < 1e-6);
+
+        // Ten brakes without a floor: 1.955 packets.
+        let mut a = abc(pure());
+        for _ in 0..10 {
+            a.on_report(&rep(1.0, 1.0));
+        }
+        assert!((a.w_abc / MSS_F - 1.955).abs() < 1e-3, "{}", a.w_abc / MSS_F);
+        // With min_cwnd = 5: floor, then additive increase ≈ 5.2.
+        let mut a = abc(AbcConfig { coexist: false, ..AbcConfig::default() });
+        for _ in 0..10 {
+            a.on_report(&rep(1.0, 1.0));
+        }
+        assert!((a.w_abc / MSS_F - 5.2).abs() < 0.01, "{}", a.w_abc / MSS_F);
+    }
+
+    #[test]
+    fn t5_byte_counting_two_mss_ack_equals_two_one_mss_acks() {
+        let mut one = abc(pure());
+        one.on_report(&rep(2.0, 0.0));
+        let mut two = abc(pure());
+        two.on_report(&rep(1.0, 0.0));
+        two.on_report(&rep(1.0, 0.0));
+        assert!((one.w_abc - two.w_abc).abs() / two.w_abc < 0.01);
+    }
+
+    #[test]
+    fn a_window_of_acks_with_accelerate_fraction_f_gives_2fw_plus_1() {
+        for f in [0.25, 0.5, 0.75] {
+            let mut a = abc(AbcConfig { coexist: false, min_cwnd_pkts: 1.0, init_cwnd_pkts: 100.0, ..AbcConfig::default() });
+            a.w_abc = 100.0 * MSS_F;
+            a.on_report(&rep(100.0, 100.0 * (1.0 - f)));
+            let expect = 2.0 * f * 100.0 + 1.0;
+            assert!((a.w_abc / MSS_F - expect).abs() / expect < 0.02, "f={f}: {} vs {expect}", a.w_abc / MSS_F);
+        }
+    }
+
+    #[test]
+    fn t6_steady_state_window_is_one_over_one_minus_two_f() {
+        // Per-ACK simulation: ACKs arrive one at a time, accelerate with a token bucket at rate f.
+        for (f, expect) in [(0.45, 10.0), (0.475, 20.0), (0.49, 50.0)] {
+            let mut a = abc(AbcConfig { coexist: false, min_cwnd_pkts: 1.0, ..AbcConfig::default() });
+            let mut token = 0.0;
+            let mut sum = 0.0;
+            let n = 200_000;
+            for i in 0..n {
+                token += f;
+                let accel = token >= 1.0;
+                if accel {
+                    token -= 1.0;
+                }
+                a.on_report(&rep(1.0, if accel { 0.0 } else { 1.0 }));
+                if i >= n / 2 {
+                    sum += a.w_abc / MSS_F;
+                }
+            }
+            let mean = sum / (n / 2) as f64;
+            assert!((mean - expect).abs() / expect < 0.05, "f={f}: mean w {mean}, expected {expect}");
+        }
+    }
+
+    #[test]
+    fn t8_effective_window_is_the_minimum_and_loss_only_hits_cubic() {
+        let mut a = abc(AbcConfig::default());
+        // Accelerates grow w_abc; w_cubic slow-starts on the same ACKs.
+        for _ in 0..5 {
+            a.on_report(&rep(10.0, 0.0));
+        }
+        let mut lossy = rep(0.0, 0.0);
+        lossy.lost_pkts = 3;
+        lossy.now_us = 2;
+        let w_abc_before = a.w_abc;
+        let act = a.on_report(&lossy);
+        assert_eq!(a.w_abc, w_abc_before, "loss does not touch w_abc");
+        assert!(a.cubic.cwnd_bytes() < w_abc_before, "loss cut the Cubic window");
+        assert_eq!(act.cwnd_bytes, Some(a.w_abc.min(a.cubic.cwnd_bytes())));
+        assert_eq!(act.cwnd_bytes, Some(a.cubic.cwnd_bytes()));
+    }
+
+    #[test]
+    fn t8_brakes_are_not_congestion_for_the_cubic_window() {
+        let mut a = abc(AbcConfig::default());
+        let before = a.cubic.cwnd_bytes();
+        a.on_report(&rep(10.0, 10.0));
+        assert!(a.cubic.cwnd_bytes() >= before, "a brake (CE) must not cut w_cubic");
+        assert!(a.w_abc < 10.0 * MSS_F, "but it brakes w_abc");
+    }
+
+    #[test]
+    fn t8_windows_are_capped_at_twice_in_flight_plus_five() {
+        let mut a = abc(AbcConfig::default());
+        // A wired bottleneck keeps 20 packets in flight while the ABC router says accelerate.
+        for i in 0..50 {
+            let mut r = rep(20.0, 0.0);
+            r.inflight_bytes = 20 * u64::from(MSS);
+            r.now_us = 1 + i * 100_000;
+            a.on_report(&r);
+            assert!(a.w_abc <= 45.0 * MSS_F + 1e-6, "w_abc {} over the cap", a.w_abc / MSS_F);
+            assert!(a.cubic.cwnd_bytes() <= 45.0 * MSS_F + 1e-6);
+        }
+    }
+
+    #[test]
+    fn asks_for_reports_every_eighth_rtt() {
+        let mut a = Abc::new(AbcConfig::default());
+        let act = a.init(&FlowStart::new(MSS, 10 * u64::from(MSS)));
+        assert_eq!(act.report, Some(ReportPolicy::PerRtt { rtts: 0.125 }));
+    }
+
+    #[test]
+    fn pacing_is_twice_cwnd_over_srtt() {
+        let mut a = abc(AbcConfig { pacing: true, coexist: false, ..AbcConfig::default() });
+        let act = a.on_report(&rep(0.0, 0.0));
+        let Some(Pacing::BytesPerSec(r)) = act.pacing else { panic!("{act:?}") };
+        assert!((r - 2.0 * a.w_abc / 0.1).abs() < 1e-6);
+    }
+
+    proptest! {
+        #[test]
+        fn never_nan_or_below_floor(rs in reports(64), coexist in any::<bool>(), pacing in any::<bool>()) {
+            let mut a = Abc::new(AbcConfig { coexist, pacing, ..AbcConfig::default() });
+            let act = a.init(&FlowStart::new(MSS, 10 * u64::from(MSS)));
+            check_sane(act.cwnd_bytes, MSS, &a.state())?;
+            for r in &rs {
+                let act = a.on_report(r);
+                check_sane(act.cwnd_bytes, r.mss_bytes, &a.state())?;
+                if let Some(Pacing::BytesPerSec(rate)) = act.pacing {
+                    prop_assert!(rate.is_finite() && rate > 0.0, "pacing {rate}");
+                }
+            }
+        }
+    }
+}

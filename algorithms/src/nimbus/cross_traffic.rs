@@ -1,0 +1,305 @@
+//! Cross-traffic rate estimation (paper §3.1, Eqs. 1–2) and the link-rate estimate μ̂ (§3.1, fn. 2).
+//!
+//! Model: one FIFO bottleneck of rate μ treats all packets alike. While its queue is non-empty the
+//! link runs at μ and our share of its output equals our share of its input, R/μ = S/(S + z), so
+//!
+//!   ẑ = μ̂·S/R − S                                                            (Eq. 1)
+//!
+//! with S our send rate and R our receive (ACK) rate **measured over the same packets**
+//! (Eq. 2: S = bytes/(s_last − s_first), R = bytes/(r_last − r_first)). The datapath provides both
+//! in `Report::send_rate_bytes_per_s` / `recv_rate_bytes_per_s` from one rate sample (the kernel's
+//! BBR-style delivery-rate sample over about one RTT). ẑ is not clamped at zero (negative values
+//! are noise and carry information for the FFT, as in the authors' implementation); R = 0 gives
+//! ẑ = 0 rather than NaN.
+//!
+//! Missing samples. A report without both rates, or with a zero rate (an invalid sample: zero
+//! interval), carries no new measurement. Like ccp-kernel's registers, which keep their previous
+//! value unless a new valid sample arrives, the estimator then holds the last valid pair; the caller
+//! sees how old it is (`Estimate::age_us`) and Nimbus stops trusting the detector when the pair is
+//! stale (see `super`). Before the first valid pair there is no estimate (`Estimate::valid` false).
+//!
+//! μ̂. Either configured (the paper's emulations supplied it; Fig. 13 supplies a wrong one on
+//! purpose), or, like BBR, the maximum receive rate: the maximum of an EWMA(0.2) of R, the EWMA
+//! being the guard against ACK compression, kept all-time (the authors' implementation) or over a
+//! sliding window (for long flows on paths that change). An error in μ̂ adds (μ̂/μ − 1)·S to ẑ
+//! (Eq. 7), i.e. a copy of our own pulse: the detector then errs toward "elastic", which is safe.
+//! Note that the maximum receive rate only reaches μ if the flow once had the link to itself; with
+//! persistent cross traffic it underestimates μ, and Nimbus stays in competitive mode.
+
+use crate::filters::Windowed;
+
+/// EWMA gain applied to R (and, optionally, S) per rate sample: the ACK-compression guard of μ̂.
+pub const RATE_EWMA_GAIN: f64 = 0.2;
+/// Rates above this are treated as this (80 Tbit/s): a sanity bound against absurd datapath values.
+pub const MAX_RATE_BYTES_PER_S: f64 = 1e13;
+
+/// Eq. 1: ẑ = μ̂·S/R − S; 0 when R is not positive or the inputs are not finite.
+pub fn estimate(mu: f64, s: f64, r: f64) -> f64 {
+    if !r.is_finite() || r <= 0.0 || !mu.is_finite() || !s.is_finite() {
+        return 0.0;
+    }
+    let z = mu * s / r - s;
+    if z.is_finite() {
+        z
+    } else {
+        0.0
+    }
+}
+
+/// Where μ̂ comes from.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LinkRate {
+    /// A configured bottleneck rate, bytes/s.
+    Fixed(f64),
+    /// The maximum of EWMA-smoothed R over `window_us` (u64::MAX: all-time).
+    MaxReceive { window_us: u64 },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CrossTrafficConfig {
+    pub link_rate: LinkRate,
+    /// Replace S and R by their EWMAs (gain 0.2) before Eq. 1 (the authors' `use_ewma`, off by default).
+    pub smooth_rates: bool,
+}
+
+impl Default for CrossTrafficConfig {
+    fn default() -> Self {
+        CrossTrafficConfig { link_rate: LinkRate::MaxReceive { window_us: u64::MAX }, smooth_rates: false }
+    }
+}
+
+/// The estimator's output for one report.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Estimate {
+    /// S and R used (raw or smoothed), bytes/s.
+    pub s: f64,
+    pub r: f64,
+    /// ẑ, bytes/s (may be negative).
+    pub z: f64,
+    /// μ̂, bytes/s (0 until known).
+    pub mu: f64,
+    /// EWMA of R, bytes/s (used for the election probability and μ̂).
+    pub r_smoothed: f64,
+    /// A valid rate pair has been seen at some point.
+    pub valid: bool,
+    /// This report carried a new valid pair.
+    pub fresh: bool,
+    /// Time since the last valid pair, µs (0 when fresh).
+    pub age_us: u64,
+}
+
+/// Eq. 1 over the report stream, with μ̂.
+#[derive(Debug, Clone)]
+pub struct CrossTrafficEstimator {
+    cfg: CrossTrafficConfig,
+    max_r: Windowed,
+    ewma_s: f64,
+    ewma_r: f64,
+    raw_s: f64,
+    raw_r: f64,
+    mu: f64,
+    valid: bool,
+    last_sample_us: u64,
+}
+
+fn sane_rate(v: Option<u64>) -> Option<f64> {
+    match v {
+        Some(x) if x > 0 => Some((x as f64).min(MAX_RATE_BYTES_PER_S)),
+        _ => None,
+    }
+}
+
+impl CrossTrafficEstimator {
+    pub fn new(cfg: CrossTrafficConfig) -> Self {
+        let mu = match cfg.link_rate {
+            LinkRate::Fixed(mu) => mu,
+            LinkRate::MaxReceive { .. } => 0.0,
+        };
+        CrossTrafficEstimator {
+            cfg,
+            max_r: Windowed::max(),
+            ewma_s: 0.0,
+            ewma_r: 0.0,
+            raw_s: 0.0,
+            raw_r: 0.0,
+            mu,
+            valid: false,
+            last_sample_us: 0,
+        }
+    }
+
+    /// Current μ̂, bytes/s.
+    pub fn mu(&self) -> f64 {
+        self.mu
+    }
+
+    /// Seeds the receive-rate filters, e.g. from a hot-swapped flow's pacing rate.
+    pub fn seed_receive_rate(&mut self, now_us: u64, r: f64) {
+        if r > 0.0 && r.is_finite() && !self.valid {
+            self.ewma_r = r.min(MAX_RATE_BYTES_PER_S);
+            self.ewma_s = self.ewma_r;
+            self.update_mu(now_us);
+        }
+    }
+
+    fn update_mu(&mut self, now_us: u64) {
+        if let LinkRate::MaxReceive { window_us } = self.cfg.link_rate {
+            self.mu = self.max_r.update(now_us, self.ewma_r, window_us);
+        }
+    }
+
+    /// Folds one report's rate pair (either may be absent) and returns the estimate.
+    pub fn on_report(&mut self, now_us: u64, send: Option<u64>, recv: Option<u64>) -> Estimate {
+        let fresh = match (sane_rate(send), sane_rate(recv)) {
+            (Some(s), Some(r)) => {
+                if self.valid {
+                    self.ewma_s += RATE_EWMA_GAIN * (s - self.ewma_s);
+                    self.ewma_r += RATE_EWMA_GAIN * (r - self.ewma_r);
+                } else {
+                    // The authors start the EWMAs at 0; starting at the first sample avoids a
+                    // 20-sample ramp in μ̂ without changing its maximum.
+                    self.ewma_s = s;
+                    self.ewma_r = r;
+                }
+                self.raw_s = s;
+                self.raw_r = r;
+                self.valid = true;
+                self.last_sample_us = now_us;
+                self.update_mu(now_us);
+                true
+            }
+            _ => false,
+        };
+        let (s, r) = if self.cfg.smooth_rates { (self.ewma_s, self.ewma_r) } else { (self.raw_s, self.raw_r) };
+        Estimate {
+            s,
+            r,
+            z: if self.valid { estimate(self.mu, s, r) } else { 0.0 },
+            mu: self.mu,
+            r_smoothed: self.ewma_r,
+            valid: self.valid,
+            fresh,
+            age_us: if self.valid { now_us.saturating_sub(self.last_sample_us) } else { u64::MAX },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Tiny deterministic generator for the randomized identities.
+    fn uniforms(seed: u64) -> impl Iterator<Item = f64> {
+        let mut x = seed;
+        std::iter::from_fn(move || {
+            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            Some(((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64)
+        })
+    }
+
+    /// §15.2 test 6: the fluid identity.
+    #[test]
+    fn t6_fluid_identity() {
+        let (mu, s, z) = (12e6, 4e6, 6e6);
+        let r = mu * s / (s + z);
+        assert_eq!(r, 4.8e6);
+        assert_eq!(estimate(mu, s, r), 6e6);
+    }
+
+    /// §15.2 test 7 (Eq. 7): with μ̂ = 1.25μ, ẑ = 1.25z + 0.25S.
+    #[test]
+    fn t7_mu_error_leaks_s_into_z() {
+        let mut u = uniforms(7);
+        let mu = 12e6;
+        for _ in 0..1000 {
+            let s = 1e5 + u.next().unwrap() * 11e6;
+            let z = u.next().unwrap() * (mu - s).max(0.0) * 3.0;
+            let r = mu * s / (s + z);
+            let got = estimate(1.25 * mu, s, r);
+            let want = 1.25 * z + 0.25 * s;
+            assert!((got - want).abs() < 1e-6 * want.max(1.0), "{got} vs {want}");
+        }
+    }
+
+    /// §15.2 test 8 (Eqs. 9–10): two bottlenecks in series.
+    #[test]
+    fn t8_two_bottlenecks_in_series() {
+        let mut u = uniforms(8);
+        let (mu1, mu2) = (24e6, 12e6);
+        for _ in 0..1000 {
+            let s = 1e5 + u.next().unwrap() * 8e6;
+            let z1 = u.next().unwrap() * 20e6;
+            let z2 = u.next().unwrap() * 10e6;
+            // Eq. 9: our rate after link 1, then after link 2.
+            let r1 = mu1 * s / (s + z1);
+            let r2 = mu2 * r1 / (r1 + z2);
+            for mu_hat in [mu2, 1.1 * mu2, 0.8 * mu2] {
+                let got = estimate(mu_hat, s, r2);
+                // Eq. 10.
+                let want = mu_hat * z1 * z2 / (mu1 * mu2) + s * (mu_hat * z2 / (mu1 * mu2) + mu_hat / mu2 - 1.0);
+                let exact = mu_hat * (s + z1) * (r1 + z2) / (mu1 * mu2) - s;
+                assert!((got - want).abs() < 1e-6 * want.abs().max(1.0), "{got} vs {want}");
+                assert!((want - exact).abs() < 1e-6 * exact.abs().max(1.0), "closed form {want} vs {exact}");
+            }
+        }
+    }
+
+    /// §15.2 test 9: R = 0 gives ẑ = 0, never NaN.
+    #[test]
+    fn t9_zero_receive_rate() {
+        assert_eq!(estimate(12e6, 4e6, 0.0), 0.0);
+        assert_eq!(estimate(12e6, 0.0, 0.0), 0.0);
+        assert_eq!(estimate(f64::NAN, 1.0, 1.0), 0.0);
+        let mut e = CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: LinkRate::Fixed(12e6), smooth_rates: false });
+        let est = e.on_report(10_000, Some(4_000_000), Some(0));
+        assert!(!est.valid && !est.fresh && est.z == 0.0);
+    }
+
+    #[test]
+    fn absent_rates_hold_the_last_pair_and_age() {
+        let mut e = CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: LinkRate::Fixed(12e6), smooth_rates: false });
+        let a = e.on_report(10_000, Some(4_000_000), Some(4_800_000));
+        assert!(a.fresh && a.valid && (a.z - 6e6).abs() < 1e-6 && a.age_us == 0);
+        let b = e.on_report(20_000, None, Some(1));
+        assert!(!b.fresh && b.valid && b.z == a.z && b.age_us == 10_000);
+        let c = e.on_report(35_000, Some(5_000_000), None);
+        assert_eq!(c.age_us, 25_000);
+    }
+
+    #[test]
+    fn mu_is_max_of_smoothed_receive_rate() {
+        let mut e = CrossTrafficEstimator::new(CrossTrafficConfig::default());
+        assert_eq!(e.on_report(0, None, None).mu, 0.0);
+        e.on_report(10_000, Some(5_000_000), Some(5_000_000));
+        assert_eq!(e.mu(), 5e6);
+        // One ACK-compressed sample at 3× is damped by the EWMA to +40 %, not taken at face value.
+        e.on_report(20_000, Some(5_000_000), Some(15_000_000));
+        assert!((e.mu() - 7e6).abs() < 1.0, "{}", e.mu());
+        for t in 3..100 {
+            e.on_report(t * 10_000, Some(4_000_000), Some(4_000_000));
+        }
+        assert!((e.mu() - 7e6).abs() < 1.0, "all-time maximum");
+        // Windowed: the maximum expires.
+        let mut w = CrossTrafficEstimator::new(CrossTrafficConfig {
+            link_rate: LinkRate::MaxReceive { window_us: 1_000_000 },
+            smooth_rates: false,
+        });
+        w.on_report(0, Some(9_000_000), Some(9_000_000));
+        for t in 1..300 {
+            w.on_report(t * 10_000, Some(3_000_000), Some(3_000_000));
+        }
+        assert!((w.mu() - 3e6).abs() < 1e3, "{}", w.mu());
+    }
+
+    #[test]
+    fn smoothing_option_uses_ewmas() {
+        let mut e = CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: LinkRate::Fixed(10e6), smooth_rates: true });
+        e.on_report(0, Some(4_000_000), Some(5_000_000));
+        let est = e.on_report(10_000, Some(6_000_000), Some(5_000_000));
+        assert!((est.s - 4.4e6).abs() < 1e-6 && (est.r - 5e6).abs() < 1e-6);
+        assert!((est.z - estimate(10e6, 4.4e6, 5e6)).abs() < 1e-6);
+    }
+}

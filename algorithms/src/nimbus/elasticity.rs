@@ -1,0 +1,800 @@
+//! The elasticity metric η: an FFT of the cross-traffic estimate over the last ~5 s
+//! (paper §3.3–3.4, Eq. 3; spec §5).
+//!
+//! Elastic (ACK-clocked) cross traffic answers our pulses one of its RTTs later, so ẑ oscillates at
+//! the pulse frequency f_p; inelastic traffic does not. Nimbus compares the spectrum of ẑ at f_p
+//! with the spectrum just above it:
+//!
+//!   paper (Eq. 3):  η = |Z(f_p)| / max_{f ∈ (f_p + ε, 2f_p − ε)} |Z(f)|,  ε = 0.5 Hz
+//!
+//! Preprocessing (spec §5.2): the window is the newest N samples of the 10 ms grid (N = 512,
+//! 5.12 s, the authors' power of two; 500 allowed), the window mean is subtracted (DC removal only,
+//! no linear detrend) and there is no taper. The FFT is unnormalized (rustfft): every quantity used
+//! is a ratio of magnitudes, so normalization cancels. Plans are built once (shared by all flows of
+//! a factory) and each flow owns its buffers and scratch, so a detection step allocates nothing.
+//!
+//! Ambiguities, as resolved (spec §14):
+//! - A1, numerator: with N = 512 the 5 Hz tone falls between bins (25.6), so the default
+//!   (`EtaForm::Band`) takes the band maximum over (f_p − ε, f_p + ε], as the authors' code does;
+//!   the paper's single bin is `EtaForm::Bin` (nearest bin). The band form reproduces the paper's
+//!   "median η ≈ 1 for inelastic traffic" (spec [Sim]: 0.96 vs 0.51 for the single bin).
+//! - A2, denominator: (f_p + 1.5, 2f_p − ε] by default (`den_low_offset_hz` = 1.5, the authors'
+//!   band), because it keeps the other pulsing frequency (6 Hz when f_p = 5) out of the band: with
+//!   the paper's (5.5, 9.5) band a 6 Hz pulser, or the residue of our own 6 Hz pulses right after a
+//!   delay→competitive switch, drives η to ≈0.1 (test t15 below pins this down).
+//! - Band edges follow the authors' `find_peak`: bins with lo < f_k ≤ hi, plus the last bin with
+//!   f_k ≤ lo (its starting candidate).
+//! - A7, the authors' 2-RTT shift of ẑ relative to the other series is optional (`align_2rtt`,
+//!   off): a pure time shift does not change FFT magnitudes.
+
+use std::sync::Arc;
+
+use rustfft::num_complex::Complex;
+use rustfft::{Fft, FftPlanner};
+
+use super::history::History;
+
+/// Half-width ε of the numerator band and guard below 2f_p, Hz (paper §3.3: 0.5 Hz).
+pub const EPS_HZ: f64 = 0.5;
+/// Lower edge of the denominator band above f_p, Hz (authors' code; spec A2).
+pub const DEN_LOW_OFFSET_HZ: f64 = 1.5;
+/// FFT length of the pulser's window, samples (5.12 s at 10 ms; spec A3).
+pub const FFT_LEN: usize = 512;
+/// FFT length of a watcher's window, samples (2.56 s at 10 ms; authors' code).
+pub const WATCHER_FFT_LEN: usize = 256;
+/// Largest η reported: keeps ratios of vanishing magnitudes finite.
+pub const ETA_MAX: f64 = 1e3;
+/// avg_z and avg_rtt are means over this last fraction of the window (authors' code).
+const TAIL_FRACTION: f64 = 0.25;
+
+/// How η's numerator and denominator are read off the spectrum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EtaForm {
+    /// Band maxima with the authors' edges (default).
+    Band,
+    /// The paper's Eq. 3 literally: the bin nearest f_p over the maximum in the open band.
+    Bin,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EtaBands {
+    pub form: EtaForm,
+    pub eps_hz: f64,
+    pub den_low_offset_hz: f64,
+}
+
+impl Default for EtaBands {
+    fn default() -> Self {
+        EtaBands { form: EtaForm::Band, eps_hz: EPS_HZ, den_low_offset_hz: DEN_LOW_OFFSET_HZ }
+    }
+}
+
+/// num/den, finite: ETA_MAX when only the denominator vanishes, 0 when both do.
+pub fn safe_ratio(num: f64, den: f64) -> f64 {
+    if !num.is_finite() || num <= 0.0 {
+        return 0.0;
+    }
+    if !den.is_finite() || den <= 0.0 {
+        return ETA_MAX;
+    }
+    (num / den).min(ETA_MAX)
+}
+
+/// Builds a forward FFT plan of length `n` (once per factory or per flow).
+pub fn plan(n: usize) -> Arc<dyn Fft<f64>> {
+    FftPlanner::<f64>::new().plan_fft_forward(n)
+}
+
+/// Which of the (up to) two real series held by a `Spectrum`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    A,
+    B,
+}
+
+/// A reusable, preallocated spectrum of one or two real series of fixed length.
+///
+/// Two real series a and b are transformed with a single complex FFT of a + i·b and separated
+/// afterwards: A_k = (X_k + conj X_{N−k})/2 and B_k = (X_k − conj X_{N−k})/(2i). That halves the
+/// per-report FFT work of the pulser, which needs the spectra of both ẑ and μ̂ − R.
+pub struct Spectrum {
+    fft: Arc<dyn Fft<f64>>,
+    buf: Vec<Complex<f64>>,
+    scratch: Vec<Complex<f64>>,
+    bin_hz: f64,
+    mean: f64,
+}
+
+impl std::fmt::Debug for Spectrum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Spectrum").field("n", &self.buf.len()).field("bin_hz", &self.bin_hz).finish()
+    }
+}
+
+impl Clone for Spectrum {
+    fn clone(&self) -> Self {
+        Spectrum {
+            fft: Arc::clone(&self.fft),
+            buf: self.buf.clone(),
+            scratch: self.scratch.clone(),
+            bin_hz: self.bin_hz,
+            mean: self.mean,
+        }
+    }
+}
+
+fn finite_or_zero(v: f64) -> f64 {
+    if v.is_finite() {
+        v
+    } else {
+        0.0
+    }
+}
+
+impl Spectrum {
+    /// A spectrum using `fft` for series sampled every `sample_s` seconds.
+    pub fn new(fft: Arc<dyn Fft<f64>>, sample_s: f64) -> Self {
+        let n = fft.len();
+        let scratch = vec![Complex::new(0.0, 0.0); fft.get_inplace_scratch_len()];
+        Spectrum { fft, buf: vec![Complex::new(0.0, 0.0); n], scratch, bin_hz: 1.0 / (n as f64 * sample_s), mean: 0.0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn bin_hz(&self) -> f64 {
+        self.bin_hz
+    }
+
+    /// The mean removed from channel A's last series.
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// Loads a = `x(i)` for i in 0..n (b = 0), removes the mean and transforms in place.
+    pub fn compute(&mut self, x: impl Fn(usize) -> f64) {
+        self.compute_pair(x, |_| 0.0);
+    }
+
+    /// Loads a = `x(i)` and b = `y(i)`, removes both means and transforms in place.
+    pub fn compute_pair(&mut self, x: impl Fn(usize) -> f64, y: impl Fn(usize) -> f64) {
+        let n = self.buf.len();
+        let (mut sx, mut sy) = (0.0, 0.0);
+        for (i, c) in self.buf.iter_mut().enumerate() {
+            *c = Complex::new(finite_or_zero(x(i)), finite_or_zero(y(i)));
+            sx += c.re;
+            sy += c.im;
+        }
+        let (mx, my) = (sx / n as f64, sy / n as f64);
+        for c in self.buf.iter_mut() {
+            c.re -= mx;
+            c.im -= my;
+        }
+        self.mean = mx;
+        self.fft.process_with_scratch(&mut self.buf, &mut self.scratch);
+    }
+
+    /// Loads a slice into channel A (its length must be n).
+    pub fn compute_slice(&mut self, x: &[f64]) {
+        assert_eq!(x.len(), self.buf.len());
+        self.compute(|i| x[i]);
+    }
+
+    /// Bin k of `ch`.
+    fn bin(&self, ch: Channel, k: usize) -> Complex<f64> {
+        let n = self.buf.len();
+        let x = self.buf[k];
+        let m = self.buf[(n - k) % n].conj();
+        match ch {
+            Channel::A => (x + m) * 0.5,
+            // (x − m)/(2i) = −i·(x − m)/2
+            Channel::B => {
+                let d = (x - m) * 0.5;
+                Complex::new(d.im, -d.re)
+            }
+        }
+    }
+
+    /// |A_k|.
+    pub fn magnitude(&self, k: usize) -> f64 {
+        self.bin(Channel::A, k).norm()
+    }
+
+    /// |k-th bin| of `ch`.
+    pub fn magnitude_of(&self, ch: Channel, k: usize) -> f64 {
+        self.bin(ch, k).norm()
+    }
+
+    /// Largest |X_k| of channel A over bins with lo < f_k ≤ hi, plus the last bin with f_k ≤ lo
+    /// (the authors' `find_peak` semantics), among k < n/2.
+    pub fn band_max(&self, lo_hz: f64, hi_hz: f64) -> f64 {
+        self.band_max_of(Channel::A, lo_hz, hi_hz)
+    }
+
+    /// `band_max` of channel `ch`. Only the bins near the band are visited.
+    pub fn band_max_of(&self, ch: Channel, lo_hz: f64, hi_hz: f64) -> f64 {
+        let half = self.buf.len() / 2;
+        // Start a bin below the first candidate (so the comparisons, not the arithmetic, decide
+        // which bin is the last one at or below lo).
+        let first = ((lo_hz / self.bin_hz).floor().max(1.0) as usize - 1).min(half.saturating_sub(1));
+        let mut best_sq = self.bin(ch, first).norm_sqr();
+        for k in first..half {
+            let f = k as f64 * self.bin_hz;
+            let sq = self.bin(ch, k).norm_sqr();
+            if f <= lo_hz {
+                best_sq = sq;
+                continue;
+            }
+            if f > hi_hz {
+                break;
+            }
+            best_sq = best_sq.max(sq);
+        }
+        best_sq.sqrt()
+    }
+
+    /// Largest |A_k| over bins with lo < f_k < hi strictly (the paper's open band); 0 if empty.
+    pub fn open_band_max(&self, lo_hz: f64, hi_hz: f64) -> f64 {
+        self.open_band_max_of(Channel::A, lo_hz, hi_hz)
+    }
+
+    fn open_band_max_of(&self, ch: Channel, lo_hz: f64, hi_hz: f64) -> f64 {
+        let half = self.buf.len() / 2;
+        let first = ((lo_hz / self.bin_hz).floor().max(0.0) as usize).min(half);
+        (first..half)
+            .take_while(|&k| (k as f64 * self.bin_hz) < hi_hz)
+            .filter(|&k| k as f64 * self.bin_hz > lo_hz)
+            .map(|k| self.bin(ch, k).norm_sqr())
+            .fold(0.0, f64::max)
+            .sqrt()
+    }
+
+    /// |A_k| of the bin nearest `f_hz`.
+    pub fn nearest(&self, f_hz: f64) -> f64 {
+        self.nearest_of(Channel::A, f_hz)
+    }
+
+    fn nearest_of(&self, ch: Channel, f_hz: f64) -> f64 {
+        let k = (f_hz / self.bin_hz).round().clamp(0.0, (self.buf.len() / 2 - 1) as f64) as usize;
+        self.magnitude_of(ch, k)
+    }
+
+    /// η's (numerator, denominator) at f_p, of channel A.
+    pub fn eta_parts(&self, f_p: f64, b: &EtaBands) -> (f64, f64) {
+        self.eta_parts_of(Channel::A, f_p, b)
+    }
+
+    /// η's (numerator, denominator) at f_p, of channel `ch`.
+    pub fn eta_parts_of(&self, ch: Channel, f_p: f64, b: &EtaBands) -> (f64, f64) {
+        match b.form {
+            EtaForm::Band => (
+                self.band_max_of(ch, f_p - b.eps_hz, f_p + b.eps_hz),
+                self.band_max_of(ch, f_p + b.den_low_offset_hz, 2.0 * f_p - b.eps_hz),
+            ),
+            EtaForm::Bin => {
+                (self.nearest_of(ch, f_p), self.open_band_max_of(ch, f_p + b.den_low_offset_hz, 2.0 * f_p - b.eps_hz))
+            }
+        }
+    }
+
+    /// η = numerator/denominator at f_p, of channel A.
+    pub fn eta(&self, f_p: f64, b: &EtaBands) -> f64 {
+        let (n, d) = self.eta_parts(f_p, b);
+        safe_ratio(n, d)
+    }
+}
+
+/// What the pulser learns from one window.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PulserMeasurement {
+    /// η of ẑ at the current pulse frequency (before any guard).
+    pub eta: f64,
+    /// |Z(f_p)| and |Y(f_p)| (numerator bands), |Y| in the denominator band. Y = spectrum of μ̂ − R,
+    /// i.e. of our own receive rate, where our own pulses must show.
+    pub z_fp: f64,
+    pub y_fp: f64,
+    pub y_den: f64,
+    /// |Z| and |Y| maxima over the band holding both pulsing frequencies (multi-pulser check).
+    pub z_pulse_band: f64,
+    pub y_pulse_band: f64,
+    /// Mean ẑ (bytes/s) and RTT (s) over the last quarter of the window.
+    pub avg_z: f64,
+    pub avg_rtt_s: f64,
+}
+
+/// What a watcher learns from one window of its own receive rate.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WatcherMeasurement {
+    /// |Y| at the pulsing frequency of the watcher's current mode and of the other mode.
+    pub y_current: f64,
+    pub y_other: f64,
+    /// |Y| maximum over the band holding both pulsing frequencies, and over the band above it.
+    pub y_pulse_band: f64,
+    pub y_high_band: f64,
+    pub avg_z: f64,
+    pub avg_rtt_s: f64,
+}
+
+/// Spectra and window buffers of one flow.
+#[derive(Debug, Clone)]
+pub struct Detector {
+    /// ẑ in channel A, μ̂ − R in channel B.
+    zy: Spectrum,
+    watcher_y: Spectrum,
+    /// Window staging (z, y, rtt) for the 2-RTT alignment; sized once.
+    stage_z: Vec<f64>,
+    stage_y: Vec<f64>,
+    stage_rtt: Vec<f64>,
+    align_2rtt: bool,
+}
+
+/// The plans a detector needs, shareable between flows.
+#[derive(Clone)]
+pub struct Plans {
+    pub pulser: Arc<dyn Fft<f64>>,
+    pub watcher: Arc<dyn Fft<f64>>,
+}
+
+impl std::fmt::Debug for Plans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plans").field("pulser", &self.pulser.len()).field("watcher", &self.watcher.len()).finish()
+    }
+}
+
+impl Plans {
+    pub fn new(pulser_len: usize, watcher_len: usize) -> Self {
+        let mut planner = FftPlanner::<f64>::new();
+        Plans { pulser: planner.plan_fft_forward(pulser_len), watcher: planner.plan_fft_forward(watcher_len) }
+    }
+}
+
+/// Grid samples the 2-RTT alignment reads beyond the window: the window plus 1 s, minus the newest
+/// sample (authors' code), for a window of `n` samples of `slot_us`.
+pub fn aligned_span(n: usize, slot_us: u64) -> usize {
+    let slot = slot_us.max(1) as usize;
+    (n * slot + 1_000_000) / slot - 1
+}
+
+fn mean(x: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = x.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        s / n as f64
+    }
+}
+
+impl Detector {
+    pub fn new(plans: &Plans, slot_s: f64, align_2rtt: bool) -> Self {
+        let n = plans.pulser.len().max(plans.watcher.len());
+        Detector {
+            zy: Spectrum::new(Arc::clone(&plans.pulser), slot_s),
+            watcher_y: Spectrum::new(Arc::clone(&plans.watcher), slot_s),
+            stage_z: vec![0.0; n],
+            stage_y: vec![0.0; n],
+            stage_rtt: vec![0.0; n],
+            align_2rtt,
+        }
+    }
+
+    /// Samples of history a window of `n` needs.
+    pub fn needed(&self, n: usize, slot_us: u64) -> usize {
+        if self.align_2rtt {
+            aligned_span(n, slot_us) + 1
+        } else {
+            n
+        }
+    }
+
+    /// Stages the newest window of `n` samples into the staging buffers. With the 2-RTT
+    /// alignment, ẑ is read 2·RTT later than μ̂ − R and the RTT (authors' code); returns false when
+    /// the history is too short or an aligned index runs past the newest sample.
+    fn stage(&mut self, h: &History, n: usize) -> bool {
+        if h.len() < self.needed(n, h.slot_us()) {
+            return false;
+        }
+        if !self.align_2rtt {
+            h.z.copy_window(0, &mut self.stage_z[..n]);
+            h.zout.copy_window(0, &mut self.stage_y[..n]);
+            h.rtt.copy_window(0, &mut self.stage_rtt[..n]);
+            return true;
+        }
+        let span = aligned_span(n, h.slot_us());
+        let slot_s = h.slot_s();
+        for i in 0..n {
+            let rtt = h.rtt.window_at(span, 1, i);
+            let shift = if rtt.is_finite() && rtt > 0.0 { (rtt / slot_s).floor().min(span as f64) as usize } else { 0 };
+            let j = i + 2 * shift;
+            if j >= span {
+                return false;
+            }
+            self.stage_z[i] = h.z.window_at(span, 1, j);
+            self.stage_y[i] = h.zout.window_at(span, 1, i);
+            self.stage_rtt[i] = rtt;
+        }
+        true
+    }
+
+    fn tail_means(&self, n: usize) -> (f64, f64) {
+        let from = (n as f64 * (1.0 - TAIL_FRACTION)) as usize;
+        (mean(self.stage_z[from..n].iter().copied()), mean(self.stage_rtt[from..n].iter().copied()))
+    }
+
+    /// The pulser's measurement at pulse frequency `f_p`; `pulse_band` = (lo, hi] holding both
+    /// pulsing frequencies. `None` while the history is too short.
+    pub fn pulser(&mut self, h: &History, f_p: f64, bands: &EtaBands, pulse_band: (f64, f64)) -> Option<PulserMeasurement> {
+        let n = self.zy.len();
+        if !self.stage(h, n) {
+            return None;
+        }
+        let (avg_z, avg_rtt_s) = self.tail_means(n);
+        let (sz, sy) = (&self.stage_z, &self.stage_y);
+        self.zy.compute_pair(|i| sz[i], |i| sy[i]);
+        let (z_fp, z_den) = self.zy.eta_parts_of(Channel::A, f_p, bands);
+        let (y_fp, y_den) = self.zy.eta_parts_of(Channel::B, f_p, bands);
+        Some(PulserMeasurement {
+            eta: safe_ratio(z_fp, z_den),
+            z_fp,
+            y_fp,
+            y_den,
+            z_pulse_band: self.zy.band_max_of(Channel::A, pulse_band.0, pulse_band.1),
+            y_pulse_band: self.zy.band_max_of(Channel::B, pulse_band.0, pulse_band.1),
+            avg_z,
+            avg_rtt_s,
+        })
+    }
+
+    /// A watcher's measurement: its receive rate's spectrum at the frequency of its current mode
+    /// (`f_current`) and of the other mode, and over the pulse band vs the band above it.
+    pub fn watcher(
+        &mut self,
+        h: &History,
+        f_current: f64,
+        f_other: f64,
+        eps_hz: f64,
+        pulse_band: (f64, f64),
+        high_band: (f64, f64),
+    ) -> Option<WatcherMeasurement> {
+        let n = self.watcher_y.len();
+        if !self.stage(h, n) {
+            return None;
+        }
+        let (avg_z, avg_rtt_s) = self.tail_means(n);
+        let sy = &self.stage_y;
+        self.watcher_y.compute(|i| sy[i]);
+        let w = &self.watcher_y;
+        Some(WatcherMeasurement {
+            y_current: w.band_max(f_current - eps_hz, f_current + eps_hz),
+            y_other: w.band_max(f_other - eps_hz, f_other + eps_hz),
+            y_pulse_band: w.band_max(pulse_band.0, pulse_band.1),
+            y_high_band: w.band_max(high_band.0, high_band.1),
+            avg_z,
+            avg_rtt_s,
+        })
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::nimbus::election::SplitMix64;
+    use crate::nimbus::history::Sample;
+    use std::f64::consts::PI;
+
+    const DT: f64 = 0.01;
+
+    /// Standard normal samples (Box–Muller) from a seeded generator.
+    pub(crate) struct Gauss {
+        rng: SplitMix64,
+        spare: Option<f64>,
+    }
+
+    impl Gauss {
+        pub(crate) fn new(seed: u64) -> Self {
+            Gauss { rng: SplitMix64::new(seed), spare: None }
+        }
+
+        pub(crate) fn uniform(&mut self) -> f64 {
+            self.rng.next_f64()
+        }
+
+        pub(crate) fn next(&mut self) -> f64 {
+            if let Some(s) = self.spare.take() {
+                return s;
+            }
+            let u1 = self.rng.next_f64().max(f64::MIN_POSITIVE);
+            let u2 = self.rng.next_f64();
+            let r = (-2.0 * u1.ln()).sqrt();
+            self.spare = Some(r * (2.0 * PI * u2).sin());
+            r * (2.0 * PI * u2).cos()
+        }
+    }
+
+    fn spectrum(n: usize) -> Spectrum {
+        Spectrum::new(plan(n), DT)
+    }
+
+    /// η of `x` for f_p = 5 Hz with the given bands.
+    fn eta_of(s: &mut Spectrum, x: &[f64], b: &EtaBands) -> f64 {
+        s.compute_slice(x);
+        s.eta(5.0, b)
+    }
+
+    fn median(v: &mut [f64]) -> f64 {
+        v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            0.5 * (v[n / 2 - 1] + v[n / 2])
+        }
+    }
+
+    /// η over `seeds` realizations of `gen(seed, t)` on a window of n samples.
+    fn etas(n: usize, seeds: u64, b: &EtaBands, gen: impl Fn(&mut Gauss, f64, f64) -> f64) -> Vec<f64> {
+        let mut s = spectrum(n);
+        let mut x = vec![0.0; n];
+        (0..seeds)
+            .map(|seed| {
+                let mut g = Gauss::new(0xE1A5 + seed * 7919);
+                let phase = 2.0 * PI * g.uniform();
+                for (i, v) in x.iter_mut().enumerate() {
+                    *v = gen(&mut g, i as f64 * DT, phase);
+                }
+                eta_of(&mut s, &x, b)
+            })
+            .collect()
+    }
+
+    fn frac_above(v: &[f64], t: f64) -> f64 {
+        v.iter().filter(|&&e| e > t).count() as f64 / v.len() as f64
+    }
+
+    fn tone(f: f64, a: f64) -> impl Fn(&mut Gauss, f64, f64) -> f64 {
+        move |g, t, ph| a * (2.0 * PI * f * t + ph).sin() + g.next()
+    }
+
+    /// §15.2 test 10: a unit sinusoid exactly on bin k has |X_k| = N/2 (no double normalization).
+    #[test]
+    fn t10_normalization() {
+        let mut s = spectrum(512);
+        let k = 32;
+        s.compute(|i| (2.0 * PI * k as f64 * i as f64 / 512.0).cos());
+        assert!((s.magnitude(k) - 256.0).abs() < 1e-9, "{}", s.magnitude(k));
+        assert!(s.mean().abs() < 1e-12);
+    }
+
+    /// §15.2 test 11: η(a·z + b) = η(z).
+    #[test]
+    fn t11_scale_and_offset_invariance() {
+        let mut g = Gauss::new(11);
+        let x: Vec<f64> = (0..512).map(|i| (2.0 * PI * 5.0 * i as f64 * DT).sin() * 0.7 + g.next()).collect();
+        let mut s = spectrum(512);
+        let b = EtaBands::default();
+        let e0 = eta_of(&mut s, &x, &b);
+        for (a, off) in [(3.0, 0.0), (1e6, 4e6), (0.01, -123.0)] {
+            let y: Vec<f64> = x.iter().map(|v| a * v + off).collect();
+            let e = eta_of(&mut s, &y, &b);
+            assert!((e - e0).abs() < 1e-12 * e0.max(1.0) * 1e3, "{e} vs {e0}");
+        }
+    }
+
+    /// §15.2 test 12: noise only.
+    #[test]
+    fn t12_noise_only() {
+        let b = EtaBands::default();
+        let mut raw = etas(512, 400, &b, |g, _, _| g.next());
+        let p2 = frac_above(&raw, 2.0);
+        let m = median(&mut raw);
+        assert!((0.6..=1.1).contains(&m), "median {m}");
+        assert!(p2 < 0.01, "P(η > 2) = {p2}");
+        // With 1-RTT smoothing (5-sample moving average).
+        let mut s = spectrum(512);
+        let mut smoothed = vec![];
+        for seed in 0..400u64 {
+            let mut g = Gauss::new(0x5EED + seed);
+            let w: Vec<f64> = (0..516).map(|_| g.next()).collect();
+            let x: Vec<f64> = (0..512).map(|i| w[i..i + 5].iter().sum::<f64>() / 5.0).collect();
+            smoothed.push(eta_of(&mut s, &x, &b));
+        }
+        let p2 = frac_above(&smoothed, 2.0);
+        let m = median(&mut smoothed);
+        assert!((0.75..=1.2).contains(&m), "smoothed median {m}");
+        assert!(p2 < 0.02, "smoothed P(η > 2) = {p2}");
+    }
+
+    /// §15.2 test 13: an elastic-like tone at f_p.
+    #[test]
+    fn t13_tone_at_fp() {
+        let b = EtaBands::default();
+        let v = etas(512, 200, &b, tone(5.0, 1.0));
+        assert!(frac_above(&v, 2.0) >= 0.98, "P(η > 2) = {}", frac_above(&v, 2.0));
+        // Sensitivity: the median grows with the amplitude (≈1.7 at 0.35).
+        let mut last = 0.0;
+        for a in [0.0, 0.2, 0.35, 0.5, 0.75, 1.0, 1.5] {
+            let mut v = etas(512, 200, &b, tone(5.0, a));
+            let m = median(&mut v);
+            assert!(m > last, "amplitude {a}: median {m} ≤ {last}");
+            if a == 0.35 {
+                assert!((1.3..=2.1).contains(&m), "A = 0.35: {m}");
+            }
+            if a == 1.0 {
+                assert!((3.5..=5.5).contains(&m), "A = 1: {m}");
+            }
+            last = m;
+        }
+    }
+
+    /// §15.2 test 14: phase invariance (with noise).
+    #[test]
+    fn t14_phase_invariance() {
+        let b = EtaBands::default();
+        let medians: Vec<f64> = [0.0, PI / 4.0, PI / 2.0, PI]
+            .iter()
+            .map(|&ph| {
+                let mut v = etas(512, 150, &b, move |g, t, _| (2.0 * PI * 5.0 * t + ph).sin() + g.next());
+                median(&mut v)
+            })
+            .collect();
+        let (lo, hi) = medians.iter().fold((f64::MAX, f64::MIN), |(l, h), &m| (l.min(m), h.max(m)));
+        assert!(hi / lo < 1.2, "medians {medians:?}");
+        let avg = medians.iter().sum::<f64>() / 4.0;
+        for m in &medians {
+            assert!((m - avg).abs() / avg < 0.1, "{medians:?}");
+        }
+    }
+
+    /// §15.2 test 15: out-of-band tones.
+    #[test]
+    fn t15_out_of_band_tones() {
+        let b = EtaBands::default();
+        let mut noise = etas(512, 150, &b, |g, _, _| g.next());
+        let noise_median = median(&mut noise);
+        let at = |f: f64, b: &EtaBands| {
+            let mut v = etas(512, 150, b, tone(f, 1.0));
+            median(&mut v)
+        };
+        let m75 = at(7.5, &b);
+        assert!(m75 < 0.5, "7.5 Hz (in the denominator band): {m75}");
+        let m15 = at(15.0, &b);
+        assert!((m15 / noise_median - 1.0).abs() < 0.1, "15 Hz: {m15} vs noise {noise_median}");
+        let m10 = at(10.0, &b);
+        assert!((m10 / noise_median - 1.0).abs() < 0.2, "10 Hz: {m10} vs noise {noise_median}");
+        // 6 Hz, the other pulsing frequency: unchanged with the authors' band, collapses with the
+        // paper's literal (5.5, 9.5) band — why den_low_offset defaults to 1.5 Hz (spec A2).
+        let m6 = at(6.0, &b);
+        assert!((m6 / noise_median - 1.0).abs() < 0.15, "6 Hz: {m6} vs noise {noise_median}");
+        let literal = EtaBands { den_low_offset_hz: 0.5, ..b };
+        let m6_lit = at(6.0, &literal);
+        assert!(m6_lit < 0.2, "6 Hz with the (5.5, 9.5] band: {m6_lit}");
+    }
+
+    /// §15.2 test 16: a pure ramp is not "elastic".
+    #[test]
+    fn t16_ramp() {
+        let mut s = spectrum(512);
+        for slope in [1.0, -3.0, 1e6] {
+            let x: Vec<f64> = (0..512).map(|i| slope * i as f64).collect();
+            let e = eta_of(&mut s, &x, &EtaBands::default());
+            assert!((e - 1.43).abs() < 0.05, "slope {slope}: {e}");
+        }
+        let mut s = spectrum(500);
+        let x: Vec<f64> = (0..500).map(|i| i as f64).collect();
+        let lit = EtaBands { form: EtaForm::Bin, eps_hz: 0.5, den_low_offset_hz: 0.5 };
+        let e = eta_of(&mut s, &x, &lit);
+        assert!((e - 1.12).abs() < 0.05 && e < 2.0, "literal: {e}");
+    }
+
+    /// §15.2 test 17: the paper-literal variant (N = 500, single bin, band (5.5, 9.5)).
+    #[test]
+    fn t17_paper_literal_variant() {
+        let lit = EtaBands { form: EtaForm::Bin, eps_hz: 0.5, den_low_offset_hz: 0.5 };
+        let mut noise = etas(500, 300, &lit, |g, _, _| g.next());
+        let m = median(&mut noise);
+        assert!((0.3..=0.7).contains(&m), "noise median {m}");
+        let mut t = etas(500, 200, &lit, tone(5.0, 1.0));
+        let mt = median(&mut t);
+        assert!((5.0..=7.5).contains(&mt), "tone median {mt}");
+    }
+
+    /// Two real series in one complex FFT separate exactly into their own spectra.
+    #[test]
+    fn pair_transform_separates_channels() {
+        let mut g = Gauss::new(3);
+        let a: Vec<f64> = (0..512).map(|i| 5.0 + (2.0 * PI * 5.0 * i as f64 * DT).sin() + g.next()).collect();
+        let b: Vec<f64> = (0..512).map(|i| -2.0 + 3.0 * (2.0 * PI * 6.0 * i as f64 * DT).cos() + g.next()).collect();
+        let mut pair = spectrum(512);
+        pair.compute_pair(|i| a[i], |i| b[i]);
+        let mut sa = spectrum(512);
+        sa.compute_slice(&a);
+        let mut sb = spectrum(512);
+        sb.compute_slice(&b);
+        for k in 0..256 {
+            assert!((pair.magnitude_of(Channel::A, k) - sa.magnitude(k)).abs() < 1e-9, "A bin {k}");
+            assert!((pair.magnitude_of(Channel::B, k) - sb.magnitude(k)).abs() < 1e-9, "B bin {k}");
+        }
+        let bands = EtaBands::default();
+        assert!((pair.eta_parts_of(Channel::B, 6.0, &bands).0 - sb.eta_parts(6.0, &bands).0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn band_max_semantics_and_bins() {
+        // N = 512: numerator bins 23..28 for 5 Hz, denominator 33..48; for 6 Hz 28..33 and 38..58.
+        let s = spectrum(512);
+        let bins = |lo: f64, hi: f64| {
+            let first = (0..256).filter(|&k| k as f64 * s.bin_hz() <= lo).max().unwrap();
+            let last = (0..256).filter(|&k| k as f64 * s.bin_hz() <= hi).max().unwrap();
+            (first, last)
+        };
+        assert_eq!(bins(4.5, 5.5), (23, 28));
+        assert_eq!(bins(6.5, 9.5), (33, 48));
+        assert_eq!(bins(5.5, 6.5), (28, 33));
+        assert_eq!(bins(7.5, 11.5), (38, 58));
+        // The starting candidate (last bin ≤ lo) counts; the first bin above hi does not.
+        let mut s = spectrum(512);
+        s.compute(|i| (2.0 * PI * 23.0 * i as f64 / 512.0).cos());
+        assert!((s.band_max(4.5, 5.5) - 256.0).abs() < 1e-9);
+        s.compute(|i| (2.0 * PI * 29.0 * i as f64 / 512.0).cos());
+        assert!(s.band_max(4.5, 5.5) < 1e-9);
+        assert_eq!(safe_ratio(0.0, 0.0), 0.0);
+        assert_eq!(safe_ratio(1.0, 0.0), ETA_MAX);
+        assert_eq!(safe_ratio(f64::NAN, 1.0), 0.0);
+    }
+
+    fn history_from(n: usize, f: impl Fn(usize) -> Sample) -> History {
+        let mut h = History::new(10_000, 1024);
+        for i in 0..n {
+            h.advance(i as u64 * 10_000, &f(i));
+        }
+        h
+    }
+
+    #[test]
+    fn detector_reads_the_newest_window_and_tail_means() {
+        let plans = Plans::new(512, 256);
+        let mut d = Detector::new(&plans, 0.01, false);
+        let h = history_from(300, |_| Sample::default());
+        assert!(d.pulser(&h, 5.0, &EtaBands::default(), (4.5, 6.5)).is_none(), "too short");
+        let h = history_from(700, |i| {
+            let t = i as f64 * 0.01;
+            Sample {
+                z: 4e6 + 1e6 * (2.0 * PI * 5.0 * t).sin(),
+                zout: 3e6 + 2e6 * (2.0 * PI * 5.0 * t).cos(),
+                rtt_s: 0.06,
+                ..Sample::default()
+            }
+        });
+        let m = d.pulser(&h, 5.0, &EtaBands::default(), (4.5, 6.5)).unwrap();
+        // A pure tone between bins: the denominator holds only its leakage.
+        assert!(m.eta > 10.0, "{m:?}");
+        assert!((m.y_fp / m.z_fp - 2.0).abs() < 0.05, "{m:?}");
+        assert!((m.avg_z - 4e6).abs() < 1e5 && (m.avg_rtt_s - 0.06).abs() < 1e-12);
+        let w = d.watcher(&h, 6.0, 5.0, 0.5, (4.5, 6.5), (7.0, 15.0)).unwrap();
+        assert!(w.y_other > 5.0 * w.y_current, "{w:?}");
+        assert!(w.y_pulse_band > 10.0 * w.y_high_band);
+    }
+
+    #[test]
+    fn aligned_window_reads_z_two_rtts_later() {
+        let plans = Plans::new(512, 256);
+        let mut d = Detector::new(&plans, 0.01, true);
+        assert_eq!(aligned_span(512, 10_000), 611);
+        assert_eq!(aligned_span(256, 10_000), 355);
+        // z carries its index; with RTT = 50 ms, z[i] must be raw index i + 10.
+        let h = history_from(800, |i| Sample { z: i as f64, zout: i as f64, rtt_s: 0.05, ..Sample::default() });
+        assert_eq!(d.needed(512, 10_000), 612);
+        assert!(d.stage(&h, 512));
+        // The raw window is history indices 800 − 612 .. 799 (the newest excluded).
+        assert_eq!(d.stage_y[0], 188.0);
+        assert_eq!(d.stage_z[0], 198.0);
+        assert_eq!(d.stage_z[511], 198.0 + 511.0);
+        // An RTT so long the shifted index runs out: no evaluation.
+        let h = history_from(800, |i| Sample { z: i as f64, rtt_s: 0.6, ..Sample::default() });
+        assert!(!d.stage(&h, 512));
+    }
+}

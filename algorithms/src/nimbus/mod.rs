@@ -1,0 +1,1226 @@
+//! NimbusCC: mode switching between TCP-competitive and delay-controlling congestion control,
+//! driven by the Nimbus elasticity detector (Goyal, Narayan, Cangialosi, Narayana, Alizadeh,
+//! Balakrishnan, "Elasticity Detection: A Building Block for Internet Congestion Control",
+//! SIGCOMM 2022; Goyal, PhD thesis, MIT, 2021, ch. 4). Implemented from specs/nimbus.md.
+//!
+//! Model. Nimbus asks one question: does the cross traffic at my bottleneck contain any elastic
+//! flow — one that takes more bandwidth when more is available? It needs no router support:
+//! 1. It estimates the total cross-traffic rate from its own send and receive rates over the same
+//!    packets, ẑ = μ̂·S/R − S (`cross_traffic`, Eq. 1).
+//! 2. It adds a zero-mean asymmetric sinusoidal pulse of peak μ̂/4 at f_p = 5 Hz to the rate its
+//!    congestion controller picked (`pulse`, Fig. 6).
+//! 3. On a 10 ms grid (`history`) it takes the FFT of the last 5.12 s of ẑ and computes η, the
+//!    magnitude at f_p over the largest magnitude just above it (`elasticity`, Eq. 3). ACK-clocked
+//!    elastic flows answer the pulses one of their RTTs later, so η is large (median ≈ 10); for
+//!    inelastic traffic η ≈ 1.
+//! 4. NimbusCC smooths η into E and, with hysteresis around η_thresh = 2 and the authors' timers,
+//!    runs a TCP-competitive controller (Cubic, or Reno) or a delay controller (BasicDelay, or Vegas
+//!    or Copa) (`mode`). It starts competitive; on entering competitive mode it restores the
+//!    receive rate of 5 s earlier, which elastic traffic may have eroded while it was being detected.
+//! 5. Several NimbusCC flows elect one pulser (5 Hz competitive, 6 Hz delay); the others watch its
+//!    frequency in their own receive rate and copy its mode (`election`, Eq. 5, κ = 1). Off by
+//!    default (`multi_flow`), as in the authors' code.
+//!
+//! Actuation (spec §4.3, §8.2): NimbusCC is rate-based with a window cap, in both modes. Every report
+//! it computes base = the active controller's rate (window controllers: cwnd/x with x the latest
+//! RTT; BasicDelay: Eq. 4), floors it at max(0.05·μ̂, 2 packets per RTT), adds the pulse when it is
+//! the pulser (flooring again), low-pass filters it when it is a watcher, and sends
+//! pacing = rate and cwnd = max(2·MSS, 2·rate·x). The pulsed rate is never fed back into the
+//! controllers: they see only the datapath's reports. Reports are requested every 10 ms
+//! (`ReportPolicy::EveryUs(10_000)`); urgent loss reports are handled like any other.
+//!
+//! Where the spec leaves choices (its §14 numbers):
+//! - A1/A2/A3: η uses band maxima, the denominator band starts 1.5 Hz above f_p, N = 512
+//!   (`elasticity`). A5: E is a time-based EWMA (τ = 0.5 s), hysteresis 2.0/2.25, 5 s dwell before
+//!   returning to delay mode. A6: guards G1–G4 on (`reference_guards`). A7: no 2-RTT shift.
+//! - A8: μ̂ configured (`mu_mbit_per_s`) or the maximum of EWMA-smoothed R (all-time or windowed).
+//! - A9: 5/6 Hz by mode even with one flow, so a NimbusCC watcher can always read the mode.
+//! - A10: the restored rate is R at index len − 500 of the grid series (the oldest sample if the
+//!   history is shorter), with the competitive controller seeded there in congestion avoidance
+//!   (ssthresh = cwnd; Cubic with K = 0 and W_max = cwnd — exactly cubic.rs's seeded start).
+//! - A11: a pulser whose base rate stays below the pulse trough (μ̂/12) for a whole FFT window stops
+//!   pulsing and is forced competitive, until its base exceeds 1.2× that.
+//! - A15: single-flow default competitive + pulser; with `multi_flow` flows start as watchers, in
+//!   competitive mode unless `expect_nimbus_peers`.
+//! - A16: Cubic (RFC 9438 constants) in competitive mode; Reno as the option. MulTCP (the authors'
+//!   default) is not implemented: the paper's experiments name Cubic.
+//! - A19: the authors' timers (no evaluation before 10 s, no switch before 15 s). Their fixed
+//!   2 MB/s for the first second is replaced by the competitive controller's own slow start (the
+//!   datapath applies cwnd and pacing; before the first RTT sample the flow is window-limited and
+//!   unpaced).
+//! - A21: if x_min > 0.8/f_pc (160 ms) the pulses are slower than the flow's own RTT can resolve:
+//!   forced competitive (`state()` shows `forced_competitive`).
+//! - A22: BasicDelay has no loss reaction; in delay mode a loss rate above 1 % over a 1 s period
+//!   switches to competitive mode (whose controller reacts to losses) — a delay controller that
+//!   keeps losing packets is in a buffer too small for it or against traffic it cannot see.
+//! - Missing rate samples (no `send_rate_bytes_per_s`/`recv_rate_bytes_per_s`): the estimator holds
+//!   the last pair (kernel-register semantics). If no valid pair has arrived for `stale_rate_ms`
+//!   (500 ms, 2.5 pulse periods), the detector has no evidence and E is pulled toward 3 like G4
+//!   (lean elastic: competitive mode is the safe failure).
+//! - Randomness (the election) comes from a SplitMix64 seeded from the `seed` parameter and the
+//!   flow's creation index in its factory; no clocks, no global RNG.
+//! - Competitive and delay controllers are re-created on entry to their mode (seeded with the rate
+//!   carried over), so state of a mode never leaks across a period spent in the other; losses in
+//!   delay mode therefore do not update the competitive controller (the authors' code does, but the
+//!   entry to competitive mode overwrites that state anyway).
+//!
+//! Datapath support: periodic reports every 10 ms with `send_rate_bytes_per_s` and
+//! `recv_rate_bytes_per_s` from one rate sample, an RTT sample, acked bytes, losses and timeouts;
+//! pacing must be applied within a report interval (≥ 20 rate updates per pulse period).
+
+pub mod cross_traffic;
+pub mod elasticity;
+pub mod election;
+pub mod history;
+pub mod mode;
+pub mod pulse;
+
+#[cfg(test)]
+mod sim;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use crate::action::{Action, Pacing, ReportPolicy};
+use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};
+use crate::basic_delay::{self, BasicDelayCore, TargetDelay};
+use crate::copa::{Copa, CopaConfig};
+use crate::cubic::{Cubic, CubicConfig};
+use crate::filters::ewma_gain;
+use crate::params::{Bound, ParamError, ParamSpec, Params};
+use crate::registry::AlgorithmInfo;
+use crate::reno::{Reno, RenoConfig, MIN_CWND_PKTS};
+use crate::report::Report;
+use crate::vegas::{Vegas, VegasConfig};
+
+use cross_traffic::{CrossTrafficConfig, CrossTrafficEstimator, Estimate, LinkRate, MAX_RATE_BYTES_PER_S};
+use elasticity::{Detector, EtaBands, EtaForm, Plans, PulserMeasurement};
+use election::{MultiPulserCheck, RateFilter, Role, SplitMix64, WatcherState};
+use history::{History, Sample};
+use mode::{Mode, ModeConfig, ModeController};
+use pulse::Pulse;
+
+/// Report interval requested from the datapath, µs (paper §7: 10 ms).
+pub const REPORT_INTERVAL_US: u64 = 10_000;
+/// Grid step of the sampled series, µs (paper §7, spec A4: 10 ms).
+pub const SAMPLE_INTERVAL_US: u64 = 10_000;
+/// Pulse frequency in competitive mode, Hz (paper §3.4, §4.2: 5).
+pub const FREQ_COMPETITIVE_HZ: f64 = 5.0;
+/// Pulse frequency in delay mode, Hz (paper §4.2: 6).
+pub const FREQ_DELAY_HZ: f64 = 6.0;
+/// Entering competitive mode restores the rate from this long ago, s (paper §4.1: 5 s).
+pub const RESTORE_LOOKBACK_S: f64 = 5.0;
+/// Forced competitive when x_min exceeds this fraction of the competitive pulse period (spec A21).
+pub const MAX_RTT_PERIOD_FRACTION: f64 = 0.8;
+/// Pulses resume once the base rate exceeds this multiple of the trough depth (spec §4.3).
+const SHARE_REENABLE_FACTOR: f64 = 1.2;
+/// In delay mode, a loss rate above this over one loss period forces competitive mode (spec A22).
+pub const DELAY_LOSS_LIMIT: f64 = 0.01;
+/// The loss period of the delay-mode loss rule, µs (spec A22: 1 s).
+const LOSS_PERIOD_US: u64 = 1_000_000;
+/// No valid rate pair for this long: the detector has no evidence, ms.
+pub const STALE_RATE_MS: f64 = 500.0;
+/// Where E is pulled while the rate pair is stale (as G4: lean elastic).
+const STALE_E_TARGET: f64 = 3.0;
+/// Time constant of the watcher mode ratio and the multi-pulser ratio, s (authors: 0.02 per 5 ms).
+pub const ROLE_EWMA_TAU_S: f64 = 0.25;
+/// Time constant of the watcher's pulser-presence EWMA, s (authors: 0.01 per 5 ms).
+const PRESENCE_EWMA_TAU_S: f64 = 0.5;
+/// G1's threshold reused by watchers: below this fraction of μ̂ the cross traffic is negligible.
+const WATCHER_LOW_CROSS: f64 = 0.1;
+const US_PER_S: f64 = 1e6;
+
+const COMPETITIVE_OPTIONS: &[&str] = &["cubic", "reno"];
+const DELAY_OPTIONS: &[&str] = &["basic_delay", "vegas", "copa"];
+const MODE_OPTIONS: &[&str] = &["competitive", "delay"];
+const ETA_FORM_OPTIONS: &[&str] = &["band", "bin"];
+
+const PARAMS: &[ParamSpec] = &[
+    // The link and the cross-traffic estimate.
+    ParamSpec::float(
+        "mu_mbit_per_s",
+        0.0,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0e7),
+        "Mbit/s",
+        "bottleneck rate mu; 0 = estimate as the maximum EWMA-smoothed receive rate (paper §3.1; emulations supplied it)",
+    ),
+    ParamSpec::float(
+        "mu_window_s",
+        0.0,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(86_400.0),
+        "s",
+        "window of the maximum-receive-rate estimate of mu; 0 = all-time (the authors' code)",
+    ),
+    ParamSpec::bool("smooth_rates", false, "replace S and R by EWMAs (gain 0.2) before Eq. 1 (the authors' use_ewma; off)"),
+    ParamSpec::float(
+        "stale_rate_ms",
+        STALE_RATE_MS,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(60_000.0),
+        "ms",
+        "no valid send/receive rate pair for this long: the detector has no evidence and leans elastic",
+    ),
+    // The pulse.
+    ParamSpec::float(
+        "pulse_size",
+        pulse::PULSE_SIZE,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "pulse peak as a fraction of mu (paper Fig. 6: 1/4; trough = 1/3 of it)",
+    ),
+    ParamSpec::float(
+        "pulse_up_fraction",
+        pulse::UP_FRACTION,
+        Bound::Exclusive(0.0),
+        Bound::Exclusive(1.0),
+        "",
+        "fraction of the pulse period in the positive half-sine (paper Fig. 6: 1/4)",
+    ),
+    ParamSpec::float("freq_competitive_hz", FREQ_COMPETITIVE_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pc in competitive mode (paper: 5)"),
+    ParamSpec::float("freq_delay_hz", FREQ_DELAY_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pd in delay mode (paper §4.2: 6)"),
+    ParamSpec::bool(
+        "mode_dependent_frequency",
+        true,
+        "pulse at f_pd in delay mode even as a single flow (authors' code; spec A9); false = always f_pc",
+    ),
+    // The detector.
+    ParamSpec::int("sample_interval_us", SAMPLE_INTERVAL_US as i64, 1_000, 50_000, "µs", "grid step of the sampled series (paper §7: 10 ms)"),
+    ParamSpec::int("fft_len", elasticity::FFT_LEN as i64, 64, 4096, "samples", "pulser FFT window (authors: 512 = 5.12 s; paper: 5 s = 500)"),
+    ParamSpec::int("watcher_fft_len", elasticity::WATCHER_FFT_LEN as i64, 64, 4096, "samples", "watcher FFT window (authors: 256 = 2.56 s)"),
+    ParamSpec::choice(
+        "eta_form",
+        "band",
+        ETA_FORM_OPTIONS,
+        "eta numerator/denominator: \"band\" = band maxima (authors; spec A1), \"bin\" = the paper's single bin over the open band",
+    ),
+    ParamSpec::float("eps_hz", elasticity::EPS_HZ, Bound::Exclusive(0.0), Bound::Inclusive(5.0), "Hz", "epsilon of Eq. 3: numerator half-width and guard below 2 f_p (paper: 0.5)"),
+    ParamSpec::float(
+        "den_low_offset_hz",
+        elasticity::DEN_LOW_OFFSET_HZ,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(10.0),
+        "Hz",
+        "the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out; paper: 0.5)",
+    ),
+    ParamSpec::bool("align_2rtt", false, "read z 2 RTTs later than the other series in the window (authors' code; spec A7: off)"),
+    ParamSpec::float("eta_thresh", mode::ETA_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "E below this returns to delay mode (paper §3.4: 2)"),
+    ParamSpec::float(
+        "eta_hysteresis",
+        mode::ETA_HYSTERESIS,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "",
+        "E above eta_thresh + this switches to competitive mode (authors: 0.25)",
+    ),
+    ParamSpec::float("eta_ewma_tau_s", mode::ETA_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of E, the smoothed eta (spec A5: 0.5)"),
+    ParamSpec::bool("reference_guards", true, "the authors' guards G1-G4 on E (spec §5.6, A6)"),
+    ParamSpec::float("detect_after_s", mode::DETECT_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no detection before this long after the first report (authors: 10)"),
+    ParamSpec::float("switch_after_s", mode::SWITCH_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no mode switch before this long after the first report (authors: 15)"),
+    ParamSpec::float("delay_dwell_s", mode::DELAY_DWELL_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "minimum time since the last switch before returning to delay mode (authors: 5)"),
+    ParamSpec::float(
+        "restore_lookback_s",
+        RESTORE_LOOKBACK_S,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(60.0),
+        "s",
+        "entering competitive mode restores the receive rate from this long ago (paper §4.1: 5)",
+    ),
+    // The controllers.
+    ParamSpec::choice("start_mode", "competitive", MODE_OPTIONS, "mode at flow start (paper §4.1: competitive)"),
+    ParamSpec::choice("competitive", "cubic", COMPETITIVE_OPTIONS, "TCP-competitive controller (paper: Cubic; NewReno as an option)"),
+    ParamSpec::choice("delay", "basic_delay", DELAY_OPTIONS, "delay controller (paper §7.1: BasicDelay; Copa default mode and Vegas as options)"),
+    ParamSpec::float("alpha", basic_delay::ALPHA, Bound::Exclusive(0.0), Bound::Inclusive(1.0), "", "BasicDelay alpha (paper §7.1: 0.8)"),
+    ParamSpec::float("beta", basic_delay::BETA, Bound::Inclusive(0.0), Bound::Inclusive(1.0), "", "BasicDelay beta (paper §7.1: 0.5)"),
+    ParamSpec::float(
+        "target_delay_ms",
+        0.0,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(10_000.0),
+        "ms",
+        "BasicDelay fixed target queueing delay d_t; 0 = relative (target_delay_fraction of x_min)",
+    ),
+    ParamSpec::float(
+        "target_delay_fraction",
+        basic_delay::TARGET_DELAY_FRACTION,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(10.0),
+        "",
+        "BasicDelay d_t / x_min when target_delay_ms = 0 (paper: 12.5 ms at 50 ms = 0.25)",
+    ),
+    ParamSpec::float(
+        "theta_decay_per_s",
+        basic_delay::THETA_DECAY_PER_S,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "1/s",
+        "glide of BasicDelay's theta = (x_min + d_t)/x_min back to its target after entering delay mode (spec A17: 0.5)",
+    ),
+    ParamSpec::float("vegas_alpha_pkts", crate::vegas::ALPHA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas alpha when delay = \"vegas\" (spec A18: 2)"),
+    ParamSpec::float("vegas_beta_pkts", crate::vegas::BETA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas beta when delay = \"vegas\" (spec A18: 4)"),
+    ParamSpec::float("copa_delta", crate::copa::DELTA, Bound::Exclusive(0.0), Bound::Inclusive(10.0), "", "Copa delta when delay = \"copa\" (spec A18: 0.5)"),
+    ParamSpec::bool(
+        "copa_target_queue",
+        true,
+        "Copa measures d_q above BasicDelay's target d_t (with its glide) and the all-time minimum RTT, keeping the standing queue Eq. 1 needs (authors' Copa: above 1.2 x_min); false = Copa as published",
+    ),
+    ParamSpec::float(
+        "min_rate_fraction",
+        basic_delay::MIN_RATE_FRACTION,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "rate floor as a fraction of mu (the authors' code: 0.05)",
+    ),
+    ParamSpec::float(
+        "init_cwnd_pkts",
+        10.0,
+        Bound::Inclusive(MIN_CWND_PKTS),
+        Bound::Inclusive(1000.0),
+        "packets",
+        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
+    ),
+    // Safety rules.
+    ParamSpec::bool(
+        "insufficient_share_guard",
+        true,
+        "stop pulsing and stay competitive while the base rate is below the pulse trough for an FFT window (paper §6; spec A11)",
+    ),
+    ParamSpec::float(
+        "max_rtt_period_fraction",
+        MAX_RTT_PERIOD_FRACTION,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "",
+        "forced competitive while x_min > this / freq_competitive_hz (spec A21: 0.8); 0 = off",
+    ),
+    ParamSpec::float(
+        "delay_loss_limit",
+        DELAY_LOSS_LIMIT,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "in delay mode, a loss rate above this over 1 s switches to competitive mode (spec A22: 0.01); 0 = off",
+    ),
+    // Several NimbusCC flows.
+    ParamSpec::bool("multi_flow", false, "pulser/watcher roles with the randomized election of paper §4.2 (off, as in the authors' code)"),
+    ParamSpec::bool("expect_nimbus_peers", false, "with multi_flow: start in delay mode (paper §4.2 deployment scenarios)"),
+    ParamSpec::float("kappa", election::KAPPA, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "expected new pulsers per FFT window, Eq. 5 (paper: 1)"),
+    ParamSpec::float("election_period_ms", election::ELECTION_PERIOD_US as f64 / 1e3, Bound::Exclusive(0.0), Bound::Inclusive(10_000.0), "ms", "tau of Eq. 5: period of election decisions (paper: 10)"),
+    ParamSpec::float(
+        "pulser_exit_prob",
+        election::PULSER_EXIT_PROB,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "probability per election period that a pulser seeing another pulser becomes a watcher (spec A14: 0.01)",
+    ),
+    ParamSpec::float("multi_pulser_thresh", election::MULTI_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "EWMA |Z|/|Y| over the pulse band above which a pulser suspects another (authors: 2)"),
+    ParamSpec::float("no_pulser_thresh", election::NO_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "watcher: pulse band over high band of |R| below this = no pulser (authors: 1.5)"),
+    ParamSpec::float(
+        "watcher_switch_thresh",
+        election::WATCHER_SWITCH_THRESH,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(100.0),
+        "",
+        "watcher: |R(f_other)|/|R(f_current)| EWMA above this follows the other mode (authors: 1.25)",
+    ),
+    ParamSpec::float(
+        "watcher_rate_gain",
+        election::WATCHER_RATE_GAIN,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(1.0),
+        "per 10 ms",
+        "gain of the watcher's low-pass filter on its sending rate (spec A12: 0.03, >= 20 dB at 5 Hz)",
+    ),
+    ParamSpec::float("role_ewma_tau_s", ROLE_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of the watcher mode ratio and the pulser's multi-pulser ratio (authors: 0.25)"),
+    ParamSpec::int("seed", 0, 0, i64::MAX, "", "seed of the election's random generator (mixed with the flow's creation index)"),
+    ParamSpec::int("report_interval_us", REPORT_INTERVAL_US as i64, 1_000, 100_000, "µs", "report interval requested from the datapath (paper §7: 10 ms)"),
+];
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "nimbus",
+    summary: "NimbusCC: FFT elasticity detection of cross traffic; Cubic/Reno when it is elastic, BasicDelay/Vegas/Copa when not",
+    reference: "Goyal et al., Elasticity Detection, SIGCOMM 2022 §3-4 (specs/nimbus.md); Goyal, PhD thesis, MIT 2021, ch. 4",
+    params: PARAMS,
+    build,
+};
+
+/// The TCP-competitive controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompetitiveAlg {
+    Cubic,
+    Reno,
+}
+
+/// The delay controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayAlg {
+    BasicDelay,
+    Vegas,
+    Copa,
+}
+
+/// A validated NimbusCC configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct NimbusConfig {
+    pub link_rate: LinkRate,
+    pub smooth_rates: bool,
+    pub stale_rate_us: u64,
+    pub pulse: Pulse,
+    pub freq_competitive_hz: f64,
+    pub freq_delay_hz: f64,
+    pub mode_dependent_frequency: bool,
+    pub sample_interval_us: u64,
+    pub fft_len: usize,
+    pub watcher_fft_len: usize,
+    pub bands: EtaBands,
+    pub align_2rtt: bool,
+    pub mode: ModeConfig,
+    pub detect_after_us: u64,
+    pub switch_after_us: u64,
+    pub restore_lookback_us: u64,
+    pub start_mode: Mode,
+    pub competitive: CompetitiveAlg,
+    pub delay: DelayAlg,
+    pub basic_delay: BasicDelayCore,
+    pub vegas: VegasConfig,
+    pub copa: CopaConfig,
+    pub copa_target_queue: bool,
+    pub cubic: CubicConfig,
+    pub reno: RenoConfig,
+    pub min_rate_fraction: f64,
+    pub init_cwnd_pkts: f64,
+    pub insufficient_share_guard: bool,
+    pub max_rtt_period_fraction: f64,
+    pub delay_loss_limit: f64,
+    pub multi_flow: bool,
+    pub expect_nimbus_peers: bool,
+    pub kappa: f64,
+    pub election_period_us: u64,
+    pub pulser_exit_prob: f64,
+    pub multi_pulser_thresh: f64,
+    pub no_pulser_thresh: f64,
+    pub watcher_switch_thresh: f64,
+    pub watcher_rate_gain: f64,
+    pub role_ewma_tau_s: f64,
+    pub seed: u64,
+    pub report_interval_us: u64,
+}
+
+impl Default for NimbusConfig {
+    fn default() -> Self {
+        NimbusConfig {
+            link_rate: LinkRate::MaxReceive { window_us: u64::MAX },
+            smooth_rates: false,
+            stale_rate_us: (STALE_RATE_MS * 1e3) as u64,
+            pulse: Pulse::default(),
+            freq_competitive_hz: FREQ_COMPETITIVE_HZ,
+            freq_delay_hz: FREQ_DELAY_HZ,
+            mode_dependent_frequency: true,
+            sample_interval_us: SAMPLE_INTERVAL_US,
+            fft_len: elasticity::FFT_LEN,
+            watcher_fft_len: elasticity::WATCHER_FFT_LEN,
+            bands: EtaBands::default(),
+            align_2rtt: false,
+            mode: ModeConfig::default(),
+            detect_after_us: (mode::DETECT_AFTER_S * US_PER_S) as u64,
+            switch_after_us: (mode::SWITCH_AFTER_S * US_PER_S) as u64,
+            restore_lookback_us: (RESTORE_LOOKBACK_S * US_PER_S) as u64,
+            start_mode: Mode::Competitive,
+            competitive: CompetitiveAlg::Cubic,
+            delay: DelayAlg::BasicDelay,
+            basic_delay: BasicDelayCore::new(
+                basic_delay::ALPHA,
+                basic_delay::BETA,
+                TargetDelay::Relative(basic_delay::TARGET_DELAY_FRACTION),
+                basic_delay::THETA_DECAY_PER_S,
+            ),
+            vegas: VegasConfig::default(),
+            // All-time RTT_min, as BasicDelay's x_min: with a standing queue held on purpose the
+            // queue never drains, and a 10 s window would drift upward with it.
+            copa: CopaConfig { min_rtt_window_us: u64::MAX, ..CopaConfig::default() },
+            copa_target_queue: true,
+            cubic: CubicConfig::default(),
+            reno: RenoConfig::default(),
+            min_rate_fraction: basic_delay::MIN_RATE_FRACTION,
+            init_cwnd_pkts: 10.0,
+            insufficient_share_guard: true,
+            max_rtt_period_fraction: MAX_RTT_PERIOD_FRACTION,
+            delay_loss_limit: DELAY_LOSS_LIMIT,
+            multi_flow: false,
+            expect_nimbus_peers: false,
+            kappa: election::KAPPA,
+            election_period_us: election::ELECTION_PERIOD_US,
+            pulser_exit_prob: election::PULSER_EXIT_PROB,
+            multi_pulser_thresh: election::MULTI_PULSER_THRESH,
+            no_pulser_thresh: election::NO_PULSER_THRESH,
+            watcher_switch_thresh: election::WATCHER_SWITCH_THRESH,
+            watcher_rate_gain: election::WATCHER_RATE_GAIN,
+            role_ewma_tau_s: ROLE_EWMA_TAU_S,
+            seed: 0,
+            report_interval_us: REPORT_INTERVAL_US,
+        }
+    }
+}
+
+impl NimbusConfig {
+    /// Grid samples per second.
+    fn sample_s(&self) -> f64 {
+        self.sample_interval_us as f64 / US_PER_S
+    }
+
+    /// Checks the cross-field constraints; `param` names the offending field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let nyquist = 0.5 / self.sample_s();
+        let eps = self.bands.eps_hz;
+        for (name, f) in [("freq_competitive_hz", self.freq_competitive_hz), ("freq_delay_hz", self.freq_delay_hz)] {
+            if f - eps <= 0.0 {
+                return Err((name, format!("{f} Hz leaves no numerator band below it with eps_hz = {eps}")));
+            }
+            if 2.0 * f - eps >= nyquist {
+                return Err((
+                    name,
+                    format!("the eta band up to {} Hz must stay below the Nyquist frequency {nyquist} Hz", 2.0 * f - eps),
+                ));
+            }
+            if f + self.bands.den_low_offset_hz >= 2.0 * f - eps {
+                return Err(("den_low_offset_hz", format!("leaves an empty denominator band at {f} Hz")));
+            }
+        }
+        let window_s = self.fft_len as f64 * self.sample_s();
+        if eps <= 1.0 / window_s {
+            return Err(("eps_hz", format!("must exceed the FFT resolution 1/{window_s} s (paper §3.4)")));
+        }
+        if self.multi_flow {
+            if !self.mode_dependent_frequency {
+                return Err(("mode_dependent_frequency", "multi_flow needs distinct pulse frequencies per mode".to_string()));
+            }
+            if (self.freq_competitive_hz - self.freq_delay_hz).abs() < 2.0 * eps {
+                return Err((
+                    "freq_delay_hz",
+                    format!("must differ from freq_competitive_hz by at least 2·eps_hz = {}", 2.0 * eps),
+                ));
+            }
+            let w_window_s = self.watcher_fft_len as f64 * self.sample_s();
+            if eps <= 1.0 / w_window_s {
+                return Err(("watcher_fft_len", format!("the watcher window {w_window_s} s cannot resolve eps_hz = {eps}")));
+            }
+        }
+        if self.switch_after_us < self.detect_after_us {
+            return Err(("switch_after_s", "must not be earlier than detect_after_s".to_string()));
+        }
+        Ok(())
+    }
+
+    /// History ring capacity: the FFT windows (with alignment slack) and the restore look-back.
+    fn history_capacity(&self) -> usize {
+        let need = |n: usize| if self.align_2rtt { elasticity::aligned_span(n, self.sample_interval_us) + 1 } else { n };
+        need(self.fft_len).max(need(self.watcher_fft_len)).max(self.restore_samples() + 1).next_power_of_two()
+    }
+
+    fn restore_samples(&self) -> usize {
+        (self.restore_lookback_us / self.sample_interval_us.max(1)) as usize
+    }
+
+    /// The band (lo, hi] holding both pulsing frequencies.
+    fn pulse_band(&self) -> (f64, f64) {
+        let lo = self.freq_competitive_hz.min(self.freq_delay_hz);
+        let hi = self.freq_competitive_hz.max(self.freq_delay_hz);
+        (lo - self.bands.eps_hz, hi + self.bands.eps_hz)
+    }
+
+    /// The band above the pulsing frequencies a watcher compares with: (7, 15] for 5/6 Hz.
+    fn high_band(&self) -> (f64, f64) {
+        let lo = self.freq_competitive_hz.min(self.freq_delay_hz);
+        let hi = self.freq_competitive_hz.max(self.freq_delay_hz);
+        (hi + 1.0, (3.0 * lo).max(hi + 2.0))
+    }
+
+    fn freq(&self, mode: Mode) -> f64 {
+        match mode {
+            Mode::Delay if self.mode_dependent_frequency => self.freq_delay_hz,
+            _ => self.freq_competitive_hz,
+        }
+    }
+
+    fn pulser_window_us(&self) -> u64 {
+        self.fft_len as u64 * self.sample_interval_us
+    }
+
+    fn watcher_window_us(&self) -> u64 {
+        self.watcher_fft_len as u64 * self.sample_interval_us
+    }
+}
+
+fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
+    let s_to_us = |name: &str| (p.float(name) * US_PER_S) as u64;
+    let d_t = p.float("target_delay_ms");
+    let cfg = NimbusConfig {
+        link_rate: basic_delay::link_rate(p.float("mu_mbit_per_s"), p.float("mu_window_s")),
+        smooth_rates: p.bool("smooth_rates"),
+        stale_rate_us: (p.float("stale_rate_ms") * 1e3) as u64,
+        pulse: Pulse { size: p.float("pulse_size"), up_fraction: p.float("pulse_up_fraction") },
+        freq_competitive_hz: p.float("freq_competitive_hz"),
+        freq_delay_hz: p.float("freq_delay_hz"),
+        mode_dependent_frequency: p.bool("mode_dependent_frequency"),
+        sample_interval_us: p.int("sample_interval_us") as u64,
+        fft_len: p.int("fft_len") as usize,
+        watcher_fft_len: p.int("watcher_fft_len") as usize,
+        bands: EtaBands {
+            form: if p.choice("eta_form") == "bin" { EtaForm::Bin } else { EtaForm::Band },
+            eps_hz: p.float("eps_hz"),
+            den_low_offset_hz: p.float("den_low_offset_hz"),
+        },
+        align_2rtt: p.bool("align_2rtt"),
+        mode: ModeConfig {
+            eta_thresh: p.float("eta_thresh"),
+            eta_hysteresis: p.float("eta_hysteresis"),
+            ewma_tau_s: p.float("eta_ewma_tau_s"),
+            reference_guards: p.bool("reference_guards"),
+            delay_dwell_us: s_to_us("delay_dwell_s"),
+        },
+        detect_after_us: s_to_us("detect_after_s"),
+        switch_after_us: s_to_us("switch_after_s"),
+        restore_lookback_us: s_to_us("restore_lookback_s"),
+        start_mode: if p.choice("start_mode") == "delay" { Mode::Delay } else { Mode::Competitive },
+        competitive: if p.choice("competitive") == "reno" { CompetitiveAlg::Reno } else { CompetitiveAlg::Cubic },
+        delay: match p.choice("delay") {
+            "vegas" => DelayAlg::Vegas,
+            "copa" => DelayAlg::Copa,
+            _ => DelayAlg::BasicDelay,
+        },
+        basic_delay: BasicDelayCore::new(
+            p.float("alpha"),
+            p.float("beta"),
+            if d_t > 0.0 { TargetDelay::Absolute(d_t / 1e3) } else { TargetDelay::Relative(p.float("target_delay_fraction")) },
+            p.float("theta_decay_per_s"),
+        ),
+        vegas: VegasConfig {
+            alpha_pkts: p.float("vegas_alpha_pkts"),
+            beta_pkts: p.float("vegas_beta_pkts"),
+            ..VegasConfig::default()
+        },
+        copa: CopaConfig { delta: p.float("copa_delta"), ..NimbusConfig::default().copa },
+        copa_target_queue: p.bool("copa_target_queue"),
+        cubic: CubicConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), ..CubicConfig::default() },
+        reno: RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), ..RenoConfig::default() },
+        min_rate_fraction: p.float("min_rate_fraction"),
+        init_cwnd_pkts: p.float("init_cwnd_pkts"),
+        insufficient_share_guard: p.bool("insufficient_share_guard"),
+        max_rtt_period_fraction: p.float("max_rtt_period_fraction"),
+        delay_loss_limit: p.float("delay_loss_limit"),
+        multi_flow: p.bool("multi_flow"),
+        expect_nimbus_peers: p.bool("expect_nimbus_peers"),
+        kappa: p.float("kappa"),
+        election_period_us: ((p.float("election_period_ms") * 1e3) as u64).max(1),
+        pulser_exit_prob: p.float("pulser_exit_prob"),
+        multi_pulser_thresh: p.float("multi_pulser_thresh"),
+        no_pulser_thresh: p.float("no_pulser_thresh"),
+        watcher_switch_thresh: p.float("watcher_switch_thresh"),
+        watcher_rate_gain: p.float("watcher_rate_gain"),
+        role_ewma_tau_s: p.float("role_ewma_tau_s"),
+        seed: p.int("seed") as u64,
+        report_interval_us: p.int("report_interval_us") as u64,
+    };
+    if cfg.vegas.alpha_pkts > cfg.vegas.beta_pkts {
+        return Err(p.invalid("vegas_alpha_pkts", "must not exceed vegas_beta_pkts"));
+    }
+    cfg.validate().map_err(|(param, reason)| p.invalid(param, reason))?;
+    Ok(Arc::new(NimbusFactory::new(cfg)))
+}
+
+/// Builds NimbusCC flows; holds the FFT plans all its flows share.
+pub struct NimbusFactory {
+    cfg: NimbusConfig,
+    plans: Plans,
+    flows: AtomicU64,
+}
+
+impl NimbusFactory {
+    pub fn new(cfg: NimbusConfig) -> Self {
+        let plans = Plans::new(cfg.fft_len, cfg.watcher_fft_len);
+        NimbusFactory { cfg, plans, flows: AtomicU64::new(0) }
+    }
+}
+
+impl AlgorithmFactory for NimbusFactory {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        let index = self.flows.fetch_add(1, Ordering::Relaxed);
+        Box::new(NimbusCC::with_plans(self.cfg, &self.plans, index))
+    }
+}
+
+/// The competitive controller instance (re-created on entry to competitive mode).
+#[derive(Debug, Clone)]
+enum Competitive {
+    Cubic(Cubic),
+    Reno(Reno),
+}
+
+impl Competitive {
+    fn fresh(cfg: &NimbusConfig) -> Self {
+        match cfg.competitive {
+            CompetitiveAlg::Cubic => Competitive::Cubic(Cubic::new(cfg.cubic)),
+            CompetitiveAlg::Reno => Competitive::Reno(Reno::new(cfg.reno)),
+        }
+    }
+
+    fn alg(&mut self) -> &mut dyn Algorithm {
+        match self {
+            Competitive::Cubic(c) => c,
+            Competitive::Reno(r) => r,
+        }
+    }
+}
+
+/// The delay controller instance (re-created on entry to delay mode).
+#[derive(Debug, Clone)]
+enum DelayCc {
+    /// Eq. 4 needs no window state beyond NimbusCC's BasicDelayCore.
+    Basic,
+    Vegas(Vegas),
+    Copa(Copa),
+}
+
+impl DelayCc {
+    fn fresh(cfg: &NimbusConfig) -> Self {
+        match cfg.delay {
+            DelayAlg::BasicDelay => DelayCc::Basic,
+            DelayAlg::Vegas => DelayCc::Vegas(Vegas::new(cfg.vegas)),
+            DelayAlg::Copa if cfg.copa_target_queue => DelayCc::Copa(Copa::new(cfg.copa)),
+            DelayAlg::Copa => {
+                DelayCc::Copa(Copa::new(CopaConfig { min_rtt_window_us: crate::copa::MIN_RTT_WINDOW_US, ..cfg.copa }))
+            }
+        }
+    }
+
+    fn alg(&mut self) -> Option<&mut dyn Algorithm> {
+        match self {
+            DelayCc::Basic => None,
+            DelayCc::Vegas(v) => Some(v),
+            DelayCc::Copa(c) => Some(c),
+        }
+    }
+}
+
+/// One NimbusCC flow.
+pub struct NimbusCC {
+    cfg: NimbusConfig,
+    rng: SplitMix64,
+    xt: CrossTrafficEstimator,
+    history: History,
+    detector: Detector,
+    controller: ModeController,
+    mode: Mode,
+    role: Role,
+    role_since_us: u64,
+    comp: Competitive,
+    delay: DelayCc,
+    basic: BasicDelayCore,
+    multi: MultiPulserCheck,
+    watcher: WatcherState,
+    filter: RateFilter,
+
+    mss: f64,
+    /// Window to use while no RTT is known (unpaced), bytes.
+    fallback_cwnd: f64,
+    t0_us: Option<u64>,
+    last_now_us: u64,
+    x_s: Option<f64>,
+    x_min_s: f64,
+    srtt_us: u64,
+
+    /// Last estimate, measurement and outputs (for `state()`).
+    est: Estimate,
+    last: PulserMeasurement,
+    base: f64,
+    pulse_now: f64,
+    rate: f64,
+    cwnd: f64,
+    switches: u64,
+
+    /// Insufficient share (A11): since when the base has been below the trough, and the verdict.
+    low_share_since_us: Option<u64>,
+    share_low: bool,
+    /// Loss accounting in delay mode (A22): period start, lost and delivered packets.
+    loss_period_start_us: u64,
+    loss_pkts: f64,
+    delivered_pkts: f64,
+    /// Grid time not yet spent on election / exit decisions, µs.
+    decision_acc_us: u64,
+}
+
+impl NimbusCC {
+    /// A flow with its own FFT plans (tests, single flows).
+    pub fn new(cfg: NimbusConfig) -> Self {
+        let plans = Plans::new(cfg.fft_len, cfg.watcher_fft_len);
+        NimbusCC::with_plans(cfg, &plans, 0)
+    }
+
+    /// The `index`-th flow of a factory sharing `plans`.
+    pub fn with_plans(cfg: NimbusConfig, plans: &Plans, index: u64) -> Self {
+        let (role, mode) = if cfg.multi_flow {
+            (Role::Watcher, if cfg.expect_nimbus_peers { Mode::Delay } else { cfg.start_mode })
+        } else {
+            (Role::Pulser, cfg.start_mode)
+        };
+        NimbusCC {
+            cfg,
+            rng: SplitMix64::new(election::flow_seed(cfg.seed, index)),
+            xt: CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: cfg.link_rate, smooth_rates: cfg.smooth_rates }),
+            history: History::new(cfg.sample_interval_us, cfg.history_capacity()),
+            detector: Detector::new(plans, cfg.sample_s(), cfg.align_2rtt),
+            controller: ModeController::new(cfg.mode),
+            mode,
+            role,
+            role_since_us: 0,
+            comp: Competitive::fresh(&cfg),
+            delay: DelayCc::fresh(&cfg),
+            basic: cfg.basic_delay,
+            multi: MultiPulserCheck::default(),
+            watcher: WatcherState::default(),
+            filter: RateFilter::new(cfg.watcher_rate_gain),
+            mss: 1448.0,
+            fallback_cwnd: 0.0,
+            t0_us: None,
+            last_now_us: 0,
+            x_s: None,
+            x_min_s: f64::INFINITY,
+            srtt_us: 0,
+            est: Estimate::default(),
+            last: PulserMeasurement::default(),
+            base: 0.0,
+            pulse_now: 0.0,
+            rate: 0.0,
+            cwnd: 0.0,
+            switches: 0,
+            low_share_since_us: None,
+            share_low: false,
+            loss_period_start_us: 0,
+            loss_pkts: 0.0,
+            delivered_pkts: 0.0,
+            decision_acc_us: 0,
+        }
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// E, the smoothed elasticity.
+    pub fn elasticity(&self) -> f64 {
+        self.controller.elasticity()
+    }
+
+    /// The last pulser measurement (η before guards, spectra, tail means).
+    pub fn last_measurement(&self) -> &PulserMeasurement {
+        &self.last
+    }
+
+    fn elapsed_us(&self, now_us: u64) -> u64 {
+        now_us.saturating_sub(self.t0_us.unwrap_or(now_us))
+    }
+
+    fn seed(&self, cwnd_bytes: f64) -> Seed {
+        Seed {
+            cwnd_bytes: cwnd_bytes.max(MIN_CWND_PKTS * self.mss).min(u64::MAX as f64 / 2.0) as u64,
+            pacing_rate_bytes_per_s: None,
+            srtt_us: (self.srtt_us > 0).then_some(self.srtt_us),
+            min_rtt_us: self.x_min_s.is_finite().then_some((self.x_min_s * US_PER_S) as u64),
+            last_report: None,
+        }
+    }
+
+    fn start_at(&self, now_us: u64, cwnd_bytes: f64) -> FlowStart {
+        let seed = self.seed(cwnd_bytes);
+        FlowStart { now_us, mss_bytes: self.mss as u32, init_cwnd_bytes: seed.cwnd_bytes, seed: Some(seed) }
+    }
+
+    /// Switches to `to`, carrying the rate over (spec §6.5).
+    fn switch_mode(&mut self, to: Mode, now_us: u64, avg_rtt_s: f64) {
+        if to == self.mode {
+            return;
+        }
+        let x = self.x_s.unwrap_or(0.0);
+        match to {
+            Mode::Competitive => {
+                // The receive rate from 5 s ago (paper §4.1, spec A10).
+                let restored = self.history.r_samples_ago(self.cfg.restore_samples()).filter(|r| *r > 0.0).unwrap_or(self.base);
+                let cwnd = restored * x;
+                self.comp = Competitive::fresh(&self.cfg);
+                let start = self.start_at(now_us, cwnd);
+                self.comp.alg().init(&start);
+            }
+            Mode::Delay => {
+                let x_min = if self.x_min_s.is_finite() { self.x_min_s } else { x };
+                self.basic.enter(avg_rtt_s, x_min);
+                self.delay = DelayCc::fresh(&self.cfg);
+                let start = self.start_at(now_us, self.base * x);
+                if let Some(alg) = self.delay.alg() {
+                    alg.init(&start);
+                }
+                self.loss_period_start_us = now_us;
+                self.loss_pkts = 0.0;
+                self.delivered_pkts = 0.0;
+            }
+        }
+        self.mode = to;
+        self.controller.switched(now_us);
+        self.switches += 1;
+    }
+
+    fn become_role(&mut self, role: Role, now_us: u64) {
+        self.role = role;
+        self.role_since_us = now_us;
+        match role {
+            Role::Pulser => {
+                self.multi = MultiPulserCheck::default();
+                self.filter.clear();
+            }
+            Role::Watcher => {
+                self.watcher = WatcherState::default();
+                self.filter.reset(self.base);
+            }
+        }
+    }
+
+    /// True once a role's first full FFT window has been observed.
+    fn role_settled(&self, now_us: u64) -> bool {
+        let window = match self.role {
+            Role::Pulser => self.cfg.pulser_window_us(),
+            Role::Watcher => self.cfg.watcher_window_us(),
+        };
+        self.role_since_us == 0 || now_us.saturating_sub(self.role_since_us) >= window
+    }
+
+    /// Forced-competitive conditions (A11, A21).
+    fn forced_competitive(&self) -> bool {
+        let long_rtt = self.cfg.max_rtt_period_fraction > 0.0
+            && self.x_min_s.is_finite()
+            && self.x_min_s > self.cfg.max_rtt_period_fraction / self.cfg.freq_competitive_hz;
+        long_rtt || (self.role == Role::Pulser && self.share_low)
+    }
+
+    /// One detection step over `pushed` new grid samples.
+    fn detect(&mut self, now_us: u64, pushed: usize) {
+        let dt_s = pushed as f64 * self.cfg.sample_s();
+        let can_switch = self.elapsed_us(now_us) >= self.cfg.switch_after_us;
+        self.decision_acc_us += pushed as u64 * self.cfg.sample_interval_us;
+        let decisions = self.decision_acc_us / self.cfg.election_period_us;
+        self.decision_acc_us %= self.cfg.election_period_us;
+        let mu = self.est.mu;
+        let stale = !self.est.valid || self.est.age_us > self.cfg.stale_rate_us;
+        match self.role {
+            Role::Pulser => {
+                if stale {
+                    self.controller.lean(STALE_E_TARGET, dt_s);
+                } else {
+                    let f = self.cfg.freq(self.mode);
+                    let Some(m) = self.detector.pulser(&self.history, f, &self.cfg.bands, self.cfg.pulse_band()) else {
+                        return;
+                    };
+                    self.controller.observe(&m, mu, dt_s);
+                    self.multi.update(m.z_pulse_band, m.y_pulse_band, ewma_gain(dt_s, self.cfg.role_ewma_tau_s));
+                    self.last = m;
+                }
+                if !can_switch || !self.role_settled(now_us) {
+                    return;
+                }
+                match self.controller.decide(self.mode, now_us) {
+                    Some(Mode::Delay) if self.forced_competitive() => {}
+                    Some(to) => self.switch_mode(to, now_us, self.last.avg_rtt_s),
+                    None => {}
+                }
+                if self.cfg.multi_flow
+                    && self.multi.suspects_another(self.cfg.multi_pulser_thresh)
+                    && self.rng.bernoulli(election::at_least_once(self.cfg.pulser_exit_prob, decisions))
+                {
+                    self.become_role(Role::Watcher, now_us);
+                }
+            }
+            Role::Watcher => {
+                let f_cur = self.cfg.freq(self.mode);
+                let f_other = self.cfg.freq(match self.mode {
+                    Mode::Competitive => Mode::Delay,
+                    Mode::Delay => Mode::Competitive,
+                });
+                let Some(m) = self.detector.watcher(
+                    &self.history,
+                    f_cur,
+                    f_other,
+                    self.cfg.bands.eps_hz,
+                    self.cfg.pulse_band(),
+                    self.cfg.high_band(),
+                ) else {
+                    return;
+                };
+                self.watcher.update(&m, ewma_gain(dt_s, self.cfg.role_ewma_tau_s), ewma_gain(dt_s, PRESENCE_EWMA_TAU_S));
+                self.last.avg_z = m.avg_z;
+                self.last.avg_rtt_s = m.avg_rtt_s;
+                if !can_switch || !self.role_settled(now_us) {
+                    return;
+                }
+                if self.watcher.take_mode_flip(self.cfg.watcher_switch_thresh) {
+                    match self.mode {
+                        Mode::Delay if m.avg_z > WATCHER_LOW_CROSS * mu => {
+                            self.switch_mode(Mode::Competitive, now_us, m.avg_rtt_s)
+                        }
+                        Mode::Delay => {}
+                        Mode::Competitive => {
+                            if self.controller.dwell_over(now_us) && !self.forced_competitive() {
+                                self.switch_mode(Mode::Delay, now_us, m.avg_rtt_s);
+                            }
+                        }
+                    }
+                }
+                if self.watcher.sees_no_pulser(self.cfg.no_pulser_thresh) {
+                    let p = election::election_probability(
+                        self.cfg.kappa,
+                        self.cfg.election_period_us as f64 / US_PER_S,
+                        self.cfg.pulser_window_us() as f64 / US_PER_S,
+                        self.est.r_smoothed,
+                        mu,
+                    );
+                    if self.rng.bernoulli(election::at_least_once(p, decisions)) {
+                        self.become_role(Role::Pulser, now_us);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A22: loss rate in delay mode over 1 s periods.
+    fn account_losses(&mut self, report: &Report, now_us: u64) {
+        if self.mode != Mode::Delay || self.cfg.delay_loss_limit <= 0.0 {
+            return;
+        }
+        self.loss_pkts += report.lost_pkts.min(u64::MAX / 2) as f64;
+        // (Not Report::delivered_segments: its u64 sum overflows on absurd counters.)
+        self.delivered_pkts += report.acked_bytes.saturating_add(report.sacked_bytes) as f64 / report.mss();
+        if now_us.saturating_sub(self.loss_period_start_us) >= LOSS_PERIOD_US {
+            let total = self.loss_pkts + self.delivered_pkts;
+            let rate = if total > 0.0 { self.loss_pkts / total } else { 0.0 };
+            self.loss_period_start_us = now_us;
+            self.loss_pkts = 0.0;
+            self.delivered_pkts = 0.0;
+            if rate > self.cfg.delay_loss_limit {
+                self.switch_mode(Mode::Competitive, now_us, self.last.avg_rtt_s);
+            }
+        }
+    }
+
+    /// A11: a pulser whose base stays below the pulse trough for a whole FFT window.
+    fn update_share(&mut self, now_us: u64) {
+        if !self.cfg.insufficient_share_guard || self.role != Role::Pulser {
+            self.low_share_since_us = None;
+            self.share_low = false;
+            return;
+        }
+        let trough = self.cfg.pulse.trough_depth(self.est.mu);
+        if self.base < trough {
+            let since = *self.low_share_since_us.get_or_insert(now_us);
+            if now_us.saturating_sub(since) >= self.cfg.pulser_window_us() {
+                self.share_low = true;
+            }
+        } else if self.base > SHARE_REENABLE_FACTOR * trough {
+            self.low_share_since_us = None;
+            self.share_low = false;
+        }
+    }
+
+    /// The active controller's rate for this report (unfloored), if it can give one.
+    fn controller_rate(&mut self, report: &Report, dt_s: f64) -> Option<f64> {
+        let x = self.x_s?;
+        match self.mode {
+            Mode::Competitive => {
+                let cwnd = self.comp.alg().on_report(report).cwnd_bytes?;
+                self.fallback_cwnd = cwnd;
+                Some(cwnd / x)
+            }
+            Mode::Delay => {
+                let x_min = self.x_min_s.min(x);
+                self.basic.decay(dt_s, x_min);
+                if let DelayCc::Copa(c) = &mut self.delay {
+                    if self.cfg.copa_target_queue {
+                        c.set_queue_target_us(self.basic.target_s(x_min) * US_PER_S);
+                    }
+                }
+                if let Some(alg) = self.delay.alg() {
+                    let cwnd = alg.on_report(report).cwnd_bytes?;
+                    return Some(cwnd / x);
+                }
+                if !self.est.valid {
+                    return None;
+                }
+                Some(self.basic.rate(self.est.s, self.est.z, self.est.mu, x, x_min))
+            }
+        }
+    }
+
+    fn action(&self) -> Action {
+        match self.x_s {
+            Some(x) if self.rate > 0.0 => {
+                Action::cwnd(basic_delay::paced_cwnd(self.rate, x, self.mss)).with_pacing(Pacing::BytesPerSec(self.rate))
+            }
+            _ => Action::cwnd(self.fallback_cwnd.max(MIN_CWND_PKTS * self.mss)).with_pacing(Pacing::Off),
+        }
+    }
+}
+
+impl Algorithm for NimbusCC {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn init(&mut self, start: &FlowStart) -> Action {
+        self.mss = start.mss();
+        let mut comp_start = start.clone();
+        if comp_start.init_cwnd_bytes == 0 {
+            comp_start.init_cwnd_bytes = (self.cfg.init_cwnd_pkts * self.mss) as u64;
+        }
+        self.fallback_cwnd = self.comp.alg().init(&comp_start).cwnd_bytes.unwrap_or(self.cfg.init_cwnd_pkts * self.mss);
+        if let Some(seed) = &start.seed {
+            if let Some(min) = seed.min_rtt_us.filter(|&m| m > 0) {
+                self.x_min_s = min as f64 / US_PER_S;
+            }
+            if let Some(srtt) = seed.srtt_us.filter(|&s| s > 0) {
+                self.srtt_us = srtt;
+                self.x_s = Some(srtt as f64 / US_PER_S);
+                self.x_min_s = self.x_min_s.min(srtt as f64 / US_PER_S);
+            }
+        }
+        if self.mode == Mode::Delay {
+            let s = comp_start.clone();
+            if let Some(alg) = self.delay.alg() {
+                alg.init(&s);
+            }
+        }
+        if let Some(x) = self.x_s {
+            self.rate = (self.fallback_cwnd / x).min(MAX_RATE_BYTES_PER_S);
+            self.base = self.rate;
+        }
+        if self.role == Role::Watcher {
+            self.filter.reset(self.rate);
+        }
+        self.cwnd = self.fallback_cwnd;
+        self.action().with_report(ReportPolicy::EveryUs(self.cfg.report_interval_us))
+    }
+
+    fn on_report(&mut self, report: &Report) -> Action {
+        let now = report.now_us.max(self.last_now_us);
+        let first = self.t0_us.is_none();
+        if first {
+            self.t0_us = Some(now);
+            self.controller.switched(now);
+            self.loss_period_start_us = now;
+        }
+        let dt_s = if first { 0.0 } else { now.saturating_sub(self.last_now_us) as f64 / US_PER_S };
+        self.last_now_us = now;
+        if report.mss_bytes > 0 {
+            self.mss = report.mss();
+        }
+        if let Some(rtt) = report.rtt {
+            let last = if rtt.last_us > 0 { rtt.last_us } else { rtt.mean_us };
+            if last > 0 {
+                self.x_s = Some(last as f64 / US_PER_S);
+            }
+            let min = if rtt.min_us > 0 { rtt.min_us } else { last };
+            if min > 0 {
+                self.x_min_s = self.x_min_s.min(min as f64 / US_PER_S);
+            }
+            if rtt.srtt_us > 0 {
+                self.srtt_us = rtt.srtt_us;
+            } else if last > 0 {
+                self.srtt_us = last;
+            }
+        }
+
+        // 1. Measurements: ẑ and μ̂, then the 10 ms grid.
+        self.est = self.xt.on_report(now, report.send_rate_bytes_per_s, report.recv_rate_bytes_per_s);
+        let sample = Sample {
+            s: self.est.s,
+            r: self.est.r,
+            z: self.est.z,
+            zout: self.est.mu - self.est.r,
+            rtt_s: self.x_s.unwrap_or(0.0),
+        };
+        let pushed = self.history.advance(now, &sample);
+
+        // 2. Safety rules and the detector (which may switch mode or role).
+        self.account_losses(report, now);
+        if self.forced_competitive() && self.mode == Mode::Delay {
+            self.switch_mode(Mode::Competitive, now, self.last.avg_rtt_s);
+        }
+        if pushed > 0 && self.elapsed_us(now) >= self.cfg.detect_after_us {
+            self.detect(now, pushed);
+        }
+
+        // 3. The active controller's rate, floored; the pulse or the watcher filter.
+        if let Some(base) = self.controller_rate(report, dt_s) {
+            let x = self.x_s.unwrap_or(1.0);
+            let floor = basic_delay::rate_floor(self.cfg.min_rate_fraction, self.est.mu, self.mss, x);
+            let base = if base.is_finite() { base.max(floor) } else { floor };
+            self.base = base.min(MAX_RATE_BYTES_PER_S);
+            self.update_share(now);
+            self.pulse_now = 0.0;
+            self.rate = match self.role {
+                Role::Pulser if !self.share_low => {
+                    let elapsed = self.elapsed_us(now);
+                    self.pulse_now = self.cfg.pulse.value(elapsed, self.cfg.freq(self.mode), self.est.mu);
+                    (self.base + self.pulse_now).max(floor).min(MAX_RATE_BYTES_PER_S)
+                }
+                Role::Pulser => self.base,
+                // Before detection starts (slow start, settling) the filter would only slow the
+                // flow down; it mutes our answer to the pulser's pulses from then on.
+                Role::Watcher if self.elapsed_us(now) < self.cfg.detect_after_us => {
+                    self.filter.reset(self.base);
+                    self.base
+                }
+                Role::Watcher => self.filter.apply(self.base, dt_s).clamp(floor.min(self.base), MAX_RATE_BYTES_PER_S),
+            };
+        }
+        let action = self.action();
+        self.cwnd = action.cwnd_bytes.unwrap_or(self.cwnd);
+        action
+    }
+
+    fn state(&self) -> Vec<StateVar> {
+        let finite = |v: f64| if v.is_finite() { v } else { 0.0 };
+        vec![
+            StateVar { name: "mode", value: self.mode.code() },
+            StateVar { name: "role", value: if self.role == Role::Pulser { 0.0 } else { 1.0 } },
+            StateVar { name: "elasticity", value: finite(self.controller.elasticity()) },
+            StateVar { name: "eta", value: finite(self.last.eta) },
+            StateVar { name: "eta_used", value: finite(self.controller.last_eta()) },
+            StateVar { name: "mu_hat_bytes_per_s", value: finite(self.est.mu) },
+            StateVar { name: "z_hat_bytes_per_s", value: finite(self.est.z) },
+            StateVar { name: "send_rate_bytes_per_s", value: finite(self.est.s) },
+            StateVar { name: "recv_rate_bytes_per_s", value: finite(self.est.r) },
+            StateVar { name: "base_rate_bytes_per_s", value: finite(self.base) },
+            StateVar { name: "pulse_bytes_per_s", value: finite(self.pulse_now) },
+            StateVar { name: "rate_bytes_per_s", value: finite(self.rate) },
+            StateVar { name: "cwnd_bytes", value: finite(self.cwnd) },
+            StateVar { name: "x_min_us", value: finite(self.x_min_s * US_PER_S) },
+            StateVar { name: "theta", value: finite(self.basic.theta(self.x_min_s)) },
+            StateVar { name: "switches", value: self.switches as f64 },
+            StateVar { name: "pulses_suppressed", value: if self.share_low { 1.0 } else { 0.0 } },
+            StateVar { name: "forced_competitive", value: if self.forced_competitive() { 1.0 } else { 0.0 } },
+            StateVar { name: "watcher_mode_ratio", value: finite(self.watcher.mode_ratio) },
+            StateVar { name: "pulser_presence", value: finite(self.watcher.presence) },
+            StateVar { name: "multi_pulser_ratio", value: finite(self.multi.ratio) },
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests;

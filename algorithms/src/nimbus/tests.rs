@@ -1,0 +1,483 @@
+//! NimbusCC unit tests: the state machine driven by synthetic reports (spec §15.2 tests 23, 24,
+//! 29 end to end; safety rules; actuation; parameters; property tests). The fluid-bottleneck
+//! integration tests are in `sim`.
+
+use std::f64::consts::PI;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::algorithm::Seed;
+use crate::nimbus::elasticity::tests::Gauss;
+use crate::report::RttStats;
+use crate::test_support::{check_sane, reports};
+
+const MSS: u32 = 1500;
+const MU: f64 = 12e6;
+
+fn config() -> NimbusConfig {
+    NimbusConfig { link_rate: LinkRate::Fixed(MU), ..NimbusConfig::default() }
+}
+
+fn rtt(us: u64) -> Option<RttStats> {
+    Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 8 })
+}
+
+/// A report at `now_us` with send rate `s`, receive rate `r` and RTT `rtt_us`, acknowledging 10 ms
+/// worth of `r`.
+fn rep(now_us: u64, s: f64, r: f64, rtt_us: u64) -> Report {
+    Report {
+        now_us,
+        interval_us: 10_000,
+        mss_bytes: MSS,
+        acked_bytes: (r * 0.01) as u64,
+        acked_pkts: (r * 0.01 / f64::from(MSS)) as u64,
+        rtt: rtt(rtt_us),
+        send_rate_bytes_per_s: Some(s.max(1.0) as u64),
+        recv_rate_bytes_per_s: Some(r.max(1.0) as u64),
+        inflight_bytes: 100_000,
+        ..Report::default()
+    }
+}
+
+fn started(cfg: NimbusConfig) -> NimbusCC {
+    let mut n = NimbusCC::new(cfg);
+    n.init(&FlowStart::new(MSS, 10 * u64::from(MSS)));
+    n
+}
+
+fn var(n: &NimbusCC, name: &str) -> f64 {
+    n.state().iter().find(|v| v.name == name).unwrap_or_else(|| panic!("no state {name}")).value
+}
+
+/// Inelastic-looking reports: our share S of a link with constant cross traffic `z`, R per Eq. 1's
+/// model, plus measurement noise.
+fn inelastic(g: &mut Gauss, now_us: u64, z: f64) -> Report {
+    let s = 6e6 * (1.0 + 0.02 * g.next());
+    let r = MU * s / (s + z);
+    rep(now_us, s, r, 62_500)
+}
+
+#[test]
+fn init_asks_for_10ms_reports_and_paces_once_the_rtt_is_known() {
+    let mut n = NimbusCC::new(config());
+    let a = n.init(&FlowStart::new(MSS, 15_000));
+    assert_eq!(a.report, Some(ReportPolicy::EveryUs(10_000)));
+    assert_eq!(a.cwnd_bytes, Some(15_000.0));
+    assert_eq!(a.pacing, Some(Pacing::Off), "no RTT yet: window-limited");
+    let a = n.on_report(&rep(10_000, 1e6, 1e6, 50_000));
+    let Some(Pacing::BytesPerSec(rate)) = a.pacing else { panic!("{a:?}") };
+    assert!(rate > 0.0 && rate.is_finite());
+    // cwnd = max(2·MSS, 2·rate·x).
+    assert!((a.cwnd_bytes.unwrap() - 2.0 * rate * 0.05).abs() < 1e-6);
+}
+
+#[test]
+fn competitive_mode_is_cubic_rate_plus_pulse() {
+    let mut n = started(config());
+    let mut sum_pulse = 0.0;
+    for k in 1..=100u64 {
+        n.on_report(&rep(k * 10_000, 5e6, 5e6, 50_000));
+        let base = var(&n, "base_rate_bytes_per_s");
+        let pulse = var(&n, "pulse_bytes_per_s");
+        let rate = var(&n, "rate_bytes_per_s");
+        assert!((rate - (base + pulse).max(0.05 * MU)).abs() < 1e-6, "k {k}");
+        // The base is Cubic's window over the RTT (never below the 5 % floor).
+        let cwnd = match &n.comp {
+            Competitive::Cubic(c) => c.state().iter().find(|v| v.name == "cwnd_bytes").unwrap().value,
+            Competitive::Reno(_) => unreachable!(),
+        };
+        assert!((base - (cwnd / 0.05).max(0.05 * MU)).abs() < 1e-6);
+        if k > 1 && k <= 81 {
+            sum_pulse += pulse;
+        }
+    }
+    // Four whole periods of 5 Hz pulses on the 10 ms report grid: zero mean.
+    assert!((sum_pulse / 80.0).abs() < 1e-2 * MU, "{sum_pulse}");
+    assert!(var(&n, "pulse_bytes_per_s").abs() <= 0.25 * MU + 1e-6);
+}
+
+/// §15.2 test 23: nothing is evaluated before 10 s, nothing switches before 15 s.
+#[test]
+fn t23_timers() {
+    let mut n = started(config());
+    let mut g = Gauss::new(23);
+    let mut first_switch = None;
+    for k in 1..=2500u64 {
+        let now = k * 10_000;
+        n.on_report(&inelastic(&mut g, now, 6e6));
+        if now < 10_000_000 {
+            assert_eq!(n.elasticity(), 1.0, "evaluated at {now}");
+            assert_eq!(n.last_measurement().eta, 0.0);
+        }
+        if now < 15_000_000 {
+            assert_eq!(n.mode(), Mode::Competitive, "switched at {now}");
+        }
+        if first_switch.is_none() && n.mode() == Mode::Delay {
+            first_switch = Some(now);
+        }
+    }
+    let t = first_switch.expect("inelastic traffic: delay mode");
+    assert!((15_000_000..15_100_000).contains(&t), "switched at {t} µs: right after the 15 s timer");
+}
+
+/// §15.2 test 24: entering competitive mode restores R from 500 samples back (t = 2.0 s when
+/// switching at 7 s), with ssthresh = cwnd = rate·RTT and Cubic's epoch on its plateau.
+#[test]
+fn t24_rate_restore() {
+    let mut n = started(NimbusConfig { start_mode: Mode::Delay, ..config() });
+    for i in 0..700u64 {
+        let r = if i < 250 { 10e6 } else { 5e6 };
+        n.on_report(&rep(i * 10_000, r, r, 50_000));
+    }
+    assert!(n.history.len() > 500, "the ring holds the look-back");
+    assert_eq!(n.mode(), Mode::Delay);
+    n.switch_mode(Mode::Competitive, 7_000_000, 0.05);
+    let Competitive::Cubic(c) = &n.comp else { panic!() };
+    let get = |name: &str| c.state().iter().find(|v| v.name == name).unwrap().value;
+    let cwnd = 10e6 * 0.05;
+    assert!((get("cwnd_bytes") - cwnd).abs() < 1e-6, "{}", get("cwnd_bytes"));
+    assert!((get("ssthresh_bytes") - cwnd).abs() < 1e-6);
+    assert_eq!(get("k_s"), 0.0);
+    assert!((get("w_max_pkts") - cwnd / f64::from(MSS)).abs() < 1e-6);
+    // A short history restores from its oldest sample.
+    let mut short = started(NimbusConfig { start_mode: Mode::Delay, ..config() });
+    for i in 0..100u64 {
+        let r = if i < 10 { 8e6 } else { 2e6 };
+        short.on_report(&rep(i * 10_000, r, r, 50_000));
+    }
+    short.switch_mode(Mode::Competitive, 1_000_000, 0.05);
+    let Competitive::Cubic(c) = &short.comp else { panic!() };
+    assert!((c.state()[0].value - 8e6 * 0.05).abs() < 1e-6);
+}
+
+#[test]
+fn inelastic_reports_switch_to_delay_and_glide_theta() {
+    let mut n = started(config());
+    let mut g = Gauss::new(5);
+    for k in 1..=1501u64 {
+        n.on_report(&inelastic(&mut g, k * 10_000, 6e6));
+    }
+    assert_eq!(n.mode(), Mode::Delay);
+    assert_eq!(var(&n, "switches"), 1.0);
+    // θ started from the mean RTT over x_min (62.5/50 ms... x_min is 62.5 ms here: θ = 1.25).
+    assert!((var(&n, "theta") - 1.25).abs() < 1e-9);
+    // The rate in delay mode is Eq. 4 (plus the 6 Hz pulse).
+    let base = var(&n, "base_rate_bytes_per_s");
+    assert!(base > 0.05 * MU && base < MU);
+}
+
+/// §15.2 test 29 end to end: a watcher reads the pulser's mode from its own receive rate.
+#[test]
+fn t29_watcher_follows_the_pulsers_frequency() {
+    let cfg = NimbusConfig { multi_flow: true, ..config() };
+    for (freq, want) in [(Some(6.0), Mode::Delay), (Some(5.0), Mode::Competitive)] {
+        let mut n = started(cfg);
+        assert_eq!(n.role(), Role::Watcher);
+        let mut g = Gauss::new(29);
+        for k in 1..=2000u64 {
+            let t = k as f64 * 0.01;
+            let r = 4e6 + freq.map_or(0.0, |f| 0.4e6 * (2.0 * PI * f * t).sin()) + 0.1e6 * g.next();
+            n.on_report(&rep(k * 10_000, r, r, 50_000));
+        }
+        assert_eq!(n.mode(), want, "{freq:?}");
+        assert_eq!(n.role(), Role::Watcher, "a pulser is visible: no election");
+    }
+    // Noise only: "no pulser" (presence < 1.5) within 2 s of the detector starting at 10 s.
+    let mut n = started(cfg);
+    let mut g = Gauss::new(290);
+    for k in 1..=1200u64 {
+        let r = 4e6 + 0.1e6 * g.next();
+        n.on_report(&rep(k * 10_000, r, r, 50_000));
+    }
+    assert!(var(&n, "pulser_presence") < 1.5, "{}", var(&n, "pulser_presence"));
+}
+
+/// A lone watcher that sees no pulser elects itself (Eq. 5), deterministically for a seed; flows
+/// of one factory draw different streams.
+#[test]
+fn lone_watcher_elects_itself() {
+    let cfg = NimbusConfig { multi_flow: true, ..config() };
+    let factory = NimbusFactory::new(cfg);
+    let election_time = |alg: &mut dyn Algorithm| {
+        alg.init(&FlowStart::new(MSS, 15_000));
+        let mut g = Gauss::new(7);
+        for k in 1..=12_000u64 {
+            let r = 6e6 + 0.1e6 * g.next();
+            alg.on_report(&rep(k * 10_000, r, r, 50_000));
+            if alg.state().iter().find(|v| v.name == "role").unwrap().value == 0.0 {
+                return Some(k * 10_000);
+            }
+        }
+        None
+    };
+    let t1 = election_time(factory.create().as_mut()).expect("elected within 120 s");
+    let t2 = election_time(factory.create().as_mut()).expect("elected within 120 s");
+    assert!(t1 >= 15_000_000 && t2 >= 15_000_000, "not before the switch timer: {t1} {t2}");
+    assert_ne!(t1, t2, "distinct random streams per flow");
+    // The same seed and index reproduce the same time.
+    let again = NimbusFactory::new(cfg);
+    assert_eq!(election_time(again.create().as_mut()), Some(t1));
+}
+
+/// With multi_flow and expect_nimbus_peers, flows start as watchers in delay mode (spec A15).
+#[test]
+fn multi_flow_start_role_and_mode() {
+    let n = NimbusCC::new(NimbusConfig { multi_flow: true, expect_nimbus_peers: true, ..config() });
+    assert_eq!((n.role(), n.mode()), (Role::Watcher, Mode::Delay));
+    let n = NimbusCC::new(config());
+    assert_eq!((n.role(), n.mode()), (Role::Pulser, Mode::Competitive));
+}
+
+/// A pulser that sees another pulser's pulses in ẑ steps down (spec §7.4).
+#[test]
+fn pulser_steps_down_when_another_pulser_is_visible() {
+    let mut n = started(NimbusConfig { multi_flow: true, ..config() });
+    n.become_role(Role::Pulser, 1);
+    n.role_since_us = 0;
+    let mut g = Gauss::new(31);
+    let mut stepped = None;
+    for k in 1..=6000u64 {
+        let t = k as f64 * 0.01;
+        // Our S is steady and small; the cross traffic carries a strong 5 Hz oscillation (another
+        // pulser), which moves our R by only S·μ/(S + z)² ≈ 0.24 of it: |Z| ≈ 4·|Y| at 5 Hz.
+        let s = 2e6;
+        let z = 8e6 + 2e6 * (2.0 * PI * 5.0 * t).sin() + 0.05e6 * g.next();
+        let r = MU * s / (s + z);
+        n.on_report(&rep(k * 10_000, s, r, 50_000));
+        if n.role() == Role::Watcher {
+            stepped = Some(k);
+            break;
+        }
+    }
+    let k = stepped.expect("stepped down");
+    assert!(k > 1500, "not before the timers: {k}");
+    assert!(var(&n, "multi_pulser_ratio") > 2.0 || n.role() == Role::Watcher);
+}
+
+/// Stale rate samples: no evidence, lean elastic — back to competitive mode.
+#[test]
+fn stale_rates_lean_elastic() {
+    let mut n = started(config());
+    let mut g = Gauss::new(11);
+    let mut k = 1;
+    while k <= 2000 {
+        n.on_report(&inelastic(&mut g, k * 10_000, 6e6));
+        k += 1;
+    }
+    assert_eq!(n.mode(), Mode::Delay);
+    for _ in 0..300 {
+        let mut r = inelastic(&mut g, k * 10_000, 6e6);
+        r.send_rate_bytes_per_s = None;
+        r.recv_rate_bytes_per_s = None;
+        n.on_report(&r);
+        k += 1;
+    }
+    assert_eq!(n.mode(), Mode::Competitive, "E {}", n.elasticity());
+}
+
+/// A21: an RTT longer than 0.8 pulse periods forces competitive mode.
+#[test]
+fn long_rtt_forces_competitive() {
+    let mut n = started(config());
+    let mut g = Gauss::new(21);
+    for k in 1..=2500u64 {
+        let mut r = inelastic(&mut g, k * 10_000, 6e6);
+        r.rtt = rtt(200_000);
+        n.on_report(&r);
+    }
+    assert_eq!(n.mode(), Mode::Competitive);
+    assert_eq!(var(&n, "forced_competitive"), 1.0);
+    assert!(n.elasticity() < 2.0, "the detector alone would say inelastic");
+    let mut off = started(NimbusConfig { max_rtt_period_fraction: 0.0, ..config() });
+    for k in 1..=2500u64 {
+        let mut r = inelastic(&mut g, k * 10_000, 6e6);
+        r.rtt = rtt(200_000);
+        off.on_report(&r);
+    }
+    assert_eq!(off.mode(), Mode::Delay, "rule disabled");
+}
+
+/// A11: a base rate below the pulse trough for a whole FFT window stops the pulses and holds the
+/// flow competitive; pulses resume above 1.2× the trough.
+#[test]
+fn insufficient_share_suppresses_pulses() {
+    let mut n = started(config());
+    // App-limited reports keep Cubic's window at 10 packets: 300 kB/s at 50 ms, floored at
+    // 0.05·μ̂ = 600 kB/s < μ̂/12 = 1 MB/s.
+    let mut k = 1;
+    while k <= 600 {
+        let mut r = rep(k * 10_000, 0.6e6, 0.6e6, 50_000);
+        r.app_limited = true;
+        n.on_report(&r);
+        if k * 10_000 < 5_000_000 {
+            assert_eq!(var(&n, "pulses_suppressed"), 0.0);
+        }
+        k += 1;
+    }
+    assert_eq!(var(&n, "pulses_suppressed"), 1.0);
+    assert_eq!(var(&n, "pulse_bytes_per_s"), 0.0);
+    assert_eq!(var(&n, "forced_competitive"), 1.0);
+    // Cubic grows again: pulses resume once the base exceeds 1.2 MB/s.
+    while var(&n, "pulses_suppressed") == 1.0 && k < 3000 {
+        n.on_report(&rep(k * 10_000, 5e6, 5e6, 50_000));
+        k += 1;
+    }
+    assert!(var(&n, "base_rate_bytes_per_s") > 1.2e6);
+    assert_eq!(var(&n, "pulses_suppressed"), 0.0);
+}
+
+/// A22: persistent loss in delay mode switches to competitive mode.
+#[test]
+fn persistent_loss_in_delay_mode() {
+    let mut n = started(NimbusConfig { start_mode: Mode::Delay, ..config() });
+    let mut g = Gauss::new(22);
+    for k in 1..=150u64 {
+        let mut r = inelastic(&mut g, k * 10_000, 6e6);
+        r.lost_pkts = 1; // ~2.5 % of ~40 packets per report
+        n.on_report(&r);
+    }
+    assert_eq!(n.mode(), Mode::Competitive);
+    let mut quiet = started(NimbusConfig { start_mode: Mode::Delay, ..config() });
+    for k in 1..=150u64 {
+        quiet.on_report(&inelastic(&mut g, k * 10_000, 6e6));
+    }
+    assert_eq!(quiet.mode(), Mode::Delay);
+}
+
+#[test]
+fn seeded_start_continues_from_the_previous_window() {
+    let mut n = NimbusCC::new(config());
+    let a = n.init(&FlowStart {
+        now_us: 1,
+        mss_bytes: MSS,
+        init_cwnd_bytes: 15_000,
+        seed: Some(Seed { cwnd_bytes: 300_000, srtt_us: Some(60_000), min_rtt_us: Some(50_000), ..Seed::default() }),
+    });
+    assert_eq!(a.cwnd_bytes, Some(2.0 * 300_000.0), "cwnd cap = 2·rate·RTT with rate = cwnd/srtt");
+    assert_eq!(a.pacing, Some(Pacing::BytesPerSec(5e6)));
+    assert_eq!(var(&n, "x_min_us"), 50_000.0);
+}
+
+#[test]
+fn params_defaults_and_cross_field_checks() {
+    let f = INFO.configure(&toml::Table::new()).unwrap();
+    assert_eq!(f.name(), "nimbus");
+    for bad in [
+        "multi_flow = true\nmode_dependent_frequency = false",
+        "freq_competitive_hz = 20.0\nsample_interval_us = 20000",
+        "fft_len = 64\neps_hz = 0.1",
+        "den_low_offset_hz = 5.0",
+        "switch_after_s = 5.0",
+        "vegas_alpha_pkts = 5.0\nvegas_beta_pkts = 4.0",
+        "multi_flow = true\nfreq_delay_hz = 5.5",
+    ] {
+        let e = INFO.configure(&bad.parse().unwrap()).err().unwrap_or_else(|| panic!("accepted {bad:?}"));
+        assert!(e.to_string().starts_with("nimbus: parameter"), "{e}");
+    }
+    for good in [
+        "mu_mbit_per_s = 96\ndelay = \"copa\"\ncompetitive = \"reno\"",
+        "eta_form = \"bin\"\nfft_len = 500\nden_low_offset_hz = 0.5\nmode_dependent_frequency = false",
+        "multi_flow = true\nexpect_nimbus_peers = true\nseed = 42\nkappa = 0.5",
+        "align_2rtt = true\nreference_guards = false\ndelay = \"vegas\"",
+    ] {
+        INFO.configure(&good.parse().unwrap()).unwrap_or_else(|e| panic!("{good:?}: {e}"));
+    }
+    // Every declared parameter has its paper/authors default.
+    let p = Params::defaults(INFO.name, INFO.params);
+    assert_eq!(p.float("pulse_size"), 0.25);
+    assert_eq!(p.float("freq_competitive_hz"), 5.0);
+    assert_eq!(p.float("freq_delay_hz"), 6.0);
+    assert_eq!(p.int("fft_len"), 512);
+    assert_eq!(p.float("eta_thresh"), 2.0);
+    assert_eq!(p.float("alpha"), 0.8);
+    assert_eq!(p.float("beta"), 0.5);
+    assert_eq!(p.float("kappa"), 1.0);
+    assert_eq!(p.float("election_period_ms"), 10.0);
+}
+
+#[test]
+fn history_capacity_covers_windows_and_restore() {
+    let cfg = NimbusConfig::default();
+    assert!(cfg.history_capacity() >= 512 && cfg.history_capacity() > cfg.restore_samples());
+    let aligned = NimbusConfig { align_2rtt: true, ..cfg };
+    assert!(aligned.history_capacity() >= 612);
+    assert_eq!(cfg.pulse_band(), (4.5, 6.5));
+    assert_eq!(cfg.high_band(), (7.0, 15.0));
+}
+
+fn configs() -> impl Strategy<Value = NimbusConfig> {
+    (any::<bool>(), 0usize..3, any::<bool>(), any::<bool>(), prop_oneof![Just(0.0), 1e5f64..1e8], any::<bool>(), any::<u64>())
+        .prop_map(|(reno, delay, multi, guards, mu, align, seed)| NimbusConfig {
+            link_rate: if mu > 0.0 { LinkRate::Fixed(mu) } else { LinkRate::MaxReceive { window_us: 5_000_000 } },
+            competitive: if reno { CompetitiveAlg::Reno } else { CompetitiveAlg::Cubic },
+            delay: [DelayAlg::BasicDelay, DelayAlg::Vegas, DelayAlg::Copa][delay],
+            multi_flow: multi,
+            align_2rtt: align,
+            mode: ModeConfig { reference_guards: guards, ..ModeConfig::default() },
+            // Short timers so that random sequences reach detection and switching.
+            detect_after_us: 50_000,
+            switch_after_us: 100_000,
+            seed,
+            ..NimbusConfig::default()
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// No NaN, infinite or negative outputs on random report sequences, in every configuration.
+    #[test]
+    fn never_nan_negative_or_below_two_packets(
+        seq in reports(80),
+        rates in prop::collection::vec((prop::option::of(prop_oneof![Just(0u64), 1u64..100_000_000, any::<u64>()]), prop::option::of(prop_oneof![Just(0u64), 1u64..100_000_000, any::<u64>()])), 80),
+        cfg in configs(),
+        seeded in any::<bool>(),
+    ) {
+        let mut n = NimbusCC::new(cfg);
+        let mut start = FlowStart::new(MSS, 10 * u64::from(MSS));
+        if seeded {
+            start.seed = Some(Seed { cwnd_bytes: 123_456, srtt_us: Some(40_000), min_rtt_us: Some(30_000), ..Seed::default() });
+        }
+        let a = n.init(&start);
+        check_sane(a.cwnd_bytes, MSS, &n.state())?;
+        let mut mss = MSS;
+        for (r, (s, rr)) in seq.iter().zip(rates.iter()) {
+            if r.mss_bytes > 0 { mss = r.mss_bytes; }
+            let r = Report { send_rate_bytes_per_s: *s, recv_rate_bytes_per_s: *rr, ..r.clone() };
+            let a = n.on_report(&r);
+            check_sane(a.cwnd_bytes, mss, &n.state())?;
+            match a.pacing {
+                Some(Pacing::BytesPerSec(p)) => prop_assert!(p.is_finite() && p > 0.0, "pacing {}", p),
+                Some(Pacing::Off) => {}
+                None => prop_assert!(false, "no pacing decision"),
+            }
+            for v in n.state() {
+                prop_assert!(v.value.is_finite(), "{} = {}", v.name, v.value);
+            }
+        }
+    }
+
+    /// Dense, plausible sequences (10 ms reports with rates and RTTs) that run through detection
+    /// and switching many times stay sane too.
+    #[test]
+    fn dense_plausible_sequences_stay_sane(
+        cfg in configs(),
+        steps in prop::collection::vec((5_000u64..15_000, 1e5f64..2e7, 1e5f64..2e7, 10_000u64..300_000, 0u64..3, any::<bool>()), 200..400),
+    ) {
+        let mut n = NimbusCC::new(cfg);
+        n.init(&FlowStart::new(MSS, 15_000));
+        let mut now = 0;
+        for (dt, s, r, rtt_us, lost, timeout) in steps {
+            now += dt;
+            let mut report = rep(now, s, r, rtt_us);
+            report.lost_pkts = lost;
+            report.timeouts = u32::from(timeout && lost == 2);
+            let a = n.on_report(&report);
+            check_sane(a.cwnd_bytes, MSS, &n.state())?;
+            if let Some(Pacing::BytesPerSec(p)) = a.pacing {
+                prop_assert!(p.is_finite() && p > 0.0);
+            }
+        }
+    }
+}
