@@ -1,0 +1,67 @@
+//! Switch hooks: where per-hop schemes such as BFC plug into the switch (specs/bfc.md §12.1).
+//!
+//! The simulator gives every switch egress port `switch.queues_per_port` FIFO queues (each with
+//! its own queue discipline), serves the non-paused ones round-robin, stamps every departing
+//! packet's `upstream_q` with the queue it left, and delivers per-queue pause/resume messages to
+//! the upstream device after the link's propagation delay (a host NIC pauses the flows whose NIC
+//! queue matches). A [`SwitchHook`] decides the rest: which queue a packet joins (BFC's dynamic
+//! queue assignment), and which upstream queues to pause or resume as packets arrive and leave
+//! (BFC's pause counters). The default, [`HashQueues`], spreads flows over the queues by hash and
+//! never pauses anything, which is plain stochastic fair queueing.
+
+use crate::packet::PacketId;
+use crate::switch::Port;
+use crate::time::Time;
+use crate::topology::PortId;
+use crate::transport::FlowId;
+
+/// What a hook sees of the packet being switched.
+#[derive(Debug, Clone, Copy)]
+pub struct HookPacket {
+    /// The arena id: stable while the packet is in this switch, so a hook can key per-packet
+    /// metadata (BFC's counterIncr bit) on it.
+    pub id: PacketId,
+    pub flow: FlowId,
+    pub hash: u32,
+    pub wire_bytes: u32,
+    /// The queue the packet left at the previous hop.
+    pub upstream_q: u16,
+    /// The port it arrived on (its peer is the upstream device to pause).
+    pub ingress: PortId,
+    pub egress: PortId,
+}
+
+/// A pause or resume for one queue of the upstream device on `ingress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueControl {
+    /// The ingress port (of this switch) whose upstream neighbour gets the message.
+    pub ingress: PortId,
+    pub queue: u16,
+    pub paused: bool,
+}
+
+/// Per-switch logic called on every enqueue and dequeue. Every `on_enqueue` is matched by
+/// exactly one `on_dequeue` (when the packet is sent, or dropped from inside the queue).
+pub trait SwitchHook {
+    /// The egress queue for this packet, below `egress.queues.len()`.
+    fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> u16 {
+        let _ = now;
+        (packet.hash % egress.queues.len() as u32) as u16
+    }
+
+    /// The packet was admitted to `queue` of `egress` (the queue's occupancy excludes it).
+    fn on_enqueue(&mut self, now: Time, egress: &Port, queue: u16, packet: &HookPacket, controls: &mut Vec<QueueControl>) {
+        let _ = (now, egress, queue, packet, controls);
+    }
+
+    /// The packet left `queue` of `egress`.
+    fn on_dequeue(&mut self, now: Time, egress: &Port, queue: u16, packet: &HookPacket, controls: &mut Vec<QueueControl>) {
+        let _ = (now, egress, queue, packet, controls);
+    }
+}
+
+/// The default hook: flows hashed onto queues, no backpressure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HashQueues;
+
+impl SwitchHook for HashQueues {}

@@ -1,0 +1,503 @@
+//! The simulation engine: state, the event loop, and the network side (switching, links, PFC,
+//! sampling). Hosts and their transport are in `transport.rs`, as a second `impl Sim`.
+
+use std::sync::Arc;
+
+use ccp_algorithms::{AlgorithmFactory, ReportPolicy};
+use ccp_qdisc::{DropReason, Ecn, Outputs};
+
+use crate::config::{Loaded, Reporting};
+use crate::event::{Event, EventQueue};
+use crate::hook::{HashQueues, HookPacket, QueueControl, SwitchHook};
+use crate::packet::{Arena, PacketId, Queued};
+use crate::rng::{Rng, Stream};
+use crate::stats::{Counters, Samples};
+use crate::switch::{make_qdisc, BufferPolicy, EgressQueue, Port, SwitchState};
+use crate::time::{from_us, to_ns, tx_time, Time, PS_PER_MS};
+use crate::topology::{NodeId, NodeKind, PortId, Routes, Topology};
+use crate::transport::{Flow, FlowId, HostState, TransportParams};
+use crate::workload::{self, FlowSpec, SizeCdf};
+
+/// Bytes of a control frame on the wire (PFC PAUSE, BFC pause/resume, QCN CNM): a minimum
+/// Ethernet frame.
+pub const CONTROL_FRAME_BYTES: u32 = 64;
+
+/// How the datapath reports to the controller, resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct CcParams {
+    pub per_ack: bool,
+    pub policy: ReportPolicy,
+    pub agent_delay: Time,
+    pub urgent_on_ece: bool,
+}
+
+/// A whole simulation.
+pub struct Sim {
+    pub(crate) q: EventQueue,
+    pub(crate) arena: Arena,
+    pub topo: Topology,
+    pub ports: Vec<Port>,
+    pub(crate) routes: Routes,
+    pub(crate) switches: Vec<SwitchState>,
+    pub(crate) hosts: Vec<HostState>,
+    pub flows: Vec<Flow>,
+    pub(crate) buffer: BufferPolicy,
+    pub(crate) tp: TransportParams,
+    pub(crate) ccp: CcParams,
+    pub(crate) factory: Arc<dyn AlgorithmFactory>,
+    pub(crate) ecmp_salt: u64,
+    /// Reused scratch space for discipline outputs and hook controls (no per-event allocation).
+    out: Outputs<Queued>,
+    controls: Vec<QueueControl>,
+    pub counters: Counters,
+    pub samples: Samples,
+    pub end: Time,
+    pub warmup: Time,
+    stop_when_done: bool,
+    /// Flows with a size that have not completed, and whether any flow is unbounded.
+    pub(crate) unfinished: usize,
+    has_unbounded: bool,
+    pub(crate) stopped_early: bool,
+}
+
+/// 64-bit mix (the SplitMix64 finalizer), for hashing flows onto ECMP paths and queues.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Sim {
+    /// Builds a simulation from a loaded scenario: topology, switches, hosts and every flow.
+    pub fn new(loaded: &Loaded) -> Result<Sim, String> {
+        let s = &loaded.scenario;
+        let factory = ccp_algorithms::registry::configure(&s.cc.algorithm, &s.cc.params).map_err(|e| e.to_string())?;
+        Sim::with_algorithm(loaded, factory)
+    }
+
+    /// As [`Sim::new`], with every flow controlled by `factory`'s algorithm instead of the
+    /// scenario's (an algorithm outside the registry, or an instrumented one in tests).
+    pub fn with_algorithm(loaded: &Loaded, factory: Arc<dyn AlgorithmFactory>) -> Result<Sim, String> {
+        let s = &loaded.scenario;
+        let topo = Topology::build(&s.topology);
+        let end = (s.duration_ms * PS_PER_MS as f64) as Time;
+        let tp = TransportParams::from_config(&s.transport);
+        let mut flows: Vec<FlowSpec> = workload::explicit(&s.workload.flows);
+        if let Some(r) = &s.workload.random {
+            let cdf = SizeCdf::load(&loaded.base_dir().join(&r.cdf))?;
+            flows.extend(workload::random(r, &cdf, topo.load_reference_bps, topo.pairs, s.seed, end));
+        }
+        if let Some(inc) = &s.workload.incast {
+            flows.extend(workload::incast(inc, topo.hosts.len() as u32, s.seed, end));
+        }
+        let ccp = CcParams {
+            per_ack: s.cc.reporting == Reporting::PerAck,
+            policy: ReportPolicy::EveryUs((s.cc.report_interval_us.round() as u64).max(1)),
+            agent_delay: from_us(s.cc.agent_delay_us),
+            urgent_on_ece: s.cc.urgent_on_ece,
+        };
+        let mut sim = Sim::assemble(topo, loaded, tp, ccp, factory, end)?;
+        for spec in flows {
+            sim.add_flow(spec);
+        }
+        Ok(sim)
+    }
+
+    fn assemble(
+        topo: Topology,
+        loaded: &Loaded,
+        tp: TransportParams,
+        ccp: CcParams,
+        factory: Arc<dyn AlgorithmFactory>,
+        end: Time,
+    ) -> Result<Sim, String> {
+        let s = &loaded.scenario;
+        let mut ports = Vec::with_capacity(topo.links.len() * 2);
+        let mut node_ports: Vec<Vec<(PortId, NodeId)>> = vec![Vec::new(); topo.nodes.len()];
+        for l in &topo.links {
+            let (pa, pb) = (ports.len() as PortId, ports.len() as PortId + 1);
+            let name = |x: NodeId, y: NodeId| format!("{}->{}", topo.names[x as usize], topo.names[y as usize]);
+            ports.push(Port::new(name(l.a, l.b), l.a, pb, l.rate_bps, l.delay));
+            ports.push(Port::new(name(l.b, l.a), l.b, pa, l.rate_bps, l.delay));
+            node_ports[l.a as usize].push((pa, l.b));
+            node_ports[l.b as usize].push((pb, l.a));
+        }
+        let mss_wire = tp.mss + tp.header;
+        for (id, port) in ports.iter_mut().enumerate() {
+            if let NodeKind::Switch(_) = topo.nodes[port.node as usize] {
+                for q in 0..s.switch.queues_per_port {
+                    let seed = Rng::stream(s.seed, Stream::Qcn, (id as u64) << 16 | u64::from(q)).next_u64();
+                    port.queues
+                        .push(EgressQueue { qdisc: make_qdisc(&s.switch.qdisc, port.rate_bps, mss_wire, seed), paused: false });
+                }
+            }
+        }
+        let routes = Routes::compute(&topo, &node_ports);
+        for (h, &node) in topo.hosts.iter().enumerate() {
+            if node_ports[node as usize].len() != 1 {
+                return Err(format!("host {h} must have exactly one link"));
+            }
+        }
+        let switches = topo
+            .switches
+            .iter()
+            .map(|&node| SwitchState { node, buffer_used: 0, peak_buffer: 0, hook: Box::new(HashQueues) as Box<dyn SwitchHook> })
+            .collect();
+        let hosts = topo.hosts.iter().map(|&node| HostState::new(node, node_ports[node as usize][0].0)).collect();
+        let monitor = s.output.monitor.clone().unwrap_or_else(|| topo.default_monitor.clone());
+        let mut monitored = Vec::new();
+        for name in &monitor {
+            match ports.iter().position(|p| &p.name == name) {
+                Some(i) => monitored.push(i as PortId),
+                None => {
+                    return Err(format!("output.monitor: no port named {name:?} (ports are named like \"{}\")", ports[0].name))
+                }
+            }
+        }
+        let names = monitored.iter().map(|&p| ports[p as usize].name.clone()).collect();
+        let samples = Samples::new(from_us(s.output.sample_interval_us), monitored, names, topo.switches.len());
+        Ok(Sim {
+            q: EventQueue::new(),
+            arena: Arena::new(),
+            topo,
+            ports,
+            routes,
+            switches,
+            hosts,
+            flows: Vec::new(),
+            buffer: BufferPolicy::from_config(&s.switch),
+            tp,
+            ccp,
+            factory,
+            ecmp_salt: Rng::stream(s.seed, Stream::Ecmp, 0).next_u64(),
+            out: Outputs::new(),
+            controls: Vec::new(),
+            counters: Counters::default(),
+            samples,
+            end,
+            warmup: (s.warmup_ms * PS_PER_MS as f64) as Time,
+            stop_when_done: s.stop_when_done,
+            unfinished: 0,
+            has_unbounded: false,
+            stopped_early: false,
+        })
+    }
+
+    /// Adds a flow (before or during the run; its start must not be in the past).
+    pub fn add_flow(&mut self, spec: FlowSpec) -> FlowId {
+        let id = self.flows.len() as FlowId;
+        let hash = mix64(u64::from(id) ^ self.ecmp_salt) as u32;
+        self.flows.push(Flow::new(spec, hash));
+        if spec.bytes.is_some() {
+            self.unfinished += 1;
+        } else {
+            self.has_unbounded = true;
+        }
+        self.q.schedule(spec.start.max(self.q.now()), Event::FlowStart { flow: id });
+        id
+    }
+
+    /// Replaces a switch's hook (BFC and other per-hop schemes).
+    pub fn set_switch_hook(&mut self, switch: usize, hook: Box<dyn SwitchHook>) {
+        self.switches[switch].hook = hook;
+    }
+
+    pub fn now(&self) -> Time {
+        self.q.now()
+    }
+
+    pub fn events_processed(&self) -> u64 {
+        self.q.processed()
+    }
+
+    /// Packets alive in the network (queued, on a link, or waiting to be sent by a host).
+    pub fn packets_alive(&self) -> usize {
+        self.arena.live()
+    }
+
+    pub fn peak_packets_alive(&self) -> usize {
+        self.arena.peak()
+    }
+
+    /// Runs to the end time (or until every sized flow completed, with `stop_when_done`).
+    /// `progress` is called every 65,536 events with the simulated time and the events so far.
+    pub fn run(&mut self, mut progress: impl FnMut(Time, u64)) {
+        if self.samples.interval > 0 {
+            self.q.schedule(self.q.now(), Event::Sample);
+        }
+        const PROGRESS_EVERY: u64 = 1 << 16;
+        while let Some(ev) = self.q.pop_until(self.end) {
+            self.dispatch(ev);
+            if self.stop_when_done && self.unfinished == 0 && !self.has_unbounded {
+                self.stopped_early = true;
+                break;
+            }
+            if self.q.processed().is_multiple_of(PROGRESS_EVERY) {
+                progress(self.q.now(), self.q.processed());
+            }
+        }
+        if !self.stopped_early {
+            self.q.advance_to(self.end);
+        }
+        let now = self.q.now();
+        for p in &mut self.ports {
+            if p.pfc_paused {
+                p.stats.pfc_paused_time += now - p.pfc_paused_since;
+                p.pfc_paused_since = now;
+            }
+        }
+        progress(now, self.q.processed());
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::Arrive { port, packet } => {
+                let node = self.ports[port as usize].node;
+                match self.topo.nodes[node as usize] {
+                    NodeKind::Host(h) => self.host_receive(h, packet),
+                    NodeKind::Switch(s) => self.switch_receive(s, port, packet),
+                }
+            }
+            Event::TxDone { port } => {
+                self.ports[port as usize].busy = false;
+                self.start_tx(port);
+            }
+            Event::FlowStart { flow } => self.flow_start(flow),
+            Event::Rto { flow } => self.on_rto_timer(flow),
+            Event::Pace { flow } => self.on_pace_timer(flow),
+            Event::Report { flow } => self.on_report_timer(flow),
+            Event::DelayedAck { flow } => self.on_delayed_ack_timer(flow),
+            Event::ApplyAction { flow } => self.on_apply_action(flow),
+            Event::Cnm { flow, qfb, q_off_bytes, q_delta_bytes } => self.on_cnm(flow, qfb, q_off_bytes, q_delta_bytes),
+            Event::Pfc { port, paused } => {
+                let now = self.q.now();
+                self.ports[port as usize].set_pfc_paused(now, paused);
+                if !paused {
+                    self.start_tx(port);
+                }
+            }
+            Event::QueueControl { port, queue, paused } => self.on_queue_control(port, queue, paused),
+            Event::Sample => self.sample(),
+        }
+    }
+
+    /// A packet arrived at switch `s` through `ingress`: route, admit, enqueue.
+    fn switch_receive(&mut self, s: u32, ingress: PortId, id: PacketId) {
+        let now = self.q.now();
+        let p = self.arena.get_mut(id);
+        p.ingress = ingress;
+        let p = *p;
+        let dst_host = match self.topo.nodes[p.dst as usize] {
+            NodeKind::Host(h) => h,
+            NodeKind::Switch(_) => unreachable!("packets are addressed to hosts"),
+        };
+        let hops = self.routes.next_hops(s, dst_host);
+        if hops.is_empty() {
+            self.drop_packet(id, None, DropReason::BufferFull);
+            return;
+        }
+        let egress = hops[(mix64(u64::from(p.hash) ^ u64::from(s)) % hops.len() as u64) as usize];
+        let sw = &mut self.switches[s as usize];
+        let port = &self.ports[egress as usize];
+        if !self.buffer.admits(sw.buffer_used, port.queued_bytes, p.wire_bytes) {
+            self.drop_packet(id, Some(egress), DropReason::BufferFull);
+            return;
+        }
+        let hp =
+            HookPacket { id, flow: p.flow, hash: p.hash, wire_bytes: p.wire_bytes, upstream_q: p.upstream_q, ingress, egress };
+        let queue = sw.hook.classify(now, port, &hp).min(port.queues.len() as u16 - 1);
+        sw.hook.on_enqueue(now, port, queue, &hp, &mut self.controls);
+        self.account(s, egress, ingress, i64::from(p.wire_bytes));
+        let q = Queued { id, wire_bytes: p.wire_bytes, flow: p.flow, ecn: p.ecn };
+        self.ports[egress as usize].queues[queue as usize].qdisc.enqueue(to_ns(now), q, &mut self.out);
+        self.drain_outputs(s, egress, queue);
+        self.send_controls();
+        self.start_tx(egress);
+    }
+
+    /// Adds (or removes, with negative `bytes`) a packet's bytes to the shared buffer, the egress
+    /// port and the ingress port's PFC counter, pausing or resuming the upstream as needed.
+    fn account(&mut self, s: u32, egress: PortId, ingress: PortId, bytes: i64) {
+        let sw = &mut self.switches[s as usize];
+        sw.buffer_used = sw.buffer_used.checked_add_signed(bytes).expect("buffer accounting");
+        sw.peak_buffer = sw.peak_buffer.max(sw.buffer_used);
+        let e = &mut self.ports[egress as usize];
+        e.queued_bytes = e.queued_bytes.checked_add_signed(bytes).expect("port accounting");
+        let Some((xoff, xon)) = self.buffer.pfc else { return };
+        let now = self.q.now();
+        let i = &mut self.ports[ingress as usize];
+        i.ingress_bytes = i.ingress_bytes.checked_add_signed(bytes).expect("ingress accounting");
+        let send = if !i.pause_sent && i.ingress_bytes > xoff {
+            i.stats.pfc_pauses_sent += 1;
+            Some(true)
+        } else if i.pause_sent && i.ingress_bytes <= xon {
+            Some(false)
+        } else {
+            None
+        };
+        if let Some(paused) = send {
+            i.pause_sent = paused;
+            let at = now + i.delay + tx_time(CONTROL_FRAME_BYTES, i.rate_bps);
+            self.counters.pfc_frames += 1;
+            self.q.schedule(at, Event::Pfc { port: i.peer, paused });
+        }
+    }
+
+    /// Handles what a discipline produced: drops (already accounted, so un-account them) and QCN
+    /// notifications (sent to the flow's source over the reverse path).
+    fn drain_outputs(&mut self, s: u32, egress: PortId, queue: u16) {
+        while let Some(d) = self.out.drops.pop() {
+            let id = d.packet.id;
+            let p = *self.arena.get(id);
+            self.account(s, egress, p.ingress, -i64::from(p.wire_bytes));
+            let hp = self.hook_packet(id, egress);
+            let sw = &mut self.switches[s as usize];
+            sw.hook.on_dequeue(self.q.now(), &self.ports[egress as usize], queue, &hp, &mut self.controls);
+            self.drop_packet(id, Some(egress), d.reason);
+        }
+        while let Some(n) = self.out.notifications.pop() {
+            let flow = n.key;
+            let src = self.flows[flow as usize].spec.src;
+            let delay = self.control_delay(self.switches[s as usize].node, src, self.flows[flow as usize].hash);
+            self.counters.cnms += 1;
+            let clamp = |v: i64| v.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+            self.q.schedule(
+                self.q.now() + delay,
+                Event::Cnm { flow, qfb: n.qfb, q_off_bytes: clamp(n.q_off_bytes), q_delta_bytes: clamp(n.q_delta_bytes) },
+            );
+        }
+    }
+
+    fn hook_packet(&self, id: PacketId, egress: PortId) -> HookPacket {
+        let p = self.arena.get(id);
+        HookPacket {
+            id,
+            flow: p.flow,
+            hash: p.hash,
+            wire_bytes: p.wire_bytes,
+            upstream_q: p.upstream_q,
+            ingress: p.ingress,
+            egress,
+        }
+    }
+
+    /// Sends the queue pause/resume messages hooks produced to the upstream devices.
+    fn send_controls(&mut self) {
+        while let Some(c) = self.controls.pop() {
+            let i = &self.ports[c.ingress as usize];
+            let at = self.q.now() + i.delay + tx_time(CONTROL_FRAME_BYTES, i.rate_bps);
+            self.counters.queue_controls += 1;
+            self.q.schedule(at, Event::QueueControl { port: i.peer, queue: c.queue, paused: c.paused });
+        }
+    }
+
+    fn on_queue_control(&mut self, port: PortId, queue: u16, paused: bool) {
+        let node = self.ports[port as usize].node;
+        match self.topo.nodes[node as usize] {
+            NodeKind::Switch(_) => {
+                if let Some(q) = self.ports[port as usize].queues.get_mut(queue as usize) {
+                    q.paused = paused;
+                }
+                if !paused {
+                    self.start_tx(port);
+                }
+            }
+            NodeKind::Host(h) => self.host_queue_control(h, queue, paused),
+        }
+    }
+
+    /// Control-message latency from switch node `from` to host `h`: propagation plus one
+    /// minimum frame's serialization per hop, along the flow's ECMP path (high priority, so no
+    /// queueing: dc.md §8 A26).
+    fn control_delay(&self, from: NodeId, h: u32, hash: u32) -> Time {
+        let mut node = from;
+        let mut delay = 0;
+        for _ in 0..self.topo.nodes.len() {
+            let s = match self.topo.nodes[node as usize] {
+                NodeKind::Host(_) => break,
+                NodeKind::Switch(s) => s,
+            };
+            let hops = self.routes.next_hops(s, h);
+            if hops.is_empty() {
+                break;
+            }
+            let port = &self.ports[hops[(mix64(u64::from(hash) ^ u64::from(s)) % hops.len() as u64) as usize] as usize];
+            delay += port.delay + tx_time(CONTROL_FRAME_BYTES, port.rate_bps);
+            node = self.ports[port.peer as usize].node;
+        }
+        delay
+    }
+
+    /// Starts serializing the next packet on `port` if it is idle and not paused.
+    pub(crate) fn start_tx(&mut self, port: PortId) {
+        let p = &self.ports[port as usize];
+        if p.busy || p.pfc_paused {
+            return;
+        }
+        let node = p.node;
+        let id = match self.topo.nodes[node as usize] {
+            NodeKind::Host(h) => self.host_next_packet(h),
+            NodeKind::Switch(s) => self.switch_dequeue(s, port),
+        };
+        let Some(id) = id else { return };
+        let wire = self.arena.get(id).wire_bytes;
+        let p = &mut self.ports[port as usize];
+        let t = tx_time(wire, p.rate_bps);
+        p.busy = true;
+        p.stats.tx_bytes += u64::from(wire);
+        p.stats.tx_packets += 1;
+        let (peer, delay) = (p.peer, p.delay);
+        self.q.after(t, Event::TxDone { port });
+        self.q.after(t + delay, Event::Arrive { port: peer, packet: id });
+    }
+
+    /// Takes the next packet from a switch port's queues, writing back what the discipline
+    /// changed and releasing its buffer.
+    fn switch_dequeue(&mut self, s: u32, port: PortId) -> Option<PacketId> {
+        let now = self.q.now();
+        let dequeued = self.ports[port as usize].dequeue(now, &mut self.out);
+        self.drain_outputs(s, port, 0);
+        let (queue, d) = dequeued?;
+        let id = d.packet.id;
+        let p = self.arena.get_mut(id);
+        if d.packet.ecn == Ecn::Ce && p.ecn != Ecn::Ce {
+            self.ports[port as usize].stats.marks += 1;
+            self.counters.marks += 1;
+        }
+        p.ecn = d.packet.ecn;
+        let (ingress, wire) = (p.ingress, p.wire_bytes);
+        self.account(s, port, ingress, -i64::from(wire));
+        let hp = self.hook_packet(id, port);
+        let sw = &mut self.switches[s as usize];
+        sw.hook.on_dequeue(now, &self.ports[port as usize], queue, &hp, &mut self.controls);
+        self.arena.get_mut(id).upstream_q = queue;
+        self.send_controls();
+        Some(id)
+    }
+
+    /// Drops a packet, counting it against `port` when a switch port refused it.
+    pub(crate) fn drop_packet(&mut self, id: PacketId, port: Option<PortId>, reason: DropReason) {
+        if let Some(p) = port {
+            self.ports[p as usize].stats.drops += 1;
+        }
+        match reason {
+            DropReason::BufferFull => self.counters.dropped_buffer += 1,
+            DropReason::Aqm => self.counters.dropped_aqm += 1,
+        }
+        self.arena.free(id);
+    }
+
+    /// Records monitored queues, link counters and switch buffers.
+    fn sample(&mut self) {
+        let now = self.q.now();
+        self.samples.record(now, &self.ports, &self.switches);
+        if now + self.samples.interval <= self.end {
+            self.q.after(self.samples.interval, Event::Sample);
+        }
+    }
+
+    /// Every host's pending ACK queue, for checks.
+    pub fn host_ack_backlog(&self) -> usize {
+        self.hosts.iter().map(|h| h.acks.len()).sum()
+    }
+}

@@ -1,0 +1,284 @@
+//! Ports, egress queues and the shared switch buffer.
+//!
+//! A port is one end of a link: it serializes packets onto the link at its rate, and the link
+//! delivers them to the peer port after the propagation delay. Switch ports hold one or more
+//! egress queues, each a queue discipline from `ccp-qdisc` (the router's code: drop-tail, DCTCP
+//! marking, phantom queue, QCN congestion point, CoDel). The disciplines are built with an
+//! unlimited buffer because admission is a property of the switch, not of one queue: the switch
+//! decides from its shared buffer (dynamic or static thresholds) before a packet reaches the
+//! discipline, and the discipline may still drop (AQM) or mark.
+
+use ccp_qdisc::codel::{Codel, CodelParams};
+use ccp_qdisc::dctcp::{Dctcp, NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::droptail::DropTail;
+use ccp_qdisc::phantom::{Phantom, PhantomParams};
+use ccp_qdisc::qcn::{Qcn, QcnParams, Quantization, Sampling};
+use ccp_qdisc::{Departure, Limit, Outputs, Qdisc};
+
+use crate::config::{Admission, QdiscConfig, SwitchConfig};
+use crate::hook::SwitchHook;
+use crate::packet::Queued;
+use crate::time::{from_us, to_ns, Time, BITS_PER_BYTE, PS_PER_NS};
+use crate::topology::{NodeId, PortId};
+
+/// One egress queue of a port.
+pub struct EgressQueue {
+    pub qdisc: Box<dyn Qdisc<Queued>>,
+    /// Paused by the downstream device (a BFC-style per-queue pause).
+    pub paused: bool,
+}
+
+/// Counters of one port.
+#[derive(Debug, Clone, Default)]
+pub struct PortStats {
+    pub tx_bytes: u64,
+    pub tx_packets: u64,
+    /// Packets refused or dropped at this egress.
+    pub drops: u64,
+    /// Packets that left this port CE-marked by its discipline.
+    pub marks: u64,
+    /// Total time this port was paused by PFC, ps.
+    pub pfc_paused_time: Time,
+    /// PAUSE frames this port's node sent upstream from this ingress.
+    pub pfc_pauses_sent: u64,
+}
+
+/// One end of a link.
+pub struct Port {
+    pub name: String,
+    pub node: NodeId,
+    /// The port at the other end: where packets sent here arrive.
+    pub peer: PortId,
+    pub rate_bps: u64,
+    /// Propagation delay of the link.
+    pub delay: Time,
+    /// Serializing a packet right now.
+    pub busy: bool,
+    /// Egress queues (switch ports only; host NICs pull from their flows instead).
+    pub queues: Vec<EgressQueue>,
+    /// Round-robin position among the queues.
+    rr_next: usize,
+    /// Bytes in this port's egress queues.
+    pub queued_bytes: u64,
+    /// PFC: this port may not start a transmission (the downstream sent PAUSE).
+    pub pfc_paused: bool,
+    pub pfc_paused_since: Time,
+    /// PFC, as an ingress: bytes in this switch that arrived through this port.
+    pub ingress_bytes: u64,
+    /// PFC, as an ingress: a PAUSE is in force upstream.
+    pub pause_sent: bool,
+    pub stats: PortStats,
+}
+
+impl Port {
+    pub fn new(name: String, node: NodeId, peer: PortId, rate_bps: u64, delay: Time) -> Port {
+        Port {
+            name,
+            node,
+            peer,
+            rate_bps,
+            delay,
+            busy: false,
+            queues: Vec::new(),
+            rr_next: 0,
+            queued_bytes: 0,
+            pfc_paused: false,
+            pfc_paused_since: 0,
+            ingress_bytes: 0,
+            pause_sent: false,
+            stats: PortStats::default(),
+        }
+    }
+
+    /// Packets in the egress queues.
+    pub fn queued_packets(&self) -> usize {
+        self.queues.iter().map(|q| q.qdisc.len_packets()).sum()
+    }
+
+    /// The next packet by round-robin over non-empty, non-paused queues, with its queue index.
+    /// One packet per turn: deficit round-robin with equal-sized packets (BFC's artifact).
+    pub fn dequeue(&mut self, now: Time, out: &mut Outputs<Queued>) -> Option<(u16, Departure<Queued>)> {
+        let n = self.queues.len();
+        for k in 0..n {
+            let i = (self.rr_next + k) % n;
+            let q = &mut self.queues[i];
+            if q.paused || q.qdisc.len_packets() == 0 {
+                continue;
+            }
+            if let Some(d) = q.qdisc.dequeue(to_ns(now), out) {
+                self.rr_next = (i + 1) % n;
+                return Some((i as u16, d));
+            }
+        }
+        None
+    }
+
+    /// Starts or ends a PFC pause, accounting paused time.
+    pub fn set_pfc_paused(&mut self, now: Time, paused: bool) {
+        if paused && !self.pfc_paused {
+            self.pfc_paused_since = now;
+        } else if !paused && self.pfc_paused {
+            self.stats.pfc_paused_time += now - self.pfc_paused_since;
+        }
+        self.pfc_paused = paused;
+    }
+}
+
+/// State of one switch.
+pub struct SwitchState {
+    pub node: NodeId,
+    /// Bytes in the shared buffer.
+    pub buffer_used: u64,
+    pub peak_buffer: u64,
+    pub hook: Box<dyn SwitchHook>,
+}
+
+/// Buffer admission and PFC thresholds, resolved from the scenario.
+#[derive(Debug, Clone, Copy)]
+pub struct BufferPolicy {
+    pub buffer_bytes: u64,
+    pub admission: Admission,
+    pub dt_alpha: f64,
+    pub port_limit: u64,
+    /// (XOFF, XON) bytes per ingress, when PFC is on.
+    pub pfc: Option<(u64, u64)>,
+}
+
+impl BufferPolicy {
+    pub fn from_config(cfg: &SwitchConfig) -> BufferPolicy {
+        BufferPolicy {
+            buffer_bytes: cfg.buffer_bytes,
+            admission: cfg.admission,
+            dt_alpha: cfg.dt_alpha,
+            port_limit: cfg.port_buffer_bytes.unwrap_or(cfg.buffer_bytes),
+            pfc: cfg.pfc.enabled.then_some((cfg.pfc.xoff_bytes, cfg.pfc.xon_bytes)),
+        }
+    }
+
+    /// Whether a packet of `len` bytes may join a port holding `port_bytes` in a switch whose
+    /// shared buffer holds `used`. With PFC the fabric is lossless by design: only a full buffer
+    /// drops (the PAUSE thresholds keep it from filling). Without it, the dynamic threshold lets
+    /// a port hold at most α × the free buffer (Choudhury–Hahne), or a static per-port limit.
+    pub fn admits(&self, used: u64, port_bytes: u64, len: u32) -> bool {
+        let len = u64::from(len);
+        if used + len > self.buffer_bytes {
+            return false;
+        }
+        if self.pfc.is_some() {
+            return true;
+        }
+        match self.admission {
+            Admission::Dynamic => (port_bytes + len) as f64 <= self.dt_alpha * (self.buffer_bytes - used) as f64,
+            Admission::Static => port_bytes + len <= self.port_limit,
+        }
+    }
+}
+
+/// Builds the discipline for one egress queue of a port of `rate_bps`. `mss_wire` converts
+/// thresholds given in packets; `seed` seeds a QCN congestion point's sampling.
+pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) -> Box<dyn Qdisc<Queued>> {
+    let bytes_per_sec = rate_bps as f64 / BITS_PER_BYTE as f64;
+    let mut q: Box<dyn Qdisc<Queued>> = match cfg {
+        QdiscConfig::Droptail {} => Box::new(DropTail::new(Limit::Unlimited)),
+        QdiscConfig::Dctcp { k_pkts, k_bytes, drop_non_ect } => {
+            let k = match (k_pkts, k_bytes) {
+                (Some(p), _) => Threshold::Packets(*p as usize),
+                (None, Some(b)) => Threshold::Bytes(*b),
+                (None, None) => Threshold::Packets(0),
+            };
+            let non_ect = if *drop_non_ect { NonEctPolicy::Drop } else { NonEctPolicy::Pass };
+            Box::new(Dctcp::new(Limit::Unlimited, StepMarker { k, non_ect }).expect("validated scenario"))
+        }
+        QdiscConfig::Phantom { drain_fraction, mark_threshold_bytes } => Box::new(
+            Phantom::new(
+                Limit::Unlimited,
+                PhantomParams {
+                    drain_bytes_per_sec: drain_fraction * bytes_per_sec,
+                    mark_threshold_bytes: *mark_threshold_bytes,
+                    cap_bytes: None,
+                },
+            )
+            .expect("validated scenario"),
+        ),
+        QdiscConfig::Qcn { q_eq_bytes, w, sampling_probability, quantization, ecn_k_bytes } => {
+            let params = QcnParams {
+                q_eq_bytes: *q_eq_bytes,
+                w: *w,
+                sampling: Sampling::Probability(*sampling_probability),
+                quantization: if quantization == "standard" { Quantization::Standard } else { Quantization::Packets },
+                seed,
+            };
+            let ecn = ecn_k_bytes.map(|k| StepMarker { k: Threshold::Bytes(k), non_ect: NonEctPolicy::Pass });
+            Box::new(Qcn::new(Limit::Unlimited, params, ecn).expect("validated scenario"))
+        }
+        QdiscConfig::Codel { target_us, interval_us, ecn } => {
+            let params = CodelParams {
+                target: from_us(*target_us) / PS_PER_NS,
+                interval: from_us(*interval_us) / PS_PER_NS,
+                max_packet_bytes: u64::from(mss_wire),
+                ecn: *ecn,
+            };
+            Box::new(Codel::new(Limit::Unlimited, params).expect("validated scenario"))
+        }
+    };
+    q.on_link_rate(0, bytes_per_sec);
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccp_qdisc::Ecn;
+
+    fn pkt(id: u32, ecn: Ecn) -> Queued {
+        Queued { id, wire_bytes: 1500, flow: id, ecn }
+    }
+
+    #[test]
+    fn dynamic_threshold_shrinks_as_the_buffer_fills() {
+        let p = BufferPolicy { buffer_bytes: 100_000, admission: Admission::Dynamic, dt_alpha: 1.0, port_limit: 0, pfc: None };
+        // Empty switch: one port may take half the buffer (q ≤ α(B − q) at α = 1).
+        assert!(p.admits(0, 0, 1500));
+        assert!(p.admits(48_000, 48_000, 1500));
+        assert!(!p.admits(50_000, 50_000, 1500));
+        // Another port's backlog shrinks this port's share.
+        assert!(p.admits(80_000, 10_000, 1500));
+        assert!(!p.admits(90_000, 10_000, 1500));
+        let s = BufferPolicy { admission: Admission::Static, port_limit: 3000, ..p };
+        assert!(s.admits(0, 1500, 1500) && !s.admits(0, 1501, 1500));
+        let pfc = BufferPolicy { pfc: Some((10, 5)), ..p };
+        assert!(pfc.admits(90_000, 90_000, 1500) && !pfc.admits(99_000, 0, 1500));
+    }
+
+    #[test]
+    fn shared_disciplines_mark_through_the_sim_packet() {
+        let cfg = QdiscConfig::Dctcp { k_pkts: Some(2), k_bytes: None, drop_non_ect: false };
+        let mut q = make_qdisc(&cfg, 10_000_000_000, 1500, 1);
+        let mut out = Outputs::new();
+        for i in 0..5 {
+            q.enqueue(0, pkt(i, Ecn::Ect0), &mut out);
+        }
+        let marks: Vec<bool> = (0..5).map(|_| q.dequeue(0, &mut out).unwrap().packet.ecn == Ecn::Ce).collect();
+        assert_eq!(marks, [false, false, false, true, true], "marked when more than K = 2 are queued ahead");
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn round_robin_skips_paused_queues() {
+        let mut port = Port::new("p".into(), 0, 1, 1_000_000_000, 0);
+        for _ in 0..2 {
+            port.queues.push(EgressQueue { qdisc: make_qdisc(&QdiscConfig::Droptail {}, 1_000_000_000, 1500, 1), paused: false });
+        }
+        let mut out = Outputs::new();
+        for i in 0..4 {
+            port.queues[(i % 2) as usize].qdisc.enqueue(0, pkt(i, Ecn::NotEct), &mut out);
+        }
+        let order: Vec<u32> = (0..2).map(|_| port.dequeue(0, &mut out).unwrap().1.packet.id).collect();
+        assert_eq!(order, [0, 1]);
+        port.queues[0].paused = true;
+        assert_eq!(port.dequeue(0, &mut out).unwrap().1.packet.id, 3);
+        assert!(port.dequeue(0, &mut out).is_none(), "queue 0 is paused");
+        port.queues[0].paused = false;
+        assert_eq!(port.dequeue(0, &mut out).unwrap().1.packet.id, 2);
+    }
+}
