@@ -4,8 +4,9 @@
 set -euo pipefail
 
 APT_PACKAGES=(
-    clang llvm libclang-dev          # libccp's bindgen (test datapath); later the BPF datapath
+    clang llvm libclang-dev          # libccp's bindgen (test datapath); the BPF datapath's objects
     libelf-dev zlib1g-dev pkg-config make gcc
+    bpftool                          # vmlinux.h from the running kernel's BTF (ccp-ebpf's build)
     iproute2 iperf3                  # network tests
     fonts-dejavu-core                # label font for ccp-router's PNG plots (demo)
 )

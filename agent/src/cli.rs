@@ -5,10 +5,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use ccp_algorithms::{registry, ParamKind};
+use ccp_ebpf::attach::{Attach, Attacher, Detach, Filter, Namespaces, Net, Outcome};
 use clap::{Parser, Subcommand};
 use tracing::error;
 
 use crate::config::{AgentConfig, DatapathKind, Overrides, DEFAULT_CONFIG_PATH};
+use crate::datapath::ebpf::{self, EbpfDatapath};
 use crate::datapath::libccp::netlink::NetlinkTransport;
 use crate::datapath::libccp::unix::UnixTransport;
 use crate::datapath::libccp::LibccpDatapath;
@@ -17,8 +19,9 @@ use crate::runtime::Runtime;
 
 /// ccp-agent: congestion control off the datapath.
 ///
-/// Algorithms run in this agent; datapaths (libccp user-space datapaths, ccp-kernel) report
-/// measurements and apply the windows and rates the agent sends back.
+/// Algorithms run in this agent; datapaths (this kernel's BPF congestion control, libccp
+/// user-space datapaths, ccp-kernel) report measurements and apply the windows and rates the
+/// agent sends back.
 #[derive(Debug, Parser)]
 #[command(name = "ccp-agent", version, about, long_about = None)]
 pub struct Cli {
@@ -46,6 +49,89 @@ pub enum Command {
         /// The file to check.
         file: PathBuf,
     },
+    /// Switch flows to the kernel datapath's congestion control (`run --datapath ebpf` must be
+    /// running): existing flows, new flows of cgroups, namespace defaults.
+    Attach(AttachArgs),
+    /// Switch flows back to the congestion control they had (or the configured restore one),
+    /// and remove what attach installed. Without selections: everything attach did.
+    Detach(DetachArgs),
+}
+
+/// Which flows and namespaces an attach or detach covers.
+#[derive(Debug, clap::Args)]
+pub struct SelectArgs {
+    /// Flows with either end on this port (repeatable; with --addr, both must match).
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+
+    /// Flows with either end in this address or prefix, e.g. 10.0.0.0/8 (repeatable).
+    #[arg(long = "addr", value_name = "ADDR[/LEN]", value_parser = parse_net)]
+    pub addrs: Vec<Net>,
+
+    /// Every flow.
+    #[arg(long)]
+    pub all: bool,
+
+    /// A network namespace to work in: a name from `ip netns`, or a path such as
+    /// /proc/PID/ns/net (repeatable). Default: this process's namespace.
+    #[arg(long = "netns", value_name = "NAME|PATH", value_parser = parse_netns)]
+    pub netns: Vec<PathBuf>,
+
+    /// Every network namespace that can be named.
+    #[arg(long)]
+    pub all_netns: bool,
+
+    /// Configuration file (for its [datapath.ebpf] section).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl SelectArgs {
+    fn filter(&self) -> Option<Filter> {
+        let f = Filter { all: self.all, ports: self.ports.clone(), nets: self.addrs.clone() };
+        f.selects_something().then_some(f)
+    }
+
+    fn namespaces(&self) -> Namespaces {
+        Namespaces { paths: self.netns.clone(), all: self.all_netns }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    /// A cgroup v2 directory (absolute, or relative to the cgroup2 mount) whose new flows get
+    /// the congestion control when they are established (repeatable).
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+
+    /// Also make the congestion control the default of the namespaces.
+    #[arg(long = "default")]
+    pub set_default: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DetachArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    /// Remove the sockops program from this cgroup only (repeatable).
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+}
+
+fn parse_net(s: &str) -> Result<Net, String> {
+    s.parse()
+}
+
+/// A bare name is one of `ip netns`'s.
+fn parse_netns(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("empty namespace".into());
+    }
+    Ok(if s.contains('/') { PathBuf::from(s) } else { Path::new("/run/netns").join(s) })
 }
 
 #[derive(Debug, clap::Args)]
@@ -125,6 +211,8 @@ pub fn main() -> ExitCode {
             Ok(())
         }
         Command::CheckConfig { file } => check_config(&file),
+        Command::Attach(args) => attach(args),
+        Command::Detach(args) => detach(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -170,9 +258,59 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             let t = NetlinkTransport::bind(cfg.datapath.netlink.group).context("netlink datapath")?;
             Box::new(LibccpDatapath::new(t, cfg.datapath.address_order())?)
         }
+        DatapathKind::Ebpf => Box::new(
+            EbpfDatapath::open(&cfg.datapath.ebpf, cfg.limits.default_report_interval_us, cfg.flow_idle_timeout)
+                .context("ebpf datapath")?,
+        ),
     };
     let mut rt = Runtime::new(&cfg, vec![datapath])?;
     rt.run()
+}
+
+/// Prints what an attach or detach did; fails when a flow could not be switched.
+fn report_outcome(verb: &str, out: &Outcome) -> anyhow::Result<()> {
+    for sw in &out.switched {
+        let end = |e: &Option<ccp_ebpf::Endpoint>| e.map_or_else(|| "?".to_string(), |e| format!("{}:{}", e.addr, e.port));
+        let status = sw.errno.map_or_else(|| "ok".to_string(), |e| std::io::Error::from_raw_os_error(e).to_string());
+        println!("{} {} -> {} [{}] {} -> {}: {status}", sw.netns, end(&sw.local), end(&sw.remote), sw.cookie, sw.from, sw.to);
+    }
+    for c in &out.cgroups {
+        println!("cgroup {}: sockops {verb}ed", c.display());
+    }
+    for d in &out.defaults {
+        println!("default {d}");
+    }
+    for w in &out.warnings {
+        eprintln!("warning: {w}");
+    }
+    let failed = out.failures().count();
+    println!("{verb}: {} flow(s) switched, {failed} failed", out.switched.len() - failed);
+    if failed > 0 {
+        anyhow::bail!("{failed} flow(s) could not be switched");
+    }
+    Ok(())
+}
+
+fn attacher(config: Option<&Path>) -> anyhow::Result<Attacher> {
+    let cfg = load_config(config, &Overrides::default())?;
+    Ok(Attacher::from_pins(ebpf::attach_settings(&cfg.datapath.ebpf)))
+}
+
+fn attach(args: AttachArgs) -> anyhow::Result<()> {
+    let existing = args.select.filter();
+    let a = Attach {
+        new_flows: existing.clone().unwrap_or_else(Filter::all),
+        existing,
+        namespaces: args.select.namespaces(),
+        cgroups: args.cgroups,
+        set_default: args.set_default,
+    };
+    report_outcome("attach", &attacher(args.select.config.as_deref())?.attach(&a)?)
+}
+
+fn detach(args: DetachArgs) -> anyhow::Result<()> {
+    let d = Detach { filter: args.select.filter(), namespaces: args.select.namespaces(), cgroups: args.cgroups };
+    report_outcome("detach", &attacher(args.select.config.as_deref())?.detach(&d)?)
 }
 
 fn check_config(file: &Path) -> anyhow::Result<()> {
@@ -250,5 +388,39 @@ mod tests {
         assert_eq!(parse_param("mode=\"delay\"").unwrap(), ("mode".into(), toml::Value::String("delay".into())));
         assert!(parse_param("novalue").is_err());
         assert!(parse_param("=1").is_err());
+    }
+
+    #[test]
+    fn attach_and_detach_arguments_parse() {
+        let cli = Cli::try_parse_from([
+            "ccp-agent",
+            "attach",
+            "--port",
+            "5201",
+            "--addr",
+            "10.0.0.0/8",
+            "--netns",
+            "snd",
+            "--netns",
+            "/proc/1/ns/net",
+            "--cgroup",
+            "test",
+            "--default",
+        ])
+        .unwrap();
+        let Command::Attach(a) = cli.command else { panic!("not attach") };
+        let f = a.select.filter().unwrap();
+        assert_eq!(f.ports, vec![5201]);
+        assert_eq!(f.nets, vec!["10.0.0.0/8".parse().unwrap()]);
+        assert!(!f.all);
+        assert_eq!(a.select.netns, vec![PathBuf::from("/run/netns/snd"), PathBuf::from("/proc/1/ns/net")]);
+        assert_eq!(a.cgroups, vec![PathBuf::from("test")]);
+        assert!(a.set_default);
+
+        let cli = Cli::try_parse_from(["ccp-agent", "detach"]).unwrap();
+        let Command::Detach(d) = cli.command else { panic!("not detach") };
+        assert!(d.select.filter().is_none(), "no selection: detach everything");
+        assert!(Cli::try_parse_from(["ccp-agent", "attach", "--addr", "10.0.0.0/99"]).is_err());
+        assert!(Cli::try_parse_from(["ccp-agent", "run", "--datapath", "ebpf"]).is_ok());
     }
 }

@@ -27,6 +27,8 @@ pub enum DatapathKind {
     Unix,
     /// ccp-kernel over netlink.
     Netlink,
+    /// This kernel's BPF congestion control (`ccp`), loaded by the agent itself.
+    Ebpf,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -54,6 +56,135 @@ impl Default for NetlinkSection {
     }
 }
 
+/// Flows the eBPF datapath attaches when the agent starts (as `ccp-agent attach` would).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EbpfAttachSection {
+    /// Every existing flow.
+    pub all: bool,
+    /// Existing flows with either end on one of these ports.
+    pub ports: Vec<u16>,
+    /// Existing flows with either end in one of these prefixes.
+    pub addrs: Vec<String>,
+    /// Network namespaces to look in (paths); none: the agent's own.
+    pub netns: Vec<PathBuf>,
+    /// Every network namespace that can be named.
+    pub all_netns: bool,
+    /// cgroup v2 directories whose new flows get the congestion control.
+    pub cgroups: Vec<PathBuf>,
+    /// Make the congestion control the default of those namespaces.
+    pub set_default: bool,
+}
+
+impl EbpfAttachSection {
+    /// The flow filter, when the section selects existing flows at all.
+    pub fn filter(&self) -> Result<Option<ccp_ebpf::attach::Filter>, String> {
+        let nets = self.addrs.iter().map(|a| a.parse()).collect::<Result<Vec<_>, _>>()?;
+        let f = ccp_ebpf::attach::Filter { all: self.all, ports: self.ports.clone(), nets };
+        if !f.selects_something() {
+            return Ok(None);
+        }
+        f.validate()?;
+        Ok(Some(f))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        !self.all && self.ports.is_empty() && self.addrs.is_empty() && self.cgroups.is_empty() && !self.set_default
+    }
+}
+
+/// The eBPF datapath (`[datapath.ebpf]`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct EbpfSection {
+    /// The congestion control's name (what TCP_CONGESTION selects), at most 15 characters.
+    pub name: String,
+    /// Directory on a bpf filesystem for the maps a restarted agent re-adopts flows through.
+    pub pin_dir: PathBuf,
+    /// What attach changed, for detach and for a clean shutdown.
+    pub state_file: PathBuf,
+    /// In-kernel algorithm for flows the agent does not steer (yet, or any more).
+    pub fallback: ccp_ebpf::Fallback,
+    /// A flow whose agent has been silent this long runs the fallback, ms.
+    pub silence_timeout_ms: u64,
+    /// Report once per smoothed RTT instead of every `reports.interval_us`, for flows whose
+    /// algorithm keeps the default interval.
+    pub report_per_rtt: bool,
+    /// Shortest report interval (per-RTT reports on short paths), µs.
+    pub min_report_interval_us: u64,
+    /// Ring buffer size, bytes: a power of two, at least a page.
+    pub ring_bytes: u32,
+    /// Most flows steered at once (control map slots; rounded up to a power of two).
+    pub max_flows: u32,
+    /// The agent drains the ring at least this often, µs: records that did not wake it wait at
+    /// most this long.
+    pub consume_interval_us: u64,
+    /// Ordinary records wake the agent at most this often, µs; urgent ones (loss, timeout,
+    /// state change) always do.
+    pub wake_gap_us: u64,
+    /// Where detach sends a flow whose previous congestion control is unknown.
+    pub restore: String,
+    /// SCHED_FIFO priority of the agent (1-99), so that a report wakes it at once on a busy
+    /// machine (p99 report latency: ~100 us instead of several ms with both CPUs saturated);
+    /// 0 keeps normal scheduling.
+    pub realtime_priority: u8,
+    pub attach: EbpfAttachSection,
+}
+
+impl Default for EbpfSection {
+    fn default() -> Self {
+        EbpfSection {
+            name: "ccp".into(),
+            pin_dir: PathBuf::from("/sys/fs/bpf/ccp-agent"),
+            state_file: PathBuf::from("/run/ccp-agent/ebpf-attach.json"),
+            fallback: ccp_ebpf::Fallback::Cubic,
+            silence_timeout_ms: 1000,
+            report_per_rtt: false,
+            min_report_interval_us: MIN_REPORT_INTERVAL_US,
+            ring_bytes: 8 << 20,
+            max_flows: 65_536,
+            consume_interval_us: 2_000,
+            wake_gap_us: 100,
+            restore: "cubic".into(),
+            realtime_priority: 10,
+            attach: EbpfAttachSection::default(),
+        }
+    }
+}
+
+impl EbpfSection {
+    fn validate(&self) -> Result<(), String> {
+        ccp_ebpf::instance::validate_name(&self.name).map_err(|e| format!("datapath.ebpf.name: {e}"))?;
+        ccp_ebpf::instance::validate_name(&self.restore).map_err(|e| format!("datapath.ebpf.restore: {e}"))?;
+        if !self.ring_bytes.is_power_of_two() || self.ring_bytes < 4096 {
+            return Err(format!("datapath.ebpf.ring_bytes = {} must be a power of two of at least 4096", self.ring_bytes));
+        }
+        if self.max_flows == 0 {
+            return Err("datapath.ebpf.max_flows must be at least 1".into());
+        }
+        if self.silence_timeout_ms == 0 {
+            return Err("datapath.ebpf.silence_timeout_ms must be at least 1".into());
+        }
+        if !(100..=1_000_000).contains(&self.consume_interval_us) {
+            return Err(format!(
+                "datapath.ebpf.consume_interval_us = {} is out of range [100, 1000000]",
+                self.consume_interval_us
+            ));
+        }
+        if !(100..=MAX_REPORT_INTERVAL_US).contains(&self.min_report_interval_us) {
+            return Err(format!(
+                "datapath.ebpf.min_report_interval_us = {} is out of range [100, {MAX_REPORT_INTERVAL_US}]",
+                self.min_report_interval_us
+            ));
+        }
+        if self.realtime_priority > 99 {
+            return Err(format!("datapath.ebpf.realtime_priority = {} is out of range [0, 99]", self.realtime_priority));
+        }
+        self.attach.filter().map_err(|e| format!("datapath.ebpf.attach: {e}"))?;
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatapathSection {
@@ -63,6 +194,7 @@ pub struct DatapathSection {
     pub address_order: Option<AddressOrder>,
     pub unix: UnixSection,
     pub netlink: NetlinkSection,
+    pub ebpf: EbpfSection,
 }
 
 impl Default for DatapathSection {
@@ -72,6 +204,7 @@ impl Default for DatapathSection {
             address_order: None,
             unix: UnixSection::default(),
             netlink: NetlinkSection::default(),
+            ebpf: EbpfSection::default(),
         }
     }
 }
@@ -80,7 +213,7 @@ impl DatapathSection {
     pub fn address_order(&self) -> AddressOrder {
         self.address_order.unwrap_or(match self.kind {
             DatapathKind::Netlink => AddressOrder::Network,
-            DatapathKind::Unix => AddressOrder::Host,
+            DatapathKind::Unix | DatapathKind::Ebpf => AddressOrder::Host,
         })
     }
 }
@@ -358,6 +491,7 @@ impl AgentConfig {
             rules.push(Rule { name: name.clone(), matcher, choice: Choice { factory, origin: name } });
         }
 
+        file.datapath.ebpf.validate().map_err(|e| src.err(0..0, e))?;
         let s = &file.safety;
         if !(s.min_cwnd_pkts.is_finite() && s.min_cwnd_pkts >= 1.0 && s.min_cwnd_pkts <= 1000.0) {
             return Err(src.err(0..0, format!("safety.min_cwnd_pkts = {} must be in [1, 1000]", s.min_cwnd_pkts)));

@@ -163,6 +163,9 @@ impl Runtime {
                 next_tick = now + TICK;
             }
         }
+        for dp in &mut self.datapaths {
+            dp.shutdown();
+        }
         self.log_summary();
         Ok(())
     }

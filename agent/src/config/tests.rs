@@ -125,3 +125,42 @@ fn missing_file_is_a_clear_error() {
     let e = AgentConfig::load(Path::new("/nonexistent/agent.toml"), &Overrides::default()).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/agent.toml") && e.to_string().contains("cannot read"), "{e}");
 }
+
+#[test]
+fn ebpf_section_defaults_and_overrides() {
+    let c = parse("[datapath]\nkind = \"ebpf\"\n").unwrap();
+    assert_eq!(c.datapath.kind, DatapathKind::Ebpf);
+    let e = &c.datapath.ebpf;
+    assert_eq!(e.name, "ccp");
+    assert_eq!(e.pin_dir, PathBuf::from("/sys/fs/bpf/ccp-agent"));
+    assert_eq!(e.fallback, ccp_ebpf::Fallback::Cubic);
+    assert_eq!(e.realtime_priority, 10);
+    assert!(e.attach.is_empty());
+    let c = parse(
+        "[datapath.ebpf]\nname = \"ccp2\"\nfallback = \"reno\"\nreport_per_rtt = true\n\
+         [datapath.ebpf.attach]\nports = [5201]\naddrs = [\"10.0.0.0/8\"]\ncgroups = [\"test\"]\n",
+    )
+    .unwrap();
+    let e = &c.datapath.ebpf;
+    assert_eq!((e.name.as_str(), e.fallback, e.report_per_rtt), ("ccp2", ccp_ebpf::Fallback::Reno, true));
+    let f = e.attach.filter().unwrap().unwrap();
+    assert_eq!(f.ports, vec![5201]);
+    assert_eq!(e.attach.cgroups, vec![PathBuf::from("test")]);
+}
+
+#[test]
+fn bad_ebpf_settings_are_refused() {
+    for (text, what) in [
+        ("[datapath.ebpf]\nname = \"a-name-much-too-long\"\n", "name"),
+        ("[datapath.ebpf]\nring_bytes = 5000\n", "ring_bytes"),
+        ("[datapath.ebpf]\nsilence_timeout_ms = 0\n", "silence_timeout_ms"),
+        ("[datapath.ebpf]\nconsume_interval_us = 1\n", "consume_interval_us"),
+        ("[datapath.ebpf]\nfallback = \"bbr\"\n", "fallback"),
+        ("[datapath.ebpf]\nrealtime_priority = 100\n", "realtime_priority"),
+        ("[datapath.ebpf.attach]\naddrs = [\"nonsense\"]\n", "attach"),
+        ("[datapath.ebpf.attach]\nports = [1,2,3,4,5,6,7,8,9]\n", "attach"),
+    ] {
+        let e = parse(text).expect_err(what);
+        assert!(e.to_string().contains(what) || e.to_string().contains("unknown variant"), "{what}: {e}");
+    }
+}

@@ -4,6 +4,7 @@
 //! closed) and turns `Command`s into datapath messages. Everything algorithm-facing is the
 //! `Report`/`Action` contract; nothing datapath-specific leaks past this module.
 
+pub mod ebpf;
 pub mod libccp;
 
 use std::fmt;
@@ -122,4 +123,7 @@ pub trait Datapath {
 
     /// Called every few hundred milliseconds: retry what could not be delivered.
     fn tick(&mut self, _now: std::time::Instant) {}
+
+    /// Called once when the agent stops cleanly: undo what the adapter installed.
+    fn shutdown(&mut self) {}
 }

@@ -1,0 +1,301 @@
+//! ccp-ebpf-bench: the kernel datapath against the kernel's own congestion control, every figure
+//! a ratio against a baseline measured in the same run.
+//!
+//! - Bulk throughput of one flow over loopback and over a veth pair: `ccp` with the agent
+//!   running Reno (10 ms reports, then per-RTT reports) versus the kernel's cubic and reno.
+//! - BPF cost per ACK: `run_time_ns / run_cnt` of cong_control while `kernel.bpf_stats_enabled`
+//!   is on (the accounting adds a little of its own).
+//! - Report latency from the ACK that closes a report to the agent decoding it (the agent's own
+//!   histogram, same clock on both sides).
+//! - Agent CPU with many concurrent flows at 10 ms reports, per report and per 1000 flows, and
+//!   as a share of the CPU the whole machine spent.
+//!
+//! Needs root, iperf3 and a build of `ccp-agent` (use `--release` for both).
+
+mod agent;
+mod env;
+mod flows;
+mod iperf;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use serde::Serialize;
+
+use agent::{Agent, CC};
+use ccp_ebpf::progstats;
+use env::{machine_busy_s, process_cpu_s, BpfStats, Path};
+
+#[derive(Debug, Parser)]
+#[command(name = "ccp-ebpf-bench", about = "Benchmarks of the eBPF kernel datapath (needs root)")]
+struct Args {
+    /// The agent binary; default: ccp-agent next to this program.
+    #[arg(long)]
+    agent: Option<PathBuf>,
+    /// Seconds per bulk flow.
+    #[arg(long, default_value_t = 5)]
+    seconds: u32,
+    /// Runs of each bulk configuration, interleaved and averaged.
+    #[arg(long, default_value_t = 2)]
+    repeat: u32,
+    /// Concurrent flows for the CPU measurement.
+    #[arg(long, default_value_t = 1000)]
+    flows: usize,
+    /// Seconds of the many-flows run (the first two are warm-up).
+    #[arg(long, default_value_t = 10)]
+    flow_seconds: u32,
+    /// The agent's `realtime_priority` (SCHED_FIFO; 0: normal scheduling).
+    #[arg(long, default_value_t = 10)]
+    realtime_priority: u8,
+    /// What to run.
+    #[arg(long, value_enum, default_value_t = Part::All)]
+    part: Part,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    All,
+    /// The single bulk flows (throughput, BPF cost, latency).
+    Bulk,
+    /// The many concurrent flows (agent CPU).
+    Flows,
+}
+
+impl Args {
+    /// `[datapath.ebpf]` lines every agent of the run gets, plus `extra`.
+    fn ebpf(&self, extra: &str) -> String {
+        format!("realtime_priority = {}\n{extra}", self.realtime_priority)
+    }
+}
+
+#[derive(Debug, Default, Clone, Serialize)]
+struct CcpRun {
+    gbps: f64,
+    ratio_vs_cubic: f64,
+    ratio_vs_reno: f64,
+    bpf_ns_per_ack: f64,
+    acks: u64,
+    latency_p50_us: u64,
+    latency_p99_us: u64,
+    reports: u64,
+    agent_cpu_pct: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct PathResult {
+    path: &'static str,
+    cubic_gbps: f64,
+    reno_gbps: f64,
+    ccp_10ms: CcpRun,
+    ccp_per_rtt: CcpRun,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct ManyFlows {
+    flows: usize,
+    window_s: f64,
+    reports_per_s: f64,
+    agent_cpu_pct_of_a_core: f64,
+    agent_cpu_pct_per_1000_flows: f64,
+    agent_us_per_report: f64,
+    /// What 1000 flows would cost at a full 100 reports/s each, from the cost per report.
+    agent_cpu_pct_per_1000_flows_at_100_reports_per_s: f64,
+    agent_share_of_machine_cpu: f64,
+    latency_p50_us: u64,
+    latency_p99_us: u64,
+    ring_drops: u64,
+}
+
+/// Sums of the ccp runs of one configuration.
+#[derive(Default)]
+struct Acc {
+    gbps: Vec<f64>,
+    run_ns: u64,
+    acks: u64,
+    p50: Vec<u64>,
+    p99: Vec<u64>,
+    reports: u64,
+    cpu_s: f64,
+    secs: f64,
+}
+
+fn mean(v: &[f64]) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// One bulk flow on `ccp` with a fresh agent; accumulates into `acc`.
+fn ccp_run(args: &Args, bin: &std::path::Path, path: &Path, port: u16, ebpf: &str, acc: &mut Acc) -> anyhow::Result<()> {
+    let agent = Agent::start(bin, &args.ebpf(ebpf))?;
+    let id = agent.cong_control_id().context("the agent did not log its programs")?;
+    let stats = BpfStats::enable()?;
+    let before = progstats::by_id(id).context("cong_control stats")?;
+    let cpu0 = process_cpu_s(agent.pid());
+    let t0 = Instant::now();
+    let gbps = iperf::bulk(path, port, CC, args.seconds)?;
+    acc.secs += t0.elapsed().as_secs_f64();
+    acc.cpu_s += process_cpu_s(agent.pid()) - cpu0;
+    let after = progstats::by_id(id).context("cong_control stats")?;
+    drop(stats);
+    let summary = agent.stop()?;
+    acc.gbps.push(gbps);
+    acc.run_ns += after.run_time_ns.saturating_sub(before.run_time_ns);
+    acc.acks += after.run_cnt.saturating_sub(before.run_cnt);
+    acc.p50.push(summary.latency_p50_us);
+    acc.p99.push(summary.latency_p99_us);
+    acc.reports += summary.reports;
+    Ok(())
+}
+
+fn finish(acc: &Acc, cubic: f64, reno: f64) -> CcpRun {
+    let gbps = mean(&acc.gbps);
+    CcpRun {
+        gbps,
+        ratio_vs_cubic: if cubic > 0.0 { gbps / cubic } else { 0.0 },
+        ratio_vs_reno: if reno > 0.0 { gbps / reno } else { 0.0 },
+        bpf_ns_per_ack: if acc.acks > 0 { acc.run_ns as f64 / acc.acks as f64 } else { 0.0 },
+        acks: acc.acks,
+        latency_p50_us: acc.p50.iter().copied().max().unwrap_or(0),
+        latency_p99_us: acc.p99.iter().copied().max().unwrap_or(0),
+        reports: acc.reports,
+        agent_cpu_pct: if acc.secs > 0.0 { 100.0 * acc.cpu_s / acc.secs } else { 0.0 },
+    }
+}
+
+fn bulk(args: &Args, bin: &std::path::Path, path: &Path, port: u16) -> anyhow::Result<PathResult> {
+    let _server = iperf::Server::start(path, port)?;
+    let (mut cubic, mut reno) = (Vec::new(), Vec::new());
+    let (mut ms10, mut rtt) = (Acc::default(), Acc::default());
+    for rep in 0..args.repeat {
+        eprintln!("[{}] run {}/{}: cubic, reno, ccp (10 ms), ccp (per RTT)", path.label, rep + 1, args.repeat);
+        cubic.push(iperf::bulk(path, port, "cubic", args.seconds)?);
+        reno.push(iperf::bulk(path, port, "reno", args.seconds)?);
+        ccp_run(args, bin, path, port, "", &mut ms10)?;
+        ccp_run(args, bin, path, port, "report_per_rtt = true", &mut rtt)?;
+    }
+    let (c, r) = (mean(&cubic), mean(&reno));
+    Ok(PathResult {
+        path: path.label,
+        cubic_gbps: c,
+        reno_gbps: r,
+        ccp_10ms: finish(&ms10, c, r),
+        ccp_per_rtt: finish(&rtt, c, r),
+    })
+}
+
+fn many_flows(args: &Args, bin: &std::path::Path) -> anyhow::Result<ManyFlows> {
+    flows::raise_fd_limit(args.flows)?;
+    let path = Path::loopback("many")?;
+    let ns = path.sender_netns()?;
+    let agent = Agent::start(bin, &args.ebpf(""))?;
+    let pins = PathBuf::from(format!("/sys/fs/bpf/ccp-bench-{}", std::process::id()));
+    let total = Duration::from_secs(u64::from(args.flow_seconds.max(4)));
+    let n = args.flows;
+    eprintln!("[many] {n} flows for {} s", total.as_secs());
+    // Two segments every 10 ms: the receiver acknowledges each burst at once (no delayed ACK
+    // wait), so every flow has an ACK in every 10 ms report interval.
+    let gen = std::thread::spawn(move || flows::run(&ns, n, CC, total, Duration::from_millis(10), 2 * 1448));
+    std::thread::sleep(Duration::from_secs(2));
+    let (cpu0, busy0, rec0, t0) =
+        (process_cpu_s(agent.pid()), machine_busy_s(), ccp_ebpf::instance::pinned_counters(&pins)?, Instant::now());
+    std::thread::sleep(total - Duration::from_secs(3));
+    let (cpu1, busy1, rec1, window) =
+        (process_cpu_s(agent.pid()), machine_busy_s(), ccp_ebpf::instance::pinned_counters(&pins)?, t0.elapsed().as_secs_f64());
+    gen.join().map_err(|_| anyhow::anyhow!("the flow generator panicked"))??;
+    let summary = agent.stop()?;
+    let cpu = cpu1 - cpu0;
+    let records = rec1.records.saturating_sub(rec0.records) as f64;
+    let pct = 100.0 * cpu / window;
+    Ok(ManyFlows {
+        flows: n,
+        window_s: window,
+        reports_per_s: records / window,
+        agent_cpu_pct_of_a_core: pct,
+        agent_cpu_pct_per_1000_flows: pct * 1000.0 / n.max(1) as f64,
+        agent_us_per_report: if records > 0.0 { cpu * 1e6 / records } else { 0.0 },
+        agent_cpu_pct_per_1000_flows_at_100_reports_per_s: if records > 0.0 { cpu / records * 100_000.0 * 100.0 } else { 0.0 },
+        agent_share_of_machine_cpu: if busy1 > busy0 { cpu / (busy1 - busy0) } else { 0.0 },
+        latency_p50_us: summary.latency_p50_us,
+        latency_p99_us: summary.latency_p99_us,
+        ring_drops: rec1.ring_drops,
+    })
+}
+
+fn print_path(r: &PathResult) {
+    println!("{} bulk flow: kernel cubic {:.2} Gbit/s, kernel reno {:.2} Gbit/s", r.path, r.cubic_gbps, r.reno_gbps);
+    for (label, c) in [("ccp + agent reno, 10 ms reports", &r.ccp_10ms), ("ccp + agent reno, per-RTT reports", &r.ccp_per_rtt)] {
+        println!(
+            "  {label}: {:.2} Gbit/s = {:.3} x cubic, {:.3} x reno; BPF {:.0} ns/ACK over {} ACKs; \
+             report latency p50 {} us, p99 {} us ({} reports); agent CPU {:.1}% of a core",
+            c.gbps,
+            c.ratio_vs_cubic,
+            c.ratio_vs_reno,
+            c.bpf_ns_per_ack,
+            c.acks,
+            c.latency_p50_us,
+            c.latency_p99_us,
+            c.reports,
+            c.agent_cpu_pct
+        );
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if !ccp_ebpf::is_root() {
+        anyhow::bail!("ccp-ebpf-bench needs root (BPF, network namespaces)");
+    }
+    let bin = match &args.agent {
+        Some(b) => b.clone(),
+        None => std::env::current_exe()?.with_file_name("ccp-agent"),
+    };
+    anyhow::ensure!(
+        bin.exists(),
+        "{} not found: build ccp-agent (cargo build --release -p ccp-agent) or pass --agent",
+        bin.display()
+    );
+    let mut out = serde_json::Map::new();
+    if args.part != Part::Flows {
+        let lo = bulk(&args, &bin, &Path::loopback("bulk")?, 5311)?;
+        let veth = bulk(&args, &bin, &Path::veth("bulk")?, 5312)?;
+        print_path(&lo);
+        print_path(&veth);
+        out.insert("loopback".into(), serde_json::to_value(&lo)?);
+        out.insert("veth".into(), serde_json::to_value(&veth)?);
+    }
+    if args.part != Part::Bulk {
+        let many = many_flows(&args, &bin)?;
+        print_many(&many);
+        out.insert("many_flows".into(), serde_json::to_value(&many)?);
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&out)?)?;
+    }
+    Ok(())
+}
+
+fn print_many(many: &ManyFlows) {
+    println!(
+        "{} concurrent flows, 10 ms reports: {:.0} reports/s; agent CPU {:.1}% of a core ({:.1}% per 1000 flows, \
+         {:.2} us per report, so {:.0}% of a core for 1000 flows at 100 reports/s each; {:.1}% of all CPU the machine \
+         spent); report latency p50 {} us, p99 {} us; ring drops {}",
+        many.flows,
+        many.reports_per_s,
+        many.agent_cpu_pct_of_a_core,
+        many.agent_cpu_pct_per_1000_flows,
+        many.agent_us_per_report,
+        many.agent_cpu_pct_per_1000_flows_at_100_reports_per_s,
+        100.0 * many.agent_share_of_machine_cpu,
+        many.latency_p50_us,
+        many.latency_p99_us,
+        many.ring_drops
+    );
+}
