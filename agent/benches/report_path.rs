@@ -47,8 +47,7 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let reno = ccp_algorithms::registry::configure("reno", &toml::Table::new()).unwrap();
-    let choice = Choice { factory: reno, origin: "bench".into() };
+    let choice = Choice::configure("reno", toml::Table::new(), "bench").unwrap();
     let caps = Capabilities { max_cwnd_bytes: u32::MAX as u64, max_rate_bytes_per_s: u32::MAX as u64, can_clear_pacing: false };
     let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14_480, ..FlowInfo::default() };
     let (mut controller, _) = Controller::start(choice.clone(), choice, caps, Limits::default(), &info);

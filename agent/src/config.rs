@@ -5,15 +5,16 @@
 //! `ccp-agent check-config` can point at the bad line.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
-use ccp_algorithms::{registry, AlgorithmFactory};
+use ccp_algorithms::registry;
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::controller::{Choice, Limits, MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
+use crate::datapath::ebpf::select::Selection;
 use crate::datapath::libccp::AddressOrder;
 use crate::rules::{Matcher, Policy, Rule};
 
@@ -36,12 +37,68 @@ pub enum DatapathKind {
 pub struct UnixSection {
     pub dir: PathBuf,
     pub name: String,
+    /// A group whose members' datapaths may talk to the agent (socket mode 0660); without it
+    /// the socket is 0600: only the agent's own user (and root) can send to it.
+    pub group: Option<String>,
 }
 
 impl Default for UnixSection {
     fn default() -> Self {
-        UnixSection { dir: PathBuf::from("/tmp/ccp"), name: "portus".to_string() }
+        UnixSection { dir: PathBuf::from("/tmp/ccp"), name: "portus".to_string(), group: None }
     }
+}
+
+/// The control socket (`ccp-agent ctl`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControlSection {
+    pub enabled: bool,
+    pub socket: PathBuf,
+    /// A group whose members may control the agent (socket mode 0660); without it only root
+    /// and the agent's own user can.
+    pub group: Option<String>,
+}
+
+impl Default for ControlSection {
+    fn default() -> Self {
+        ControlSection { enabled: true, socket: default_control_socket(), group: None }
+    }
+}
+
+/// The system agent's control socket (root's, and the systemd unit's).
+pub const SYSTEM_CONTROL_SOCKET: &str = "/run/ccp-agent/control.sock";
+
+/// The control socket an agent serves unless told otherwise: the system one when it runs as
+/// root; otherwise one in the user's own runtime directory, since an unprivileged agent (serving
+/// user-space libccp datapaths needs no root) cannot create /run/ccp-agent.
+pub fn default_control_socket() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    let uid = unsafe { libc::geteuid() };
+    if uid == 0 {
+        return PathBuf::from(SYSTEM_CONTROL_SOCKET);
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir).join("ccp-agent/control.sock"),
+        _ => PathBuf::from(format!("/tmp/ccp-agent-{uid}/control.sock")),
+    }
+}
+
+/// Where `ccp-agent ctl` looks unless told otherwise: the system agent's socket when there is
+/// one (members of `[control] group` use it too), else the user's own agent's.
+pub fn client_control_socket() -> PathBuf {
+    let system = Path::new(SYSTEM_CONTROL_SOCKET);
+    if system.exists() {
+        return system.to_path_buf();
+    }
+    default_control_socket()
+}
+
+/// The Prometheus endpoint; off unless `listen` is set.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsSection {
+    /// A loopback address and port, e.g. "127.0.0.1:9464".
+    pub listen: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,43 +110,6 @@ pub struct NetlinkSection {
 impl Default for NetlinkSection {
     fn default() -> Self {
         NetlinkSection { group: crate::datapath::libccp::netlink::CCP_MULTICAST_GROUP }
-    }
-}
-
-/// Flows the eBPF datapath attaches when the agent starts (as `ccp-agent attach` would).
-#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct EbpfAttachSection {
-    /// Every existing flow.
-    pub all: bool,
-    /// Existing flows with either end on one of these ports.
-    pub ports: Vec<u16>,
-    /// Existing flows with either end in one of these prefixes.
-    pub addrs: Vec<String>,
-    /// Network namespaces to look in (paths); none: the agent's own.
-    pub netns: Vec<PathBuf>,
-    /// Every network namespace that can be named.
-    pub all_netns: bool,
-    /// cgroup v2 directories whose new flows get the congestion control.
-    pub cgroups: Vec<PathBuf>,
-    /// Make the congestion control the default of those namespaces.
-    pub set_default: bool,
-}
-
-impl EbpfAttachSection {
-    /// The flow filter, when the section selects existing flows at all.
-    pub fn filter(&self) -> Result<Option<ccp_ebpf::attach::Filter>, String> {
-        let nets = self.addrs.iter().map(|a| a.parse()).collect::<Result<Vec<_>, _>>()?;
-        let f = ccp_ebpf::attach::Filter { all: self.all, ports: self.ports.clone(), nets };
-        if !f.selects_something() {
-            return Ok(None);
-        }
-        f.validate()?;
-        Ok(Some(f))
-    }
-
-    pub fn is_empty(&self) -> bool {
-        !self.all && self.ports.is_empty() && self.addrs.is_empty() && self.cgroups.is_empty() && !self.set_default
     }
 }
 
@@ -128,7 +148,9 @@ pub struct EbpfSection {
     /// machine (p99 report latency: ~100 us instead of several ms with both CPUs saturated);
     /// 0 keeps normal scheduling.
     pub realtime_priority: u8,
-    pub attach: EbpfAttachSection,
+    /// Flows, cgroups and namespace defaults attached when the agent starts (as `ccp-agent
+    /// attach` would) and detached when it stops.
+    pub attach: Selection,
 }
 
 impl Default for EbpfSection {
@@ -147,7 +169,7 @@ impl Default for EbpfSection {
             wake_gap_us: 100,
             restore: "cubic".into(),
             realtime_priority: 10,
-            attach: EbpfAttachSection::default(),
+            attach: Selection::default(),
         }
     }
 }
@@ -180,7 +202,7 @@ impl EbpfSection {
         if self.realtime_priority > 99 {
             return Err(format!("datapath.ebpf.realtime_priority = {} is out of range [0, 99]", self.realtime_priority));
         }
-        self.attach.filter().map_err(|e| format!("datapath.ebpf.attach: {e}"))?;
+        self.attach.attach().map_err(|e| format!("datapath.ebpf.attach: {e}"))?;
         Ok(())
     }
 }
@@ -308,6 +330,10 @@ pub struct ConfigFile {
     pub rules: Vec<RuleSection>,
     #[serde(default)]
     pub safety: SafetySection,
+    #[serde(default)]
+    pub control: ControlSection,
+    #[serde(default)]
+    pub metrics: MetricsSection,
 }
 
 /// A configuration error, with the file and line when known.
@@ -327,6 +353,9 @@ pub struct Overrides {
     pub ipc_dir: Option<PathBuf>,
     pub ipc_name: Option<String>,
     pub report_interval_us: Option<u64>,
+    pub control_socket: Option<PathBuf>,
+    pub no_control: bool,
+    pub metrics_listen: Option<String>,
 }
 
 /// A validated, resolved configuration.
@@ -336,6 +365,10 @@ pub struct AgentConfig {
     pub policy: Policy,
     pub limits: Limits,
     pub flow_idle_timeout: Duration,
+    /// `[algorithms.*]` parameter tables, the base for algorithms chosen at run time (ctl swap).
+    pub algorithm_params: BTreeMap<String, toml::Table>,
+    pub control: ControlSection,
+    pub metrics_listen: Option<SocketAddr>,
     pub source: String,
 }
 
@@ -406,6 +439,15 @@ impl AgentConfig {
         if let Some(alg) = &ov.algorithm {
             file.default.algorithm = Spanned::new(0..0, alg.clone());
         }
+        if let Some(sock) = &ov.control_socket {
+            file.control.socket = sock.clone();
+        }
+        if ov.no_control {
+            file.control.enabled = false;
+        }
+        if let Some(m) = &ov.metrics_listen {
+            file.metrics.listen = Some(Spanned::new(0..0, m.clone()));
+        }
 
         let interval = *file.reports.interval_us.get_ref();
         if !(MIN_REPORT_INTERVAL_US..=MAX_REPORT_INTERVAL_US).contains(&interval) {
@@ -425,11 +467,12 @@ impl AgentConfig {
         }
         let configure = |name: &Spanned<String>,
                          extra: Option<&Spanned<toml::Table>>,
-                         what: &str|
-         -> Result<Arc<dyn AlgorithmFactory>, ConfigError> {
+                         what: &str,
+                         origin: String|
+         -> Result<Choice, ConfigError> {
             let base = file.algorithms.get(name.get_ref()).map(|t| t.get_ref());
             let params = merged(base, extra.map(|t| t.get_ref()));
-            registry::configure(name.get_ref(), &params).map_err(|e| {
+            Choice::configure(name.get_ref(), params, origin).map_err(|e| {
                 // Point at the algorithm name, or at the parameter table that holds the values.
                 let span = match (&e, extra, file.algorithms.get(name.get_ref())) {
                     (ccp_algorithms::ParamError::UnknownAlgorithm { .. }, _, _) => name.span(),
@@ -449,14 +492,8 @@ impl AgentConfig {
             }
             default_extra = Some(Spanned::new(0..0, t));
         }
-        let default = Choice {
-            factory: configure(&file.default.algorithm, default_extra.as_ref(), "default algorithm")?,
-            origin: "default".into(),
-        };
-        let fallback = Choice {
-            factory: configure(&file.safety.fallback_algorithm, None, "safety.fallback_algorithm")?,
-            origin: "fallback".into(),
-        };
+        let default = configure(&file.default.algorithm, default_extra.as_ref(), "default algorithm", "default".into())?;
+        let fallback = configure(&file.safety.fallback_algorithm, None, "safety.fallback_algorithm", "fallback".into())?;
 
         let mut rules = Vec::new();
         for (i, r) in file.rules.iter().enumerate() {
@@ -487,8 +524,8 @@ impl AgentConfig {
                     format!("{what}: match has no conditions (use [default] to set the algorithm for all flows)"),
                 ));
             }
-            let factory = configure(&r.algorithm, r.params.as_ref(), &what)?;
-            rules.push(Rule { name: name.clone(), matcher, choice: Choice { factory, origin: name } });
+            let choice = configure(&r.algorithm, r.params.as_ref(), &what, name.clone())?;
+            rules.push(Rule { name, matcher, choice });
         }
 
         file.datapath.ebpf.validate().map_err(|e| src.err(0..0, e))?;
@@ -509,17 +546,33 @@ impl AgentConfig {
             fault_window: Duration::from_secs(s.fault_window_s),
             default_report_interval_us: interval,
         };
+        let metrics_listen = match &file.metrics.listen {
+            None => None,
+            Some(l) => Some(parse_loopback(l.get_ref()).map_err(|e| src.err(l.span(), format!("metrics.listen: {e}")))?),
+        };
         Ok(AgentConfig {
             datapath: file.datapath,
             policy: Policy { default, rules, fallback },
             limits,
             flow_idle_timeout: Duration::from_secs(s.flow_idle_timeout_s),
+            algorithm_params: file.algorithms.iter().map(|(k, v)| (k.clone(), v.get_ref().clone())).collect(),
+            control: file.control,
+            metrics_listen,
             source: src.name.to_string(),
         })
     }
 }
 
-fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
+/// The metrics endpoint exposes flow details, so it only listens on loopback.
+fn parse_loopback(s: &str) -> Result<SocketAddr, String> {
+    let addr: SocketAddr = s.parse().map_err(|_| format!("{s:?} is not an address:port such as 127.0.0.1:9464"))?;
+    if !addr.ip().is_loopback() {
+        return Err(format!("{s:?} is not a loopback address; the endpoint is for local scrapers only"));
+    }
+    Ok(addr)
+}
+
+pub fn parse_net(s: &str) -> Result<ipnet::IpNet, String> {
     if let Ok(n) = s.parse::<ipnet::IpNet>() {
         return Ok(n);
     }

@@ -30,13 +30,30 @@ const REPORT_RTTS_RANGE: (f64, f64) = (0.1, 100.0);
 #[derive(Clone)]
 pub struct Choice {
     pub factory: Arc<dyn AlgorithmFactory>,
+    /// The parameters the factory was built from (as given; defaults fill the rest).
+    pub params: toml::Table,
     /// Where the choice came from: "default", a rule name, "swap", "fallback".
     pub origin: String,
 }
 
 impl Choice {
+    /// Validates `params` for `algorithm` and builds the choice.
+    pub fn configure(
+        algorithm: &str,
+        params: toml::Table,
+        origin: impl Into<String>,
+    ) -> Result<Choice, ccp_algorithms::ParamError> {
+        let factory = ccp_algorithms::registry::configure(algorithm, &params)?;
+        Ok(Choice { factory, params, origin: origin.into() })
+    }
+
     pub fn algorithm(&self) -> &'static str {
         self.factory.name()
+    }
+
+    /// The same algorithm with the same parameters (wherever the choice came from).
+    pub fn same_setup(&self, other: &Choice) -> bool {
+        self.algorithm() == other.algorithm() && self.params == other.params
     }
 }
 

@@ -84,7 +84,7 @@ mod tests {
     use super::*;
 
     fn choice(name: &str, origin: &str) -> Choice {
-        Choice { factory: ccp_algorithms::registry::configure(name, &toml::Table::new()).unwrap(), origin: origin.into() }
+        Choice::configure(name, toml::Table::new(), origin).unwrap()
     }
 
     fn flow(src: &str, sport: u16, dst: &str, dport: u16) -> FlowInfo {

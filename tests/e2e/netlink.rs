@@ -104,7 +104,7 @@ fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
         return;
     }
     let mut cmd = Command::new(bin("ccp-agent"));
-    cmd.args(["--log-level", "debug", "run", "--datapath", "netlink", "-a", "reno"]);
+    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno"]);
     let agent = Agent::spawn(cmd, None);
     agent.wait_log("listening", Duration::from_secs(10));
     let kernel = FakeKernel::new();

@@ -48,6 +48,9 @@ impl Agent {
         cmd.args(["--log-level", "debug", "run", "--datapath", "unix", "--ipc-dir"])
             .arg(dir)
             .args(["--ipc-name", "agent"])
+            // Tests run side by side: each agent gets its own control socket, never the system's.
+            .arg("--control-socket")
+            .arg(dir.join("control.sock"))
             .args(extra);
         Agent::spawn(cmd, Some(dir.join("agent")))
     }

@@ -1,21 +1,28 @@
 //! The `ccp-agent` command line.
 
+mod attach;
+mod ctl;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use ccp_algorithms::{registry, ParamKind};
-use ccp_ebpf::attach::{Attach, Attacher, Detach, Filter, Namespaces, Net, Outcome};
 use clap::{Parser, Subcommand};
 use tracing::error;
 
 use crate::config::{AgentConfig, DatapathKind, Overrides, DEFAULT_CONFIG_PATH};
-use crate::datapath::ebpf::{self, EbpfDatapath};
+use crate::control::server::ControlServer;
+use crate::datapath::ebpf::EbpfDatapath;
 use crate::datapath::libccp::netlink::NetlinkTransport;
 use crate::datapath::libccp::unix::UnixTransport;
 use crate::datapath::libccp::LibccpDatapath;
 use crate::datapath::Datapath;
-use crate::runtime::Runtime;
+use crate::install::InstallPaths;
+use crate::metrics::MetricsServer;
+use crate::permissions::resolve_group;
+use crate::runtime::{FlowTrace, Runtime, Services};
+use attach::{AttachArgs, DetachArgs, Direct};
+use ctl::CtlArgs;
 
 /// ccp-agent: congestion control off the datapath.
 ///
@@ -30,14 +37,27 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "FILTER")]
     pub log_level: Option<String>,
 
+    /// Log format: human-readable text, or one JSON object per line (for log collectors).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the agent.
     Run(RunArgs),
+    /// Control a running agent through its control socket: status, swap, default, reload,
+    /// attach, detach, algorithms.
+    Ctl(CtlArgs),
     /// List every algorithm with its parameters, defaults, units and reference.
     Algorithms {
         /// Print JSON instead of text.
@@ -51,87 +71,12 @@ pub enum Command {
     },
     /// Switch flows to the kernel datapath's congestion control (`run --datapath ebpf` must be
     /// running): existing flows, new flows of cgroups, namespace defaults.
-    Attach(AttachArgs),
+    Attach(Direct<AttachArgs>),
     /// Switch flows back to the congestion control they had (or the configured restore one),
     /// and remove what attach installed. Without selections: everything attach did.
-    Detach(DetachArgs),
-}
-
-/// Which flows and namespaces an attach or detach covers.
-#[derive(Debug, clap::Args)]
-pub struct SelectArgs {
-    /// Flows with either end on this port (repeatable; with --addr, both must match).
-    #[arg(long = "port", value_name = "PORT")]
-    pub ports: Vec<u16>,
-
-    /// Flows with either end in this address or prefix, e.g. 10.0.0.0/8 (repeatable).
-    #[arg(long = "addr", value_name = "ADDR[/LEN]", value_parser = parse_net)]
-    pub addrs: Vec<Net>,
-
-    /// Every flow.
-    #[arg(long)]
-    pub all: bool,
-
-    /// A network namespace to work in: a name from `ip netns`, or a path such as
-    /// /proc/PID/ns/net (repeatable). Default: this process's namespace.
-    #[arg(long = "netns", value_name = "NAME|PATH", value_parser = parse_netns)]
-    pub netns: Vec<PathBuf>,
-
-    /// Every network namespace that can be named.
-    #[arg(long)]
-    pub all_netns: bool,
-
-    /// Configuration file (for its [datapath.ebpf] section).
-    #[arg(long, short = 'c', value_name = "FILE")]
-    pub config: Option<PathBuf>,
-}
-
-impl SelectArgs {
-    fn filter(&self) -> Option<Filter> {
-        let f = Filter { all: self.all, ports: self.ports.clone(), nets: self.addrs.clone() };
-        f.selects_something().then_some(f)
-    }
-
-    fn namespaces(&self) -> Namespaces {
-        Namespaces { paths: self.netns.clone(), all: self.all_netns }
-    }
-}
-
-#[derive(Debug, clap::Args)]
-pub struct AttachArgs {
-    #[command(flatten)]
-    pub select: SelectArgs,
-
-    /// A cgroup v2 directory (absolute, or relative to the cgroup2 mount) whose new flows get
-    /// the congestion control when they are established (repeatable).
-    #[arg(long = "cgroup", value_name = "DIR")]
-    pub cgroups: Vec<PathBuf>,
-
-    /// Also make the congestion control the default of the namespaces.
-    #[arg(long = "default")]
-    pub set_default: bool,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct DetachArgs {
-    #[command(flatten)]
-    pub select: SelectArgs,
-
-    /// Remove the sockops program from this cgroup only (repeatable).
-    #[arg(long = "cgroup", value_name = "DIR")]
-    pub cgroups: Vec<PathBuf>,
-}
-
-fn parse_net(s: &str) -> Result<Net, String> {
-    s.parse()
-}
-
-/// A bare name is one of `ip netns`'s.
-fn parse_netns(s: &str) -> Result<PathBuf, String> {
-    if s.is_empty() {
-        return Err("empty namespace".into());
-    }
-    Ok(if s.contains('/') { PathBuf::from(s) } else { Path::new("/run/netns").join(s) })
+    Detach(Direct<DetachArgs>),
+    /// Install the binary, a default configuration and the systemd unit.
+    Install(InstallArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -148,7 +93,7 @@ pub struct RunArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Which datapath IPC to serve.
+    /// Which datapath to serve.
     #[arg(long, value_enum)]
     pub datapath: Option<DatapathKind>,
 
@@ -163,6 +108,40 @@ pub struct RunArgs {
     /// Default report interval, microseconds.
     #[arg(long, value_name = "US")]
     pub report_interval_us: Option<u64>,
+
+    /// The control socket (default: [control] socket, else /run/ccp-agent/control.sock as root,
+    /// $XDG_RUNTIME_DIR/ccp-agent/control.sock or /tmp/ccp-agent-UID/control.sock otherwise).
+    #[arg(long, value_name = "PATH")]
+    pub control_socket: Option<PathBuf>,
+
+    /// Do not open a control socket.
+    #[arg(long, conflicts_with = "control_socket")]
+    pub no_control: bool,
+
+    /// Serve Prometheus metrics on this loopback address, e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<String>,
+
+    /// Write one JSON line per report (datapath measurements, the agent's decision, the
+    /// algorithm's state) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace_flows: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// Where the binary goes.
+    #[arg(long, default_value = "/usr/local/bin")]
+    pub bin_dir: PathBuf,
+    /// Where the configuration goes (an existing agent.toml is kept).
+    #[arg(long, default_value = "/etc/ccp-agent")]
+    pub config_dir: PathBuf,
+    /// Where the systemd unit goes.
+    #[arg(long, default_value = "/etc/systemd/system")]
+    pub unit_dir: PathBuf,
+    /// Show what would be installed without touching anything.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 fn parse_param(s: &str) -> Result<(String, toml::Value), String> {
@@ -179,15 +158,21 @@ fn parse_param(s: &str) -> Result<(String, toml::Value), String> {
     Ok((k.to_string(), value))
 }
 
-fn init_logging(filter: Option<&str>) {
+fn init_logging(filter: Option<&str>, format: LogFormat) {
     let filter = filter.map(str::to_string).or_else(|| std::env::var("CCP_LOG").ok()).unwrap_or_else(|| "info".to_string());
     let env = tracing_subscriber::EnvFilter::try_new(&filter).unwrap_or_else(|e| {
         eprintln!("ccp-agent: invalid log filter {filter:?} ({e}); using info");
         tracing_subscriber::EnvFilter::new("info")
     });
-    // Colour only on a terminal: logs captured to files or by supervisors stay plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt().with_env_filter(env).with_writer(std::io::stderr).with_ansi(ansi).init();
+    let builder = tracing_subscriber::fmt().with_env_filter(env).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => {
+            // Colour only on a terminal: logs captured to files or by supervisors stay plain text.
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            builder.with_ansi(ansi).init();
+        }
+    }
     // Algorithm panics are contained by the controller; route the message through the log.
     std::panic::set_hook(Box::new(|info| {
         let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
@@ -203,16 +188,22 @@ fn init_logging(filter: Option<&str>) {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_level.as_deref());
+    init_logging(cli.log_level.as_deref(), cli.log_format);
     let result = match cli.command {
         Command::Run(args) => run(args),
+        Command::Ctl(args) => ctl::ctl(args),
         Command::Algorithms { json } => {
-            print_algorithms(json);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&crate::catalog::algorithms_json()).unwrap_or_default());
+            } else {
+                print!("{}", crate::catalog::algorithms_text());
+            }
             Ok(())
         }
         Command::CheckConfig { file } => check_config(&file),
-        Command::Attach(args) => attach(args),
-        Command::Detach(args) => detach(args),
+        Command::Attach(args) => attach::attach(args),
+        Command::Detach(args) => attach::detach(args),
+        Command::Install(args) => install(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -223,13 +214,16 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The configuration file in use: the one given, else the default path if it exists.
+fn config_path(given: Option<&Path>) -> Option<PathBuf> {
+    given.map(Path::to_path_buf).or_else(|| Path::new(DEFAULT_CONFIG_PATH).exists().then(|| PathBuf::from(DEFAULT_CONFIG_PATH)))
+}
+
 fn load_config(path: Option<&Path>, overrides: &Overrides) -> anyhow::Result<AgentConfig> {
-    let cfg = match path {
-        Some(p) => AgentConfig::load(p, overrides)?,
-        None if Path::new(DEFAULT_CONFIG_PATH).exists() => AgentConfig::load(Path::new(DEFAULT_CONFIG_PATH), overrides)?,
+    Ok(match config_path(path) {
+        Some(p) => AgentConfig::load(&p, overrides)?,
         None => AgentConfig::defaults(overrides)?,
-    };
-    Ok(cfg)
+    })
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -240,8 +234,12 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         ipc_dir: args.ipc_dir,
         ipc_name: args.ipc_name,
         report_interval_us: args.report_interval_us,
+        control_socket: args.control_socket,
+        no_control: args.no_control,
+        metrics_listen: args.metrics,
     };
-    let cfg = load_config(args.config.as_deref(), &overrides)?;
+    let path = config_path(args.config.as_deref());
+    let cfg = load_config(path.as_deref(), &overrides)?;
     tracing::info!(
         config = %cfg.source,
         default = cfg.policy.default.algorithm(),
@@ -249,9 +247,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         report_interval_us = cfg.limits.default_report_interval_us,
         "ccp-agent starting"
     );
+    // Everything that can fail on bad settings is opened before the datapath registers anything.
+    let control = match cfg.control.enabled {
+        true => {
+            let group = cfg.control.group.as_deref().map(resolve_group).transpose().context("[control] group")?;
+            Some(ControlServer::bind(&cfg.control.socket, group)?)
+        }
+        false => None,
+    };
+    let metrics = cfg.metrics_listen.map(MetricsServer::bind).transpose()?;
+    let trace = args.trace_flows.as_deref().map(FlowTrace::create).transpose()?;
     let datapath: Box<dyn Datapath> = match cfg.datapath.kind {
         DatapathKind::Unix => {
-            let t = UnixTransport::bind(&cfg.datapath.unix.dir, &cfg.datapath.unix.name)?;
+            let u = &cfg.datapath.unix;
+            let group = u.group.as_deref().map(resolve_group).transpose().context("[datapath.unix] group")?;
+            let t = UnixTransport::bind(&u.dir, &u.name, group)?;
             Box::new(LibccpDatapath::new(t, cfg.datapath.address_order())?)
         }
         DatapathKind::Netlink => {
@@ -263,54 +273,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 .context("ebpf datapath")?,
         ),
     };
-    let mut rt = Runtime::new(&cfg, vec![datapath])?;
+    let services = Services { control, metrics, trace, reload_from: path.map(|p| (p, overrides)) };
+    let mut rt = Runtime::new(&cfg, vec![datapath], services)?;
     rt.run()
-}
-
-/// Prints what an attach or detach did; fails when a flow could not be switched.
-fn report_outcome(verb: &str, out: &Outcome) -> anyhow::Result<()> {
-    for sw in &out.switched {
-        let end = |e: &Option<ccp_ebpf::Endpoint>| e.map_or_else(|| "?".to_string(), |e| format!("{}:{}", e.addr, e.port));
-        let status = sw.errno.map_or_else(|| "ok".to_string(), |e| std::io::Error::from_raw_os_error(e).to_string());
-        println!("{} {} -> {} [{}] {} -> {}: {status}", sw.netns, end(&sw.local), end(&sw.remote), sw.cookie, sw.from, sw.to);
-    }
-    for c in &out.cgroups {
-        println!("cgroup {}: sockops {verb}ed", c.display());
-    }
-    for d in &out.defaults {
-        println!("default {d}");
-    }
-    for w in &out.warnings {
-        eprintln!("warning: {w}");
-    }
-    let failed = out.failures().count();
-    println!("{verb}: {} flow(s) switched, {failed} failed", out.switched.len() - failed);
-    if failed > 0 {
-        anyhow::bail!("{failed} flow(s) could not be switched");
-    }
-    Ok(())
-}
-
-fn attacher(config: Option<&Path>) -> anyhow::Result<Attacher> {
-    let cfg = load_config(config, &Overrides::default())?;
-    Ok(Attacher::from_pins(ebpf::attach_settings(&cfg.datapath.ebpf)))
-}
-
-fn attach(args: AttachArgs) -> anyhow::Result<()> {
-    let existing = args.select.filter();
-    let a = Attach {
-        new_flows: existing.clone().unwrap_or_else(Filter::all),
-        existing,
-        namespaces: args.select.namespaces(),
-        cgroups: args.cgroups,
-        set_default: args.set_default,
-    };
-    report_outcome("attach", &attacher(args.select.config.as_deref())?.attach(&a)?)
-}
-
-fn detach(args: DetachArgs) -> anyhow::Result<()> {
-    let d = Detach { filter: args.select.filter(), namespaces: args.select.namespaces(), cgroups: args.cgroups };
-    report_outcome("detach", &attacher(args.select.config.as_deref())?.detach(&d)?)
 }
 
 fn check_config(file: &Path) -> anyhow::Result<()> {
@@ -326,52 +291,24 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn print_algorithms(json: bool) {
-    if json {
-        let list: Vec<_> = registry::all()
-            .iter()
-            .map(|a| {
-                let params: Vec<_> = a
-                    .params
-                    .iter()
-                    .map(|p| {
-                        serde_json::json!({
-                            "name": p.name,
-                            "default": p.default_value().to_string(),
-                            "range": p.range_text(),
-                            "unit": p.unit,
-                            "doc": p.doc,
-                        })
-                    })
-                    .collect();
-                serde_json::json!({ "name": a.name, "summary": a.summary, "reference": a.reference, "params": params })
-            })
-            .collect();
-        println!("{}", serde_json::to_string_pretty(&list).unwrap_or_default());
-        return;
+fn install(args: InstallArgs) -> anyhow::Result<()> {
+    let paths = InstallPaths { bin_dir: args.bin_dir, config_dir: args.config_dir, unit_dir: args.unit_dir };
+    let me = std::env::current_exe().context("locating this binary")?;
+    let steps = crate::install::install(&me, &paths, args.dry_run)?;
+    let prefix = if args.dry_run { "would install" } else { "installed" };
+    for s in steps {
+        println!("{prefix} {s}");
     }
-    for a in registry::all() {
-        println!("{} — {}", a.name, a.summary);
-        println!("  reference: {}", a.reference);
-        if a.params.is_empty() {
-            println!("  (no parameters)");
-        }
-        for p in a.params {
-            let unit = if p.unit.is_empty() { String::new() } else { format!(" {}", p.unit) };
-            let default = match p.kind {
-                ParamKind::Choice { default, .. } => format!("{default:?}"),
-                _ => p.default_value().to_string(),
-            };
-            println!("  {:<22} default {}{}  ({})", p.name, default, unit, p.range_text());
-            println!("  {:<22} {}", "", p.doc);
-        }
-        println!();
+    if !args.dry_run {
+        println!("next: systemctl daemon-reload && systemctl enable --now ccp-agent");
     }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::datapath::ebpf::select::Selection;
     use clap::CommandFactory;
 
     #[test]
@@ -409,18 +346,42 @@ mod tests {
         ])
         .unwrap();
         let Command::Attach(a) = cli.command else { panic!("not attach") };
-        let f = a.select.filter().unwrap();
-        assert_eq!(f.ports, vec![5201]);
-        assert_eq!(f.nets, vec!["10.0.0.0/8".parse().unwrap()]);
-        assert!(!f.all);
-        assert_eq!(a.select.netns, vec![PathBuf::from("/run/netns/snd"), PathBuf::from("/proc/1/ns/net")]);
-        assert_eq!(a.cgroups, vec![PathBuf::from("test")]);
-        assert!(a.set_default);
+        let sel = a.args.selection();
+        assert_eq!(sel.ports, vec![5201]);
+        assert_eq!(sel.addrs, vec!["10.0.0.0/8".to_string()]);
+        assert!(!sel.all);
+        assert_eq!(sel.netns, vec![PathBuf::from("/run/netns/snd"), PathBuf::from("/proc/1/ns/net")]);
+        assert_eq!(sel.cgroups, vec![PathBuf::from("test")]);
+        assert!(sel.set_default);
 
         let cli = Cli::try_parse_from(["ccp-agent", "detach"]).unwrap();
         let Command::Detach(d) = cli.command else { panic!("not detach") };
-        assert!(d.select.filter().is_none(), "no selection: detach everything");
+        assert_eq!(d.args.selection(), Selection::default(), "no selection: detach everything");
         assert!(Cli::try_parse_from(["ccp-agent", "attach", "--addr", "10.0.0.0/99"]).is_err());
         assert!(Cli::try_parse_from(["ccp-agent", "run", "--datapath", "ebpf"]).is_ok());
+    }
+
+    #[test]
+    fn ctl_arguments_parse() {
+        let cli =
+            Cli::try_parse_from(["ccp-agent", "ctl", "--socket", "/tmp/x.sock", "swap", "--all", "cubic", "-p", "beta=0.8"])
+                .unwrap();
+        assert!(matches!(cli.command, Command::Ctl(_)));
+        // Exactly one target.
+        assert!(Cli::try_parse_from(["ccp-agent", "ctl", "swap", "cubic"]).is_err());
+        assert!(Cli::try_parse_from(["ccp-agent", "ctl", "swap", "--all", "--flow", "3", "cubic"]).is_err());
+        assert!(Cli::try_parse_from([
+            "ccp-agent",
+            "ctl",
+            "swap",
+            "--match",
+            "dst_port=5201",
+            "--match",
+            "algorithm=reno",
+            "dctcp"
+        ])
+        .is_ok());
+        assert!(Cli::try_parse_from(["ccp-agent", "ctl", "attach", "--port", "80"]).is_ok());
+        assert!(Cli::try_parse_from(["ccp-agent", "run", "--no-control", "--control-socket", "/x"]).is_err());
     }
 }

@@ -135,7 +135,7 @@ fn ebpf_section_defaults_and_overrides() {
     assert_eq!(e.pin_dir, PathBuf::from("/sys/fs/bpf/ccp-agent"));
     assert_eq!(e.fallback, ccp_ebpf::Fallback::Cubic);
     assert_eq!(e.realtime_priority, 10);
-    assert!(e.attach.is_empty());
+    assert_eq!(e.attach, crate::datapath::ebpf::select::Selection::default(), "nothing attached by default");
     let c = parse(
         "[datapath.ebpf]\nname = \"ccp2\"\nfallback = \"reno\"\nreport_per_rtt = true\n\
          [datapath.ebpf.attach]\nports = [5201]\naddrs = [\"10.0.0.0/8\"]\ncgroups = [\"test\"]\n",
@@ -143,8 +143,8 @@ fn ebpf_section_defaults_and_overrides() {
     .unwrap();
     let e = &c.datapath.ebpf;
     assert_eq!((e.name.as_str(), e.fallback, e.report_per_rtt), ("ccp2", ccp_ebpf::Fallback::Reno, true));
-    let f = e.attach.filter().unwrap().unwrap();
-    assert_eq!(f.ports, vec![5201]);
+    let a = e.attach.attach().unwrap();
+    assert_eq!(a.existing.unwrap().ports, vec![5201]);
     assert_eq!(e.attach.cgroups, vec![PathBuf::from("test")]);
 }
 

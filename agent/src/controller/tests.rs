@@ -49,11 +49,15 @@ impl AlgorithmFactory for ScriptFactory {
 }
 
 fn choice(steps: Vec<Step>) -> Choice {
-    Choice { factory: Arc::new(ScriptFactory(Arc::new(steps), Arc::default())), origin: "test".into() }
+    Choice {
+        factory: Arc::new(ScriptFactory(Arc::new(steps), Arc::default())),
+        params: toml::Table::new(),
+        origin: "test".into(),
+    }
 }
 
 fn reno() -> Choice {
-    Choice { factory: ccp_algorithms::registry::configure("reno", &toml::Table::new()).unwrap(), origin: "fallback".into() }
+    Choice::configure("reno", toml::Table::new(), "fallback").unwrap()
 }
 
 const CAPS: Capabilities = Capabilities { max_cwnd_bytes: 1 << 32, max_rate_bytes_per_s: 1 << 32, can_clear_pacing: false };

@@ -126,4 +126,13 @@ pub trait Datapath {
 
     /// Called once when the agent stops cleanly: undo what the adapter installed.
     fn shutdown(&mut self) {}
+
+    /// The runtime forgot a flow that went silent; a later report must announce it again.
+    fn forget(&mut self, _flow: FlowRef) {}
+
+    /// A datapath-specific command from the control socket (the eBPF datapath's "attach" and
+    /// "detach"); the result goes back to the caller.
+    fn control(&mut self, command: &str, _spec: &serde_json::Value) -> Result<serde_json::Value, String> {
+        Err(format!("the {} datapath has no {command:?} command", self.describe()))
+    }
 }

@@ -4,7 +4,12 @@
 //! For each event the flow table routes the report to the flow's `Controller` and sends the
 //! resulting command back through the same adapter. A once-a-second tick forgets flows that
 //! have been silent longer than the idle timeout (they are adopted again if they report).
+//! The same loop serves the control socket (`ops.rs`: status, swaps, reloads, attach/detach),
+//! the optional metrics endpoint, and the optional per-report flow trace (`trace.rs`).
 //! SIGUSR1 logs a status line per flow; SIGINT/SIGTERM stop the loop.
+
+mod ops;
+mod trace;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -19,10 +24,13 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info, warn};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, Overrides};
+use crate::control::server::ControlServer;
 use crate::controller::{Controller, Limits, Outcome};
 use crate::datapath::{Command, Datapath, DatapathEvent, FlowInfo, FlowRef, PacingCommand};
+use crate::metrics::MetricsServer;
 use crate::rules::Policy;
+pub use trace::FlowTrace;
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
@@ -44,6 +52,8 @@ pub struct Counters {
     pub algorithm_panics: u64,
     pub clamped_values: u64,
     pub fallbacks: u64,
+    pub swaps: u64,
+    pub control_requests: u64,
 }
 
 /// One flow's row in a status snapshot.
@@ -63,6 +73,18 @@ pub struct FlowStatus {
     pub reports: u64,
     pub report_age_ms: Option<u64>,
     pub faults: u64,
+    /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode).
+    pub state: BTreeMap<&'static str, f64>,
+}
+
+/// What the runtime serves besides datapaths; each is optional.
+#[derive(Default)]
+pub struct Services {
+    pub control: Option<ControlServer>,
+    pub metrics: Option<MetricsServer>,
+    pub trace: Option<FlowTrace>,
+    /// Where `reload` re-reads the configuration from, with the command line's overrides.
+    pub reload_from: Option<(std::path::PathBuf, Overrides)>,
 }
 
 struct Flow {
@@ -85,16 +107,28 @@ pub struct Runtime {
     idle_timeout: Duration,
     counters: Counters,
     stop: Arc<AtomicBool>,
+    algorithm_params: BTreeMap<String, toml::Table>,
+    services: Services,
+    config_source: String,
+    started: Instant,
 }
 
 impl Runtime {
-    pub fn new(config: &AgentConfig, mut datapaths: Vec<Box<dyn Datapath>>) -> anyhow::Result<Runtime> {
+    pub fn new(config: &AgentConfig, mut datapaths: Vec<Box<dyn Datapath>>, mut services: Services) -> anyhow::Result<Runtime> {
         let poll = Poll::new().context("creating the event loop")?;
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1]).context("installing signal handlers")?;
         poll.registry().register(&mut signals, SIGNAL_TOKEN, mio::Interest::READABLE)?;
         for (i, dp) in datapaths.iter_mut().enumerate() {
             dp.register(poll.registry(), Token(i)).with_context(|| format!("registering {}", dp.describe()))?;
             info!(datapath = %dp.describe(), "listening");
+        }
+        if let Some(c) = services.control.as_mut() {
+            c.register(poll.registry()).context("registering the control socket")?;
+            info!(socket = %c.path().display(), "control socket");
+        }
+        if let Some(m) = services.metrics.as_mut() {
+            m.register(poll.registry()).context("registering the metrics endpoint")?;
+            info!(addr = %m.local_addr(), "metrics endpoint");
         }
         Ok(Runtime {
             poll,
@@ -107,16 +141,11 @@ impl Runtime {
             idle_timeout: config.flow_idle_timeout,
             counters: Counters::default(),
             stop: Arc::new(AtomicBool::new(false)),
+            algorithm_params: config.algorithm_params.clone(),
+            services,
+            config_source: config.source.clone(),
+            started: Instant::now(),
         })
-    }
-
-    /// A flag that stops the loop when set (signals set it too).
-    pub fn stop_handle(&self) -> Arc<AtomicBool> {
-        Arc::clone(&self.stop)
-    }
-
-    pub fn counters(&self) -> Counters {
-        self.counters
     }
 
     /// Runs until SIGINT/SIGTERM or the stop flag.
@@ -147,6 +176,8 @@ impl Runtime {
                         }
                     }
                     Token(i) if i < self.datapaths.len() => self.service(i, &mut dp_events),
+                    t if ControlServer::owns(t) => self.serve_control(t),
+                    t if MetricsServer::owns(t) => self.serve_metrics(t),
                     Token(_) => {}
                 }
             }
@@ -165,6 +196,9 @@ impl Runtime {
         }
         for dp in &mut self.datapaths {
             dp.shutdown();
+        }
+        if let Some(t) = self.services.trace.as_mut() {
+            t.flush();
         }
         self.log_summary();
         Ok(())
@@ -200,6 +234,9 @@ impl Runtime {
                 f.last_activity = now;
                 let outcome = f.controller.on_report(&report, now);
                 let id = f.id;
+                if let Some(t) = self.services.trace.as_mut() {
+                    t.record(self.started, id, &report, &f.controller);
+                }
                 self.account(id, dp, flow, outcome);
             }
             DatapathEvent::FlowClosed { flow, reason } => {
@@ -278,8 +315,13 @@ impl Runtime {
         for key in stale {
             if let Some(f) = self.flows.remove(&key) {
                 self.counters.flows_forgotten += 1;
+                // The adapter forgets it too, so a report that does come later adopts it afresh.
+                self.datapaths[key.0].forget(key.1);
                 warn!(flow = f.id, idle_s = idle.as_secs(), "forgetting a flow that stopped reporting");
             }
+        }
+        if let Some(t) = self.services.trace.as_mut() {
+            t.flush();
         }
         debug!(flows = self.flows.len(), counters = ?self.counters, "tick");
     }
@@ -307,6 +349,7 @@ impl Runtime {
                 reports: f.reports,
                 report_age_ms: f.last_report.map(|t| now.duration_since(t).as_millis() as u64),
                 faults: f.controller.total_faults(),
+                state: f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
             })
             .collect()
     }

@@ -143,9 +143,12 @@ fn round_trips_take_twice_the_configured_delay() {
     let p99 = errors_us[errors_us.len() * 99 / 100];
     eprintln!("one-way added-delay error over 100 TCP round trips: p50 {p50:.1} µs, p99 {p99:.1} µs\n{}", summary.to_text());
     assert!(errors_us[0] >= -50.0, "a round trip was shorter than 2·D: {:.1} µs", errors_us[0]);
-    assert!(p50 <= 500.0, "median one-way error {p50:.1} µs");
+    // The margins allow for a loaded 2-core CI machine (thread wake-ups of the echo server, the
+    // client and the router all add to the measured error); a delay applied once instead of
+    // each way, or twice, is off by 10 ms. The precise figure is the router benchmark's.
+    assert!(p50 <= 2000.0, "median one-way error {p50:.1} µs");
     let internal = summary.down.delay_error_ms.unwrap();
-    assert!(internal.p50 <= 0.5, "router's own delay error p50 {} ms", internal.p50);
+    assert!(internal.p50 <= 1.0, "router's own delay error p50 {} ms", internal.p50);
 }
 
 #[test]

@@ -83,8 +83,8 @@ impl Drop for Router {
 
 /// The agent's configuration for one test, in a directory of its own.
 pub struct AgentSetup {
-    /// Holds the configuration and the attach state; removed on drop.
-    _dir: tempfile::TempDir,
+    /// Holds the configuration, the attach state, the control socket and the flow trace.
+    dir: tempfile::TempDir,
     pub name: String,
     pub config: PathBuf,
     tag: String,
@@ -98,20 +98,39 @@ impl AgentSetup {
         assert!(name.len() <= 15, "congestion control name {name} too long");
         let config = dir.path().join("agent.toml");
         let text = format!(
-            "[datapath]\nkind = \"ebpf\"\n\n[datapath.ebpf]\nname = \"{name}\"\npin_dir = \"/sys/fs/bpf/ccp-e2e-{tag}\"\n\
-             state_file = \"{}\"\n{extra}\n",
+            "[control]\nsocket = \"{}\"\n\n[datapath]\nkind = \"ebpf\"\n\n[datapath.ebpf]\nname = \"{name}\"\n\
+             pin_dir = \"/sys/fs/bpf/ccp-e2e-{tag}\"\nstate_file = \"{}\"\n{extra}\n",
+            dir.path().join("ctl.sock").display(),
             dir.path().join("attach.json").display()
         );
         std::fs::write(&config, text).expect("write config");
-        AgentSetup { _dir: dir, name, config, tag: tag.to_string() }
+        AgentSetup { dir, name, config, tag: tag.to_string() }
     }
 
     pub fn start(&self) -> Agent {
+        self.start_with("info,ccp_agent::datapath::ebpf=trace", &[])
+    }
+
+    /// The agent with a log filter and extra `run` arguments.
+    pub fn start_with(&self, log: &str, extra: &[&str]) -> Agent {
         let mut cmd = Command::new(bin("ccp-agent"));
-        cmd.args(["--log-level", "info,ccp_agent::datapath::ebpf=trace", "run", "-c"]).arg(&self.config);
+        cmd.args(["--log-level", log, "run", "-c"]).arg(&self.config).args(extra);
         let agent = Agent::spawn(cmd, None);
         agent.wait_log("ebpf congestion control registered", Duration::from_secs(10));
         agent
+    }
+
+    pub fn control_socket(&self) -> PathBuf {
+        self.dir.path().join("ctl.sock")
+    }
+
+    /// Where `--trace-flows` output goes for this test.
+    pub fn trace_path(&self) -> PathBuf {
+        self.dir.path().join("trace.jsonl")
+    }
+
+    pub fn pin_dir(&self) -> PathBuf {
+        PathBuf::from(format!("/sys/fs/bpf/ccp-e2e-{}", self.tag))
     }
 
     /// `ccp-agent attach|detach ARGS -c CONFIG`; returns (success, stdout + stderr).
@@ -174,18 +193,28 @@ pub type Intervals = Vec<(f64, f64)>;
 
 impl IperfClient {
     pub fn start(cmd: &mut Command, addr: &str, port: u16, seconds: u32, cc: &str) -> IperfClient {
+        Self::start_parallel(cmd, addr, port, seconds, cc, 1)
+    }
+
+    /// `streams` parallel TCP connections (iperf3 -P).
+    pub fn start_parallel(cmd: &mut Command, addr: &str, port: u16, seconds: u32, cc: &str, streams: u32) -> IperfClient {
         cmd.args(["iperf3", "-c", addr, "-p", &port.to_string(), "-t", &seconds.to_string(), "-i", "0.5", "-J", "-C", cc]);
+        cmd.args(["-P", &streams.to_string()]);
         let child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().expect("spawn iperf3 -c");
         IperfClient(child)
     }
 
-    pub fn finish(mut self) -> Intervals {
+    fn json(mut self) -> serde_json::Value {
         let mut out = String::new();
         self.0.stdout.take().expect("stdout").read_to_string(&mut out).expect("read iperf3 output");
         let _ = self.0.wait();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("iperf3 JSON ({e}): {out}"));
         assert!(v["error"].is_null(), "iperf3 failed: {}", v["error"]);
-        v["intervals"]
+        v
+    }
+
+    pub fn finish(self) -> Intervals {
+        self.json()["intervals"]
             .as_array()
             .expect("intervals")
             .iter()

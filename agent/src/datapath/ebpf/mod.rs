@@ -20,6 +20,7 @@
 
 mod latency;
 mod report;
+pub mod select;
 
 #[cfg(test)]
 mod tests;
@@ -29,7 +30,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use ccp_ebpf::attach::{Attach, Attacher, Detach, Filter, Namespaces, Outcome, Settings};
+use ccp_ebpf::attach::{Attacher, Detach, Namespaces, Outcome, Settings};
 use ccp_ebpf::{Config, Control, DecodeError, Instance, Knobs, Record, ReportEvery};
 use mio::unix::SourceFd;
 use tracing::{debug, info, warn};
@@ -228,16 +229,8 @@ impl EbpfDatapath {
         if inst.adopted_maps() {
             log_outcome("restart", &attacher.reassert_defaults()?);
         }
-        if !cfg.attach.is_empty() {
-            let existing = cfg.attach.filter().map_err(anyhow::Error::msg)?;
-            let a = Attach {
-                new_flows: existing.clone().unwrap_or_else(Filter::all),
-                existing,
-                namespaces: Namespaces { paths: cfg.attach.netns.clone(), all: cfg.attach.all_netns },
-                cgroups: cfg.attach.cgroups.clone(),
-                set_default: cfg.attach.set_default,
-            };
-            log_outcome("attach", &attacher.attach(&a)?);
+        if cfg.attach != select::Selection::default() {
+            log_outcome("attach", &attacher.attach(&cfg.attach.attach().map_err(anyhow::Error::msg)?)?);
         }
         Ok(EbpfDatapath {
             inst,
@@ -463,6 +456,18 @@ impl Datapath for EbpfDatapath {
             self.last_stats = now;
             self.log_stats();
         }
+    }
+
+    fn control(&mut self, command: &str, spec: &serde_json::Value) -> Result<serde_json::Value, String> {
+        let sel: select::Selection = serde_json::from_value(spec.clone()).map_err(|e| format!("bad {command} selection: {e}"))?;
+        let out = match command {
+            "attach" => self.attacher.attach(&sel.attach()?),
+            "detach" => self.attacher.detach(&sel.detach()?),
+            other => return Err(format!("the eBPF datapath has no {other:?} command")),
+        }
+        .map_err(|e| e.to_string())?;
+        log_outcome(command, &out);
+        Ok(select::outcome_json(&out))
     }
 
     fn shutdown(&mut self) {

@@ -490,6 +490,13 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         self.flush(flow)
     }
 
+    fn forget(&mut self, flow: FlowRef) {
+        if let Some(p) = self.peers.get_mut(flow.peer as usize) {
+            p.flows.remove(&flow.sid);
+            p.reprogrammed.remove(&flow.sid);
+        }
+    }
+
     fn tick(&mut self, now: Instant) {
         let mut reprogram = Vec::new();
         let mut unflushed = Vec::new();

@@ -20,7 +20,9 @@ pub struct UnixTransport {
 }
 
 impl UnixTransport {
-    pub fn bind(dir: &Path, name: &str) -> anyhow::Result<Self> {
+    /// Binds `<dir>/<name>`, mode 0600 (0660 and `group` when given: datapaths run by members of
+    /// that group may then talk to the agent).
+    pub fn bind(dir: &Path, name: &str, group: Option<u32>) -> anyhow::Result<Self> {
         if name.is_empty() || name.contains('/') {
             bail!("unix socket name {name:?} must be a plain file name");
         }
@@ -39,7 +41,11 @@ impl UnixTransport {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
         }
-        let sock = mio::net::UnixDatagram::bind(&path).with_context(|| format!("binding {}", path.display()))?;
+        let sock = crate::permissions::with_private_umask(|| mio::net::UnixDatagram::bind(&path))
+            .with_context(|| format!("binding {}", path.display()))?;
+        if let Some(gid) = group {
+            crate::permissions::share_with_group(&path, gid)?;
+        }
         Ok(UnixTransport { sock, dir: dir.to_path_buf(), path })
     }
 

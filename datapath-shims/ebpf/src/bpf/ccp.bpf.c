@@ -292,8 +292,11 @@ static __always_inline void emit_report(struct sock *sk, struct tcp_sock *tp, st
 	struct ccp_rec_report *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
 
 	if (!r) {
-		/* Keep folding: the next report covers this interval too. */
+		/* Keep folding: the next report covers this interval too, and says what made this
+		 * one urgent (a timeout's report may be the only one for several RTOs). */
 		count(CCP_CNT_DROPS);
+		if (urgent > f->urgent)
+			f->urgent = urgent;
 		return;
 	}
 	hdr_init(&r->hdr, CCP_REC_REPORT, sizeof(*r), f->fid, now);

@@ -1,0 +1,293 @@
+//! The control socket: a unix stream socket the agent serves from its event loop.
+//!
+//! Access control is layered. The socket file is created with mode 0600 (0660 and the
+//! configured group when one is set), under a umask that never lets it appear wider, so the
+//! kernel refuses other users' `connect`. Every accepted connection is then checked again by
+//! its peer credentials (`SO_PEERCRED`): root, the agent's own user, or a member of the group.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use mio::net::{UnixListener, UnixStream};
+use mio::{Interest, Registry, Token};
+use tracing::{debug, warn};
+
+use super::protocol::{Request, Response, MAX_REQUEST_BYTES};
+use crate::permissions;
+
+/// The listener's token; connections take `CONN_BASE + slot`.
+pub const LISTENER: Token = Token(usize::MAX - 1);
+const CONN_BASE: usize = 1 << 30;
+const MAX_CONNECTIONS: usize = 64;
+
+/// Who connected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerCred {
+    pub pid: i32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+struct Conn {
+    stream: UnixStream,
+    rbuf: Vec<u8>,
+    wbuf: Vec<u8>,
+    /// Close once the write buffer is flushed.
+    closing: bool,
+}
+
+pub struct ControlServer {
+    listener: UnixListener,
+    path: PathBuf,
+    group: Option<u32>,
+    conns: Vec<Option<Conn>>,
+}
+
+fn peer_cred(stream: &UnixStream) -> io::Result<PeerCred> {
+    let mut cred = libc::ucred { pid: 0, uid: 0, gid: 0 };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED writes a ucred of at most `len` bytes into `cred`.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PeerCred { pid: cred.pid, uid: cred.uid, gid: cred.gid })
+}
+
+/// The supplementary groups of a process, from /proc.
+fn supplementary_groups(pid: i32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Groups:"))
+                .map(|l| l[7..].split_whitespace().filter_map(|g| g.parse().ok()).collect())
+        })
+        .unwrap_or_default()
+}
+
+impl ControlServer {
+    /// Binds the control socket at `path`, readable and writable by its owner (and `group`).
+    pub fn bind(path: &Path, group: Option<u32>) -> anyhow::Result<ControlServer> {
+        if let Some(dir) = path.parent() {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))?;
+            }
+            // A directory someone else owns (say a /tmp/ccp-agent-UID planted by another user)
+            // could have its socket swapped under us: refuse it.
+            let owner = std::fs::metadata(dir).with_context(|| format!("checking {}", dir.display()))?.uid();
+            // SAFETY: geteuid has no preconditions.
+            let me = unsafe { libc::geteuid() };
+            if owner != me && owner != 0 {
+                bail!(
+                    "{} belongs to uid {owner}, not to this agent (uid {me}) or root; choose another --control-socket",
+                    dir.display()
+                );
+            }
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(m) if m.file_type().is_socket() => {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    bail!("another agent is already serving the control socket {}", path.display());
+                }
+                std::fs::remove_file(path).with_context(|| format!("removing stale socket {}", path.display()))?;
+            }
+            Ok(_) => bail!("{} exists and is not a socket; refusing to replace it", path.display()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("checking {}", path.display())),
+        }
+        let listener = permissions::with_private_umask(|| UnixListener::bind(path))
+            .with_context(|| format!("binding control socket {}", path.display()))?;
+        if let Some(gid) = group {
+            permissions::share_with_group(path, gid)?;
+        }
+        Ok(ControlServer { listener, path: path.to_path_buf(), group, conns: Vec::new() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn register(&mut self, registry: &Registry) -> io::Result<()> {
+        registry.register(&mut self.listener, LISTENER, Interest::READABLE)
+    }
+
+    /// True for the listener's token and its connections' tokens.
+    pub fn owns(token: Token) -> bool {
+        token == LISTENER || (CONN_BASE..CONN_BASE + MAX_CONNECTIONS).contains(&token.0)
+    }
+
+    fn allowed(&self, peer: &PeerCred) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        peer.uid == 0
+            || peer.uid == me
+            || self.group.is_some_and(|g| peer.gid == g || supplementary_groups(peer.pid).contains(&g))
+    }
+
+    /// Handles readiness on `token`; returns the complete requests received, each with the
+    /// token to answer on.
+    pub fn ready(&mut self, registry: &Registry, token: Token) -> Vec<(Token, Result<Request, String>)> {
+        let mut requests = Vec::new();
+        if token == LISTENER {
+            self.accept(registry);
+        } else if let Some(slot) = token.0.checked_sub(CONN_BASE) {
+            self.read(slot, &mut requests);
+            // With requests pending, `respond` writes (and closes if asked) once they are answered.
+            if requests.is_empty() {
+                self.flush(registry, slot);
+            }
+        }
+        requests
+    }
+
+    fn accept(&mut self, registry: &Registry) {
+        loop {
+            let (mut stream, _) = match self.listener.accept() {
+                Ok(s) => s,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => {
+                    warn!(error = %e, "control socket accept failed");
+                    return;
+                }
+            };
+            let allowed = match peer_cred(&stream) {
+                Ok(p) if self.allowed(&p) => true,
+                Ok(p) => {
+                    warn!(uid = p.uid, pid = p.pid, "control connection refused: not root, the agent's user or its group");
+                    false
+                }
+                Err(e) => {
+                    warn!(error = %e, "control connection refused: no peer credentials");
+                    false
+                }
+            };
+            if !allowed {
+                let mut line = serde_json::to_vec(&Response::error("permission denied")).unwrap_or_default();
+                line.push(b'\n');
+                let _ = stream.write(&line);
+                continue;
+            }
+            let Some(slot) = self.free_slot() else {
+                warn!("too many control connections; refusing one");
+                continue;
+            };
+            if let Err(e) = registry.register(&mut stream, Token(CONN_BASE + slot), Interest::READABLE) {
+                warn!(error = %e, "control connection could not be registered");
+                continue;
+            }
+            self.conns[slot] = Some(Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), closing: false });
+        }
+    }
+
+    fn free_slot(&mut self) -> Option<usize> {
+        if let Some(i) = self.conns.iter().position(Option::is_none) {
+            return Some(i);
+        }
+        if self.conns.len() < MAX_CONNECTIONS {
+            self.conns.push(None);
+            return Some(self.conns.len() - 1);
+        }
+        None
+    }
+
+    /// Reads what is available and splits it into requests. Stops reading (and marks the
+    /// connection for closing once its answers are written) at EOF or at a line over the limit.
+    fn read(&mut self, slot: usize, out: &mut Vec<(Token, Result<Request, String>)>) {
+        let token = Token(CONN_BASE + slot);
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        let mut buf = [0u8; 4096];
+        loop {
+            match conn.stream.read(&mut buf) {
+                Ok(0) => {
+                    conn.closing = true;
+                    break;
+                }
+                Ok(n) => conn.rbuf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    conn.closing = true;
+                    break;
+                }
+            }
+            while let Some(nl) = conn.rbuf.iter().position(|b| *b == b'\n') {
+                let line: Vec<u8> = conn.rbuf.drain(..=nl).collect();
+                let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+                if !text.trim().is_empty() {
+                    out.push((token, serde_json::from_str::<Request>(&text).map_err(|e| format!("bad request: {e}"))));
+                }
+            }
+            if conn.rbuf.len() > MAX_REQUEST_BYTES {
+                out.push((token, Err(format!("request longer than {MAX_REQUEST_BYTES} bytes"))));
+                conn.rbuf.clear();
+                conn.closing = true;
+                break;
+            }
+        }
+    }
+
+    /// Queues `response` on the connection behind `token`.
+    pub fn respond(&mut self, registry: &Registry, token: Token, response: &Response) {
+        let Some(slot) = token.0.checked_sub(CONN_BASE) else { return };
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        match serde_json::to_vec(response) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                conn.wbuf.extend_from_slice(&line);
+            }
+            Err(e) => warn!(error = %e, "could not serialise a control response"),
+        }
+        self.flush(registry, slot);
+    }
+
+    fn flush(&mut self, registry: &Registry, slot: usize) {
+        let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
+        while !conn.wbuf.is_empty() {
+            match conn.stream.write(&conn.wbuf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    conn.wbuf.drain(..n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let _ =
+                        registry.reregister(&mut conn.stream, Token(CONN_BASE + slot), Interest::READABLE | Interest::WRITABLE);
+                    return;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    conn.wbuf.clear();
+                    conn.closing = true;
+                }
+            }
+        }
+        if conn.closing {
+            self.close(registry, slot);
+        }
+    }
+
+    fn close(&mut self, registry: &Registry, slot: usize) {
+        if let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) {
+            let _ = registry.deregister(&mut conn.stream);
+            debug!(slot, "control connection closed");
+        }
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

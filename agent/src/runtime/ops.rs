@@ -1,0 +1,223 @@
+//! Operating a running agent: control-socket requests (status, swap, default, reload,
+//! attach/detach), and the metrics endpoint's text.
+
+use std::time::Instant;
+
+use mio::Token;
+use serde_json::json;
+use tracing::info;
+
+use super::Runtime;
+use crate::config::{parse_net, AgentConfig};
+use crate::control::protocol::{MatchSpec, Request, Response, Target};
+use crate::controller::Choice;
+use crate::datapath::FlowRef;
+use crate::metrics::{by_label, render, Family};
+use crate::rules::Matcher;
+
+/// A `match` from the control socket as a rule matcher, plus the optional current-algorithm filter.
+fn matcher_of(spec: &MatchSpec) -> Result<(Matcher, Option<String>), String> {
+    let net =
+        |v: &Option<String>, field: &str| v.as_deref().map(parse_net).transpose().map_err(|e| format!("match.{field}: {e}"));
+    let m = Matcher {
+        src_port: spec.src_port,
+        dst_port: spec.dst_port,
+        port: spec.port,
+        src_addr: net(&spec.src_addr, "src_addr")?,
+        dst_addr: net(&spec.dst_addr, "dst_addr")?,
+        addr: net(&spec.addr, "addr")?,
+        cong_alg: spec.cong_alg.clone(),
+        cgroup: spec.cgroup.clone(),
+    };
+    if m.is_empty() && spec.algorithm.is_none() {
+        return Err("match has no conditions (use target \"all\" for every flow)".into());
+    }
+    Ok((m, spec.algorithm.clone()))
+}
+
+impl Runtime {
+    pub(super) fn serve_control(&mut self, token: Token) {
+        let Some(mut server) = self.services.control.take() else { return };
+        for (tok, request) in server.ready(self.poll.registry(), token) {
+            self.counters.control_requests += 1;
+            let response = match request {
+                Ok(r) => self.handle_request(r),
+                Err(e) => Response::error(e),
+            };
+            server.respond(self.poll.registry(), tok, &response);
+        }
+        self.services.control = Some(server);
+    }
+
+    pub(super) fn serve_metrics(&mut self, token: Token) {
+        let Some(mut server) = self.services.metrics.take() else { return };
+        server.ready(self.poll.registry(), token, || self.metrics_text());
+        self.services.metrics = Some(server);
+    }
+
+    fn handle_request(&mut self, request: Request) -> Response {
+        match request {
+            Request::Status {} => Response::ok(self.status_json()),
+            Request::Algorithms {} => Response::ok(crate::catalog::algorithms_json()),
+            Request::Swap { target, algorithm, params } => self.swap(target, &algorithm, params),
+            Request::Default { algorithm, params } => match self.choice(&algorithm, params, "default") {
+                Ok(c) => {
+                    info!(algorithm, "default algorithm for new flows changed");
+                    self.policy.default = c;
+                    Response::ok(json!({ "default": algorithm }))
+                }
+                Err(e) => Response::error(e),
+            },
+            Request::Reload { apply_existing } => self.reload(apply_existing),
+            Request::Attach { spec } => self.datapath_command("attach", &spec),
+            Request::Detach { spec } => self.datapath_command("detach", &spec),
+        }
+    }
+
+    /// `algorithm` with the configuration's `[algorithms.*]` table overlaid by `params`.
+    fn choice(&self, algorithm: &str, params: toml::Table, origin: &str) -> Result<Choice, String> {
+        let mut merged = self.algorithm_params.get(algorithm).cloned().unwrap_or_default();
+        merged.extend(params);
+        Choice::configure(algorithm, merged, origin).map_err(|e| e.to_string())
+    }
+
+    fn swap(&mut self, target: Target, algorithm: &str, params: toml::Table) -> Response {
+        let choice = match self.choice(algorithm, params, "swap") {
+            Ok(c) => c,
+            Err(e) => return Response::error(e),
+        };
+        let keys: Vec<(usize, FlowRef)> = match target {
+            Target::Flow(id) => match self.flows.iter().find(|(_, f)| f.id == id) {
+                Some((k, _)) => vec![*k],
+                None => return Response::error(format!("unknown flow {id} (`ccp-agent ctl status` lists the flows)")),
+            },
+            Target::All => self.flows.keys().copied().collect(),
+            Target::Match(spec) => {
+                let (matcher, current) = match matcher_of(&spec) {
+                    Ok(m) => m,
+                    Err(e) => return Response::error(e),
+                };
+                self.flows
+                    .iter()
+                    .filter(|(_, f)| {
+                        matcher.matches(&f.info) && current.as_deref().is_none_or(|a| f.controller.algorithm_name() == a)
+                    })
+                    .map(|(k, _)| *k)
+                    .collect()
+            }
+        };
+        let ids = self.swap_flows(&keys, |_| choice.clone());
+        info!(algorithm, flows = ids.len(), "hot swap");
+        Response::ok(json!({ "algorithm": algorithm, "swapped": ids }))
+    }
+
+    /// Swaps each flow in `keys` to `choose(flow)`; returns the ids swapped.
+    fn swap_flows(&mut self, keys: &[(usize, FlowRef)], choose: impl Fn(&super::Flow) -> Choice) -> Vec<u64> {
+        let now = Instant::now();
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(f) = self.flows.get_mut(key) else { continue };
+            let choice = choose(f);
+            let outcome = f.controller.swap(choice, now);
+            let id = f.id;
+            ids.push(id);
+            self.counters.swaps += 1;
+            self.account(id, key.0, key.1, outcome);
+        }
+        ids
+    }
+
+    fn reload(&mut self, apply_existing: bool) -> Response {
+        let Some((path, overrides)) = self.services.reload_from.clone() else {
+            return Response::error(
+                "the agent was started without a configuration file (--config or /etc/ccp-agent/agent.toml): nothing to reload",
+            );
+        };
+        let cfg = match AgentConfig::load(&path, &overrides) {
+            Ok(c) => c,
+            Err(e) => return Response::error(format!("reload refused, the running configuration stays: {e}")),
+        };
+        self.policy = cfg.policy;
+        self.limits = cfg.limits;
+        self.idle_timeout = cfg.flow_idle_timeout;
+        self.algorithm_params = cfg.algorithm_params;
+        let mut swapped = Vec::new();
+        if apply_existing {
+            let keys: Vec<_> = self
+                .flows
+                .iter()
+                .filter(|(_, f)| !self.policy.select(&f.info).same_setup(f.controller.choice()))
+                .map(|(k, _)| *k)
+                .collect();
+            let policy = self.policy.clone();
+            swapped = self.swap_flows(&keys, |f| policy.select(&f.info).clone());
+        }
+        info!(config = %path.display(), rules = self.policy.rules.len(), swapped = swapped.len(), "configuration reloaded");
+        Response::ok(json!({
+            "config": path,
+            "default": self.policy.default.algorithm(),
+            "rules": self.policy.rules.len(),
+            "swapped": swapped,
+            "note": "datapath, control and metrics settings take effect at the next start",
+        }))
+    }
+
+    fn datapath_command(&mut self, command: &str, spec: &serde_json::Value) -> Response {
+        let mut errors = Vec::new();
+        for dp in &mut self.datapaths {
+            match dp.control(command, spec) {
+                Ok(result) => return Response::ok(result),
+                Err(e) => errors.push(e),
+            }
+        }
+        Response::error(errors.join("; "))
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let choice = |c: &Choice| json!({ "algorithm": c.algorithm(), "params": c.params });
+        json!({
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "config": self.config_source,
+            "datapaths": self.datapaths.iter().map(|d| d.describe()).collect::<Vec<_>>(),
+            "default": choice(&self.policy.default),
+            "fallback": choice(&self.policy.fallback),
+            "rules": self.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),
+            "counters": self.counters,
+            "flows": self.status(),
+        })
+    }
+
+    fn metrics_text(&self) -> String {
+        let c = &self.counters;
+        let counter = |name, help, v: u64| Family::single(name, "counter", help, v as f64);
+        render(&[
+            Family::single(
+                "ccp_uptime_seconds",
+                "gauge",
+                "Seconds since the agent started.",
+                self.started.elapsed().as_secs_f64(),
+            ),
+            Family {
+                name: "ccp_flows",
+                kind: "gauge",
+                help: "Flows the agent controls, by algorithm.",
+                samples: by_label("algorithm", self.flows.values().map(|f| f.controller.algorithm_name().to_string())),
+            },
+            counter("ccp_flows_started_total", "Flows that started under the agent.", c.flows_started),
+            counter("ccp_flows_adopted_total", "Running flows adopted (agent restart, attach).", c.flows_adopted),
+            counter("ccp_flows_closed_total", "Flows that ended.", c.flows_closed),
+            counter("ccp_flows_forgotten_total", "Flows forgotten after going silent.", c.flows_forgotten),
+            counter("ccp_reports_total", "Reports received from datapaths.", c.reports),
+            counter("ccp_reports_unknown_flow_total", "Reports for flows no adapter announced.", c.reports_for_unknown_flows),
+            counter("ccp_commands_total", "Commands sent to datapaths.", c.commands_sent),
+            counter("ccp_command_errors_total", "Commands that could not be delivered.", c.apply_errors),
+            counter("ccp_algorithm_faults_total", "Algorithm panics and invalid outputs contained.", c.algorithm_faults),
+            counter("ccp_algorithm_panics_total", "Algorithm panics contained.", c.algorithm_panics),
+            counter("ccp_clamped_values_total", "Algorithm outputs clamped to safe bounds.", c.clamped_values),
+            counter("ccp_fallbacks_total", "Algorithms replaced by the fallback after repeated faults.", c.fallbacks),
+            counter("ccp_swaps_total", "Hot swaps of a flow's algorithm.", c.swaps),
+            counter("ccp_control_requests_total", "Control socket requests served.", c.control_requests),
+        ])
+    }
+}

@@ -1,0 +1,108 @@
+//! `--trace-flows FILE`: one JSON line per report, for experiments and debugging.
+//!
+//! Each line pairs what the datapath measured with what the controller decided and the
+//! algorithm's own state (Nimbus's mode and η, DCTCP's α, …), so a run can be analysed without
+//! instrumenting any algorithm. Written through a buffer flushed once a second and at exit.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::Context;
+use ccp_algorithms::Report;
+use serde::Serialize;
+use tracing::warn;
+
+use crate::controller::Controller;
+use crate::datapath::PacingCommand;
+
+pub struct FlowTrace {
+    out: BufWriter<File>,
+    failed: bool,
+}
+
+#[derive(Serialize)]
+struct Line<'a> {
+    /// Datapath clock of the report, µs.
+    t_us: u64,
+    /// Agent clock since start, µs (comparable across flows and datapaths).
+    agent_us: u64,
+    flow: u64,
+    algorithm: &'static str,
+    /// The window the datapath was using.
+    cwnd_bytes: u64,
+    /// The window the agent commands (after this report).
+    commanded_cwnd_bytes: u64,
+    pacing_rate_bytes_per_s: Option<u64>,
+    mss_bytes: u32,
+    acked_bytes: u64,
+    /// Delivered out of order (SACKed): during loss recovery the only sign a flow moves.
+    sacked_bytes: u64,
+    lost_pkts: u64,
+    ce_pkts: u64,
+    inflight_bytes: u64,
+    srtt_us: Option<u64>,
+    min_rtt_us: Option<u64>,
+    send_rate_bytes_per_s: Option<u64>,
+    recv_rate_bytes_per_s: Option<u64>,
+    urgent: Option<&'a str>,
+    state: std::collections::BTreeMap<&'static str, f64>,
+}
+
+impl FlowTrace {
+    pub fn create(path: &Path) -> anyhow::Result<FlowTrace> {
+        let f = File::create(path).with_context(|| format!("creating flow trace {}", path.display()))?;
+        Ok(FlowTrace { out: BufWriter::new(f), failed: false })
+    }
+
+    pub fn record(&mut self, started: Instant, flow: u64, r: &Report, c: &Controller) {
+        if self.failed {
+            return;
+        }
+        let line = Line {
+            t_us: r.now_us,
+            agent_us: started.elapsed().as_micros() as u64,
+            flow,
+            algorithm: c.algorithm_name(),
+            cwnd_bytes: r.cwnd_bytes,
+            commanded_cwnd_bytes: c.cwnd_bytes(),
+            pacing_rate_bytes_per_s: match c.pacing() {
+                Some(PacingCommand::BytesPerSec(b)) => Some(b),
+                _ => None,
+            },
+            mss_bytes: r.mss_bytes,
+            acked_bytes: r.acked_bytes,
+            sacked_bytes: r.sacked_bytes,
+            lost_pkts: r.lost_pkts,
+            ce_pkts: r.ce_pkts,
+            inflight_bytes: r.inflight_bytes,
+            srtt_us: r.rtt.map(|x| x.srtt_us),
+            min_rtt_us: r.rtt.map(|x| x.min_us),
+            send_rate_bytes_per_s: r.send_rate_bytes_per_s,
+            recv_rate_bytes_per_s: r.recv_rate_bytes_per_s,
+            urgent: r.urgent.map(|u| match u {
+                ccp_algorithms::Urgent::Loss => "loss",
+                ccp_algorithms::Urgent::Timeout => "timeout",
+                ccp_algorithms::Urgent::StateChange => "state_change",
+            }),
+            state: c.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
+        };
+        let written =
+            serde_json::to_writer(&mut self.out, &line).map_err(std::io::Error::from).and_then(|()| self.out.write_all(b"\n"));
+        if let Err(e) = written {
+            // A full disk must not take the agent down with it: stop tracing, keep controlling.
+            warn!(error = %e, "flow trace write failed; tracing stops");
+            self.failed = true;
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if !self.failed {
+            if let Err(e) = self.out.flush() {
+                warn!(error = %e, "flow trace flush failed; tracing stops");
+                self.failed = true;
+            }
+        }
+    }
+}
