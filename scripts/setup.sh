@@ -40,3 +40,20 @@ fi
 if ! cargo clippy --version >/dev/null 2>&1; then
     rustup component add clippy
 fi
+
+# The CCP project's reference algorithms for the portus end-to-end test (tests/e2e/portus.rs):
+# generic_cong_avoid 0.4.0's `reno` and `cubic` (portus 0.7), pinned with the crate's own lock
+# file, built once into a cache outside the clone. CCP_PORTUS_ROOT moves it; the test finds it
+# there (or through CCP_PORTUS_BIN_DIR).
+PORTUS_ROOT="${CCP_PORTUS_ROOT:-$HOME/.cache/ccp-agent/portus}"
+if ! grep -qs '"generic_cong_avoid 0.4.0 ' "$PORTUS_ROOT/.crates2.json" \
+    || [ ! -x "$PORTUS_ROOT/bin/reno" ] || [ ! -x "$PORTUS_ROOT/bin/cubic" ]; then
+    echo "setup: building generic_cong_avoid 0.4.0 (portus reno/cubic) into $PORTUS_ROOT"
+    t0=$(date +%s)
+    # Its own target directory: never the workspace's, whose lock file does not apply.
+    build_dir=$(mktemp -d)
+    CARGO_TARGET_DIR="$build_dir" cargo install --locked --quiet generic_cong_avoid --version =0.4.0 \
+        --features bin --root "$PORTUS_ROOT"
+    rm -rf "$build_dir"
+    echo "setup: generic_cong_avoid built in $(($(date +%s) - t0)) s"
+fi

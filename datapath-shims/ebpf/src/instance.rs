@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenObject};
 
 use crate::control::{Control, Knobs, RawCtrl, RawKnobs};
-use crate::record::{decode, decode_create, pod_bytes, read_pod, Create, DecodeError, Record};
+use crate::record::{decode, decode_create, decode_per_ack, pod_bytes, read_pod, Create, DecodeError, PerAckRecord, Record};
 use crate::ringbuf::RingBuf;
 use crate::{available_congestion_controls, mono_ns, Error, CCP_OBJECT};
 
@@ -30,6 +30,30 @@ const NAME_OFFSET: usize = 88;
 const COMPILED_NAME: &[u8] = b"ccp\0";
 /// Longest congestion control name the kernel accepts (TCP_CA_NAME_MAX - 1).
 pub const MAX_NAME_LEN: usize = 15;
+
+/// What an instance sends per flow besides its creation and close (`enum ccp_records`).
+///
+/// A property of the whole instance, not of a flow: a ring has one consumer, which either folds
+/// nothing (a libccp shim runs libccp's own fold per ACK) or wants the kernel's fold (the agent),
+/// and a flow must be in the right mode from its first ACK, before any control entry exists. It
+/// is fixed at load time, so the verifier removes the other mode's code from the per-ACK path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Records {
+    /// One report per interval (or per RTT) plus urgent ones: `Record::Report`.
+    #[default]
+    Folded,
+    /// One record per ACK plus one per retransmission timeout: `PerAckRecord::Ack`.
+    PerAck,
+}
+
+impl Records {
+    fn raw(self) -> u32 {
+        match self {
+            Records::Folded => 0,
+            Records::PerAck => 1,
+        }
+    }
+}
 
 /// How to load the congestion control.
 #[derive(Debug, Clone)]
@@ -70,6 +94,7 @@ pub struct ProgStats {
 /// A loaded and registered congestion control.
 pub struct Instance {
     config: Config,
+    records: Records,
     epoch: u32,
     adopted: bool,
     // Field order is drop order: unregister first, then the maps and programs.
@@ -104,8 +129,13 @@ fn ctrl_slots(config: &Config) -> u32 {
 
 impl Instance {
     /// Loads the congestion control on the maps pinned under `pin_dir` (creating them when
-    /// absent) and registers it.
+    /// absent) and registers it, with folded reports.
     pub fn load(config: Config) -> Result<Instance, Error> {
+        Self::load_with(config, Records::Folded)
+    }
+
+    /// As `load`, sending `records`.
+    pub fn load_with(config: Config, records: Records) -> Result<Instance, Error> {
         validate_name(&config.name)?;
         if !config.ring_bytes.is_power_of_two() || config.ring_bytes < 4096 {
             return Err(Error::Config(format!("ring size {} is not a power of two of at least 4096", config.ring_bytes)));
@@ -115,7 +145,7 @@ impl Instance {
         }
         crate::bpffs::ensure_dir(&config.pin_dir)?;
 
-        let open = Self::open(&config)?;
+        let open = Self::open(&config, records)?;
         let stale = Self::incompatible_pins(&open, &config.pin_dir);
         let open = if stale.is_empty() {
             open
@@ -126,7 +156,7 @@ impl Instance {
                 let _ = fs::remove_file(config.pin_dir.join(name));
             }
             drop(open);
-            Self::open(&config)?
+            Self::open(&config, records)?
         };
         let adopted = config.pin_dir.join("knobs").exists();
         let object = open.load().map_err(libbpf("loading the congestion control"))?;
@@ -148,7 +178,8 @@ impl Instance {
         let previous: Option<RawKnobs> =
             knobs.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).ok().flatten().and_then(|v| read_pod(&v));
         let epoch = previous.map_or(0, |k| k.epoch).wrapping_add(1).max(1);
-        let mut inst = Instance { config, epoch, adopted, link: None, ring, ctrl, flow_info, knobs, counters, prev_cc, object };
+        let mut inst =
+            Instance { config, records, epoch, adopted, link: None, ring, ctrl, flow_info, knobs, counters, prev_cc, object };
         inst.heartbeat()?;
 
         let link = inst
@@ -168,7 +199,7 @@ impl Instance {
         Ok(inst)
     }
 
-    fn open(config: &Config) -> Result<OpenObject, Error> {
+    fn open(config: &Config, records: Records) -> Result<OpenObject, Error> {
         let mut open = ObjectBuilder::default().open_memory(CCP_OBJECT).map_err(libbpf("opening the BPF object"))?;
         for mut map in open.maps_mut() {
             let name = map.name().to_string_lossy().into_owned();
@@ -184,6 +215,13 @@ impl Instance {
                 }
                 "events" => map.set_max_entries(config.ring_bytes).map_err(libbpf("sizing the ring"))?,
                 "ctrl" | "flow_info" => map.set_max_entries(ctrl_slots(config)).map_err(libbpf("sizing the maps"))?,
+                n if n.ends_with(".rodata") => {
+                    let value = map.initial_value_mut().ok_or_else(|| Error::Bpf("the object has no settings".into()))?;
+                    let len = value.len();
+                    let field: &mut [u8; 4] =
+                        value.try_into().map_err(|_| Error::Bpf(format!("the object's settings are {len} bytes, expected 4")))?;
+                    *field = records.raw().to_ne_bytes();
+                }
                 _ => {}
             }
             if PINNED.contains(&name.as_str()) {
@@ -226,6 +264,11 @@ impl Instance {
         self.epoch
     }
 
+    /// What the instance sends per flow.
+    pub fn records(&self) -> Records {
+        self.records
+    }
+
     /// True when the maps came from a previous instance (an agent restart).
     pub fn adopted_maps(&self) -> bool {
         self.adopted
@@ -245,6 +288,11 @@ impl Instance {
     /// Decodes every record in the ring.
     pub fn drain(&mut self, mut each: impl FnMut(Result<Record, DecodeError>)) -> Result<usize, Error> {
         self.ring.drain(|bytes| each(decode(bytes))).map_err(Error::Io)
+    }
+
+    /// Decodes every record in the ring of an instance loaded with `Records::PerAck`.
+    pub fn drain_per_ack(&mut self, mut each: impl FnMut(Result<PerAckRecord, DecodeError>)) -> Result<usize, Error> {
+        self.ring.drain(|bytes| each(decode_per_ack(bytes))).map_err(Error::Io)
     }
 
     fn slot(&self, fid: u32) -> [u8; 4] {

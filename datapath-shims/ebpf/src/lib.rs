@@ -8,7 +8,8 @@
 //! - `marker`: a tc egress program that sets ECN CE on a fraction of packets.
 //!
 //! The crate knows nothing of the agent: it speaks records and control entries, so a separate
-//! shim (a libccp datapath process, say) can drive the same objects.
+//! shim drives the same objects too (`ccp-ebpf-libccp` loads them with per-ACK records and runs
+//! libccp over them).
 
 pub mod attach;
 pub mod bpffs;
@@ -24,8 +25,8 @@ pub mod ringbuf;
 use std::io;
 
 pub use control::{Control, Fallback, Knobs, ReportEvery};
-pub use instance::{Config, Counters, Instance, ProgStats};
-pub use record::{Close, Create, DecodeError, Endpoint, KernelReport, Record, Urgent};
+pub use instance::{Config, Counters, Instance, ProgStats, Records};
+pub use record::{Ack, Close, Create, DecodeError, Endpoint, KernelReport, PerAckRecord, Record, Urgent};
 
 /// The congestion control object (struct_ops and its maps).
 pub(crate) const CCP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ccp.bpf.o"));

@@ -13,6 +13,7 @@ pub const RECORD_VERSION: u8 = 1;
 const KIND_CREATE: u8 = 1;
 const KIND_REPORT: u8 = 2;
 const KIND_CLOSE: u8 = 3;
+const KIND_ACK: u8 = 4;
 
 const AF_INET: u16 = libc::AF_INET as u16;
 const AF_INET6: u16 = libc::AF_INET6 as u16;
@@ -94,17 +95,39 @@ pub(crate) struct RawClose {
     pub pad: u32,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct RawAck {
+    pub hdr: RawHdr,
+    pub bytes_acked: u64,
+    pub packets_acked: u32,
+    pub packets_misordered: u32,
+    pub ce_pkts: u32,
+    pub lost_pkts: u32,
+    pub rtt_us: u32,
+    pub rate_delivered: u32,
+    pub rate_snd_us: u32,
+    pub rate_rcv_us: u32,
+    pub inflight_pkts: u32,
+    pub pending_bytes: u32,
+    pub cwnd_pkts: u32,
+    pub mss: u32,
+    pub flags: u8,
+    pub pad: [u8; 7],
+}
+
 const _: () = assert!(size_of::<RawHdr>() == 16);
 const _: () = assert!(size_of::<RawCreate>() == 120);
 const _: () = assert!(size_of::<RawReport>() == 144);
 const _: () = assert!(size_of::<RawClose>() == 32);
+const _: () = assert!(size_of::<RawAck>() == 80);
 
 /// Marker for the raw structs: plain old data, every bit pattern valid.
 ///
 /// # Safety
 /// Implementors are `#[repr(C)]` structs of integers and byte arrays only.
 pub(crate) unsafe trait Pod: Copy + Default {}
-// SAFETY: all four are repr(C) structs of integers and byte arrays.
+// SAFETY: all five are repr(C) structs of integers and byte arrays.
 unsafe impl Pod for RawHdr {}
 // SAFETY: as above.
 unsafe impl Pod for RawCreate {}
@@ -112,6 +135,8 @@ unsafe impl Pod for RawCreate {}
 unsafe impl Pod for RawReport {}
 // SAFETY: as above.
 unsafe impl Pod for RawClose {}
+// SAFETY: as above.
+unsafe impl Pod for RawAck {}
 
 /// Reads a `T` from the start of `bytes`, or `None` when too short.
 pub(crate) fn read_pod<T: Pod>(bytes: &[u8]) -> Option<T> {
@@ -223,6 +248,41 @@ pub struct Close {
     pub lost: u32,
 }
 
+/// One ACK of a flow, from an instance loaded for per-ACK records: what libccp's
+/// `ccp_primitives` are made of, in the kernel's units. Differences (`bytes_acked`,
+/// `packets_misordered`) run from the flow's previous record, so a record lost to a full ring
+/// loses no acknowledged bytes; the other counts are this ACK's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ack {
+    pub fid: u32,
+    pub ts_ns: u64,
+    /// Newly cumulatively acknowledged bytes.
+    pub bytes_acked: u64,
+    /// Newly delivered packets minus newly SACKed ones.
+    pub packets_acked: u32,
+    /// Newly SACKed packets (growth of the SACKed count, never negative).
+    pub packets_misordered: u32,
+    /// Packets delivered with a CE mark, as the receiver echoed them.
+    pub ce_pkts: u32,
+    /// Packets newly marked lost.
+    pub lost_pkts: u32,
+    /// `None`: the ACK carried no RTT sample.
+    pub rtt_us: Option<u32>,
+    /// The ACK's rate sample, if valid: packets delivered over `rate_snd_us` of sending and
+    /// `rate_rcv_us` of ACKs. Zero when the sample was invalid.
+    pub rate_delivered: u32,
+    pub rate_snd_us: u32,
+    pub rate_rcv_us: u32,
+    pub inflight_pkts: u32,
+    pub pending_bytes: u32,
+    pub cwnd_pkts: u32,
+    pub mss: u32,
+    /// A retransmission timeout, sent when the stack entered the Loss state (not for an ACK).
+    pub timeout: bool,
+    /// The in-kernel fallback steered the flow (no live control entry).
+    pub fallback: bool,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Record {
     Create(Create),
@@ -274,6 +334,9 @@ fn endpoint(family: u16, addr: &[u8; 16], port: u16) -> Option<Endpoint> {
     };
     Some(Endpoint { addr, port })
 }
+
+const AF_TIMEOUT: u8 = 1 << 0;
+const AF_FALLBACK: u8 = 1 << 1;
 
 fn urgent(v: u8) -> Option<Urgent> {
     match v {
@@ -350,6 +413,30 @@ impl From<&RawReport> for KernelReport {
     }
 }
 
+impl From<&RawAck> for Ack {
+    fn from(r: &RawAck) -> Ack {
+        Ack {
+            fid: r.hdr.fid,
+            ts_ns: r.hdr.ts_ns,
+            bytes_acked: r.bytes_acked,
+            packets_acked: r.packets_acked,
+            packets_misordered: r.packets_misordered,
+            ce_pkts: r.ce_pkts,
+            lost_pkts: r.lost_pkts,
+            rtt_us: (r.rtt_us != 0).then_some(r.rtt_us),
+            rate_delivered: r.rate_delivered,
+            rate_snd_us: r.rate_snd_us,
+            rate_rcv_us: r.rate_rcv_us,
+            inflight_pkts: r.inflight_pkts,
+            pending_bytes: r.pending_bytes,
+            cwnd_pkts: r.cwnd_pkts,
+            mss: r.mss,
+            timeout: r.flags & AF_TIMEOUT != 0,
+            fallback: r.flags & AF_FALLBACK != 0,
+        }
+    }
+}
+
 fn check_size<T>(hdr: &RawHdr, len: usize) -> Result<(), DecodeError> {
     let expected = size_of::<T>();
     if usize::from(hdr.size) != expected || len < expected {
@@ -382,6 +469,26 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
         }
         k => Err(DecodeError::Kind(k)),
     }
+}
+
+/// What the ring of an instance loaded for per-ACK records carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PerAckRecord {
+    Ack(Ack),
+    /// Creates and closes (and the reports of a folded instance whose pins this one shares).
+    Record(Record),
+}
+
+/// Decodes one ring-buffer sample of an instance loaded for per-ACK records. (`decode` refuses
+/// per-ACK records as an unknown kind: a folded consumer has no use for them.)
+pub fn decode_per_ack(bytes: &[u8]) -> Result<PerAckRecord, DecodeError> {
+    let hdr: RawHdr = read_pod(bytes).ok_or(DecodeError::Short(bytes.len()))?;
+    if hdr.version != RECORD_VERSION || hdr.kind != KIND_ACK {
+        return decode(bytes).map(PerAckRecord::Record);
+    }
+    check_size::<RawAck>(&hdr, bytes.len())?;
+    let raw: RawAck = read_pod(bytes).ok_or(DecodeError::Short(bytes.len()))?;
+    Ok(PerAckRecord::Ack(Ack::from(&raw)))
 }
 
 /// Decodes a create record stored as a `flow_info` map value.

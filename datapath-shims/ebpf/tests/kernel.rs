@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use ccp_ebpf::attach::{Attach, Attacher, Detach, Filter, Namespaces, Settings};
 use ccp_ebpf::netns::Netns;
-use ccp_ebpf::{Config, Control, Create, Instance, KernelReport, Knobs, Record};
+use ccp_ebpf::{Config, Control, Create, Instance, KernelReport, Knobs, PerAckRecord, Record, Records};
 
 /// Serialises the tests: each registers a congestion control and moves real traffic.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -55,14 +55,18 @@ struct TestInstance {
 
 impl TestInstance {
     fn load(tag: &str, knobs: Knobs) -> TestInstance {
+        Self::load_with(tag, knobs, Records::Folded)
+    }
+
+    fn load_with(tag: &str, knobs: Knobs, records: Records) -> TestInstance {
         let cfg = Config {
             name: format!("ccpt{tag}{}", std::process::id() % 10_000),
             pin_dir: PathBuf::from(format!("/sys/fs/bpf/ccp-test-{tag}-{}", std::process::id())),
-            ring_bytes: 1 << 20,
+            ring_bytes: if records == Records::PerAck { 8 << 20 } else { 1 << 20 },
             max_flows: 1024,
             knobs,
         };
-        TestInstance { inst: Instance::load(cfg).expect("load the congestion control") }
+        TestInstance { inst: Instance::load_with(cfg, records).expect("load the congestion control") }
     }
 }
 
@@ -246,6 +250,86 @@ fn a_flow_reports_obeys_its_control_entry_and_falls_back_when_the_agent_is_silen
     assert!(counters.acks > 0 && counters.records > 0 && counters.fallback_acks > 0, "{counters:?}");
     assert_eq!(counters.ring_drops, 0);
     assert!(inst.flow_info(c.fid).is_none(), "release forgets the flow");
+}
+
+#[test]
+fn per_ack_records_account_for_every_acked_byte_and_the_control_entry_applies() {
+    if skip("per_ack_records_account_for_every_acked_byte_and_the_control_entry_applies") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut t = TestInstance::load_with("p", Knobs::default(), Records::PerAck);
+    assert_eq!(t.inst.records(), Records::PerAck);
+    let name = t.inst.name().to_string();
+    let net = TestNetns::new("p");
+    let stop = Arc::new(AtomicBool::new(false));
+    let fd = Arc::new(Mutex::new(None));
+    let flow = bulk(net.ns.clone(), Some(name), Arc::clone(&stop), Arc::clone(&fd));
+    let inst = &mut t.inst;
+    let mut seen = PerAckSeen::default();
+    seen.drain_for(inst, Duration::from_millis(500), false);
+    let fid = seen.creates.first().expect("a create record").fid;
+    let before: Vec<ccp_ebpf::Ack> = seen.acks.iter().filter(|a| a.fid == fid).copied().collect();
+    assert!(before.len() > 100, "one record per ACK: {}", before.len());
+    assert!(before.iter().all(|a| a.fallback && a.mss > 1000 && !a.timeout), "no control entry: the fallback steers");
+    assert!(before.iter().filter(|a| a.rtt_us.is_some()).count() * 2 > before.len(), "most ACKs carry an RTT sample");
+    assert!(before.iter().any(|a| a.rate_delivered > 0 && a.rate_snd_us > 0 && a.rate_rcv_us > 0), "rate samples");
+
+    // A command of 10 packets holds the window, as in folded mode.
+    inst.heartbeat().unwrap();
+    let mss = before.last().unwrap().mss;
+    inst.set_control(fid, &Control { cwnd_bytes: Some(10 * u64::from(mss)), ..Control::default() }, 7).unwrap();
+    let from = seen.acks.len();
+    seen.drain_for(inst, Duration::from_millis(300), true);
+    let held: Vec<ccp_ebpf::Ack> = seen.acks[from..].iter().filter(|a| a.fid == fid).copied().collect();
+    let late = &held[held.len() / 2..];
+    assert!(!late.is_empty() && late.iter().all(|a| a.cwnd_pkts == 10 && !a.fallback), "the window is held at 10");
+
+    stop.store(true, Ordering::Relaxed);
+    let _ = flow.join().unwrap();
+    let t0 = Instant::now();
+    while !seen.closes.iter().any(|c| c.fid == fid) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the close record");
+        seen.drain_for(inst, Duration::from_millis(5), false);
+    }
+    assert_eq!(seen.reports, 0, "no folded reports in per-ACK mode");
+    assert_eq!(inst.counters().ring_drops, 0);
+    // Every ACK is accounted for: the records' bytes add up to the flow's life total (less at
+    // most the FIN's ACK).
+    let life = seen.closes.iter().find(|c| c.fid == fid).unwrap().bytes_acked;
+    let per_ack: u64 = seen.acks.iter().filter(|a| a.fid == fid).map(|a| a.bytes_acked).sum();
+    assert!(per_ack <= life && life - per_ack <= u64::from(mss), "{per_ack} of {life} bytes");
+}
+
+#[derive(Default)]
+struct PerAckSeen {
+    creates: Vec<Create>,
+    acks: Vec<ccp_ebpf::Ack>,
+    closes: Vec<ccp_ebpf::Close>,
+    reports: usize,
+}
+
+impl PerAckSeen {
+    /// Drains the ring every 5 ms for `d` (refreshing the heartbeat if `beat`).
+    fn drain_for(&mut self, inst: &mut Instance, d: Duration, beat: bool) {
+        let t0 = Instant::now();
+        loop {
+            if beat {
+                inst.heartbeat().unwrap();
+            }
+            inst.drain_per_ack(|r| match r.expect("records decode") {
+                PerAckRecord::Ack(a) => self.acks.push(a),
+                PerAckRecord::Record(Record::Create(c)) => self.creates.push(c),
+                PerAckRecord::Record(Record::Close(c)) => self.closes.push(c),
+                PerAckRecord::Record(Record::Report(_)) => self.reports += 1,
+            })
+            .unwrap();
+            if t0.elapsed() >= d {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 #[test]

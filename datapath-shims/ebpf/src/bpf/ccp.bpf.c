@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The ccp congestion control: a tcp_congestion_ops whose per-ACK entry (cong_control) folds the
- * measurement contract into one report per interval chosen by the agent, applies the agent's
- * window and pacing rate from the control map, and steers the flow itself (Cubic or Reno) while
- * the agent has nothing to say or has gone silent.
+ * measurement contract into one report per interval chosen by the agent (or, in per-ACK mode, for
+ * a libccp shim, sends each ACK's primitives instead), applies the agent's window and pacing rate
+ * from the control map, and steers the flow itself (Cubic or Reno) while the agent has nothing to
+ * say or has gone silent.
  *
  * cong_control replaces the stack's whole window logic: no PRR, no cong_avoid, no pacing-rate
  * update, and tcp_end_cwnd_reduction returns early. So this program owns the loss response and
@@ -90,6 +91,9 @@ struct flow {
 	__u32 _pad2;
 	struct cubic cubic;
 };
+
+/* enum ccp_records, set by the loader; the only .rodata variable, so it sits at offset 0. */
+const volatile __u32 cfg_records = CCP_RECORDS_FOLDED;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -337,6 +341,58 @@ static __always_inline void emit_report(struct sock *sk, struct tcp_sock *tp, st
 	if (urgent)
 		f->last_urgent_ns = now;
 	interval_reset(f, tp, now);
+}
+
+/*
+ * Per-ACK mode: one record with this ACK's primitives, or with none but the timeout flag when
+ * set_state reports an RTO (rs is NULL then). The flow's snapshots advance only when a record is
+ * written. Losses and timeouts wake the consumer at once, as urgent reports do.
+ */
+static __always_inline void emit_ack(struct sock *sk, struct tcp_sock *tp, struct flow *f, const struct rate_sample *rs,
+				     __u64 now, __u8 flags, const struct ccp_knobs *k)
+{
+	struct ccp_rec_ack *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	__u32 sacked_out = tp->sacked_out;
+	__u32 misordered = sacked_out > f->prev_sacked_out ? sacked_out - f->prev_sacked_out : 0;
+	__u32 acked_sacked = 0, lost = 0;
+	bool urgent;
+
+	if (!r) {
+		count(CCP_CNT_DROPS);
+		return;
+	}
+	hdr_init(&r->hdr, CCP_REC_ACK, sizeof(*r), f->fid, now);
+	r->bytes_acked = tp->bytes_acked - f->snap_bytes_acked;
+	f->snap_bytes_acked = tp->bytes_acked;
+	f->prev_sacked_out = sacked_out;
+	r->packets_misordered = misordered;
+	r->ce_pkts = 0;
+	r->rtt_us = 0;
+	r->rate_delivered = 0;
+	r->rate_snd_us = 0;
+	r->rate_rcv_us = 0;
+	if (rs) {
+		acked_sacked = rs->acked_sacked;
+		lost = rs->losses > 0 ? rs->losses : 0;
+		r->ce_pkts = rs->delivered_ce > 0 ? rs->delivered_ce : 0;
+		r->rtt_us = rs->rtt_us > 0 ? (rs->rtt_us > 0xffffffffL ? 0xffffffff : (__u32)rs->rtt_us) : 0;
+		if (rs->delivered > 0 && rs->interval_us > 0 && rs->snd_interval_us > 0 && rs->rcv_interval_us > 0) {
+			r->rate_delivered = rs->delivered;
+			r->rate_snd_us = rs->snd_interval_us;
+			r->rate_rcv_us = rs->rcv_interval_us;
+		}
+	}
+	r->packets_acked = acked_sacked > misordered ? acked_sacked - misordered : 0;
+	r->lost_pkts = lost;
+	r->inflight_pkts = in_flight(tp);
+	r->pending_bytes = tp->write_seq - tp->snd_una;
+	r->cwnd_pkts = tp->snd_cwnd;
+	r->mss = tp->mss_cache;
+	r->flags = flags | (f->mode == MODE_FALLBACK ? CCP_AF_FALLBACK : 0);
+	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
+	urgent = lost || (flags & CCP_AF_TIMEOUT);
+	bpf_ringbuf_submit(r, wake_flags(now, urgent, k));
+	count(CCP_CNT_RECORDS);
 }
 
 /* --- the fold -------------------------------------------------------------------------------- */
@@ -700,31 +756,12 @@ void BPF_PROG(ccp_release, struct sock *sk)
 	bpf_sk_storage_delete(&flows, sk);
 }
 
-SEC("struct_ops")
-void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
+/* Folded mode: report when the interval has elapsed, or at once on an urgent cause. */
+static __always_inline void report_folded(struct sock *sk, struct tcp_sock *tp, struct flow *f, const struct rate_sample *rs,
+					  const struct ccp_ctrl *c, __u64 now, const struct ccp_knobs *k)
 {
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	struct flow *f = get_flow(sk);
-	struct ccp_knobs *k = get_knobs();
-	const struct ccp_ctrl *c;
-	__u8 urgent;
-	__u64 now;
+	__u8 urgent = f->urgent;
 
-	if (!f || !k) {
-		count(CCP_CNT_PREINIT);
-		return;
-	}
-	count(CCP_CNT_ACKS);
-	/* The stack stamped this ACK (tcp_mstamp_refresh, CLOCK_MONOTONIC in us): no clock read. */
-	now = tp->tcp_mstamp * NSEC_PER_USEC;
-	fold(f, tp, rs);
-	c = live_ctrl(f, k, now);
-	if (c)
-		f->mode = MODE_AGENT;
-	else if (f->mode == MODE_AGENT)
-		enter_fallback(sk, f);
-
-	urgent = f->urgent;
 	/* At most one loss report per smoothed RTT: a recovery episode marks losses on many ACKs. */
 	if (rs->losses > 0 && urgent < CCP_URGENT_LOSS &&
 	    since(now, f->last_urgent_ns) >= (__u64)(tp->srtt_us >> 3) * NSEC_PER_USEC)
@@ -735,6 +772,48 @@ void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const stru
 		if (c && !c->pacing_rate)
 			stack_pacing_rate(sk, tp);
 	}
+}
+
+/* Per-ACK mode: a record for every ACK; TSO sizing as in folded mode, once per interval. */
+static __always_inline void report_per_ack(struct sock *sk, struct tcp_sock *tp, struct flow *f, const struct rate_sample *rs,
+					   const struct ccp_ctrl *c, __u64 now, const struct ccp_knobs *k)
+{
+	emit_ack(sk, tp, f, rs, now, 0, k);
+	if (c && !c->pacing_rate && since(now, f->start_ns) >= report_interval_ns(tp, c, k)) {
+		stack_pacing_rate(sk, tp);
+		f->start_ns = now;
+	}
+}
+
+SEC("struct_ops")
+void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const struct rate_sample *rs)
+{
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct flow *f = get_flow(sk);
+	struct ccp_knobs *k = get_knobs();
+	const struct ccp_ctrl *c;
+	__u64 now;
+
+	if (!f || !k) {
+		count(CCP_CNT_PREINIT);
+		return;
+	}
+	count(CCP_CNT_ACKS);
+	/* The stack stamped this ACK (tcp_mstamp_refresh, CLOCK_MONOTONIC in us): no clock read. */
+	now = tp->tcp_mstamp * NSEC_PER_USEC;
+	/* cfg_records is a load-time constant: the verifier drops the other mode's branches. */
+	if (cfg_records == CCP_RECORDS_FOLDED)
+		fold(f, tp, rs);
+	c = live_ctrl(f, k, now);
+	if (c)
+		f->mode = MODE_AGENT;
+	else if (f->mode == MODE_AGENT)
+		enter_fallback(sk, f);
+
+	if (cfg_records == CCP_RECORDS_PER_ACK)
+		report_per_ack(sk, tp, f, rs, c, now, k);
+	else
+		report_folded(sk, tp, f, rs, c, now, k);
 
 	if (c) {
 		apply_ctrl(sk, tp, f, c);
@@ -787,7 +866,10 @@ void BPF_PROG(ccp_set_state, struct sock *sk, __u8 new_state)
 		/* A retransmission timeout: no ACK may come for a while, so report now. */
 		__builtin_memset(&f->cubic, 0, sizeof(f->cubic));
 		f->timeouts++;
-		emit_report(sk, tp, f, bpf_ktime_get_ns(), CCP_URGENT_TIMEOUT, k);
+		if (cfg_records == CCP_RECORDS_PER_ACK)
+			emit_ack(sk, tp, f, 0, bpf_ktime_get_ns(), CCP_AF_TIMEOUT, k);
+		else
+			emit_report(sk, tp, f, bpf_ktime_get_ns(), CCP_URGENT_TIMEOUT, k);
 		return;
 	}
 	if ((new_state == TCP_CA_CWR || new_state == TCP_CA_Recovery) && old != new_state) {

@@ -19,7 +19,14 @@ enum ccp_rec_kind {
 	CCP_REC_CREATE = 1,
 	CCP_REC_REPORT = 2,
 	CCP_REC_CLOSE = 3,
-	/* 4 is reserved for a per-ACK primitives record (mode P, for a libccp shim). */
+	CCP_REC_ACK = 4, /* per-ACK records only: one ACK's primitives (for a libccp shim) */
+};
+
+/* What an instance sends per flow besides CREATE and CLOSE; fixed when it is loaded (its only
+ * .rodata variable), so the verifier prunes the other mode's code from cong_control. */
+enum ccp_records {
+	CCP_RECORDS_FOLDED = 0,  /* REPORT: the fold, once per interval or per RTT, and urgent ones */
+	CCP_RECORDS_PER_ACK = 1, /* ACK: one per ACK, plus one on a retransmission timeout */
 };
 
 /* Why a report was sent before its interval ended; mirrors ccp_algorithms::Urgent. The numeric
@@ -35,6 +42,10 @@ enum ccp_urgent {
 #define CCP_RF_APP_LIMITED (1 << 0) /* the rate sample in the report was app-limited */
 #define CCP_RF_FALLBACK (1 << 1)    /* the in-kernel fallback was steering the flow */
 #define CCP_RF_PACED (1 << 2)       /* pacing_rate is enforced (SK_PACING_NEEDED) */
+
+/* Ack flags. */
+#define CCP_AF_TIMEOUT (1 << 0)  /* a retransmission timeout (sent from set_state, not for an ACK) */
+#define CCP_AF_FALLBACK (1 << 1) /* the in-kernel fallback was steering the flow */
 
 /* Create flags. */
 #define CCP_CF_EXISTING (1 << 0) /* the flow had sent data before this CC took it over */
@@ -98,6 +109,31 @@ struct ccp_rec_report {
 	__u8 urgent;          /* enum ccp_urgent */
 	__u8 flags;           /* CCP_RF_* */
 	__u8 ca_state;
+	__u8 _pad[7];
+};
+
+/*
+ * One ACK, in per-ACK mode: what libccp's ccp_primitives need (ccp-kernel's mapping). The
+ * differences are taken from the flow's counters when the previous record was written, so a
+ * record lost to a full ring loses no acked or SACKed bytes; the rate sample, RTT, CE and loss
+ * counts are this ACK's own (rs), as libccp expects.
+ */
+struct ccp_rec_ack {
+	struct ccp_rec_hdr hdr;
+	__u64 bytes_acked;        /* growth of tp->bytes_acked: newly cumulatively acked bytes */
+	__u32 packets_acked;      /* newly delivered packets (rs->acked_sacked) minus newly SACKed */
+	__u32 packets_misordered; /* newly SACKed: growth of tp->sacked_out */
+	__u32 ce_pkts;            /* rs->delivered_ce */
+	__u32 lost_pkts;          /* rs->losses: packets newly marked lost */
+	__u32 rtt_us;             /* rs->rtt_us; 0: no sample */
+	__u32 rate_delivered;     /* valid rate sample: packets delivered ... (0: none) */
+	__u32 rate_snd_us;        /* ... over this send interval ... */
+	__u32 rate_rcv_us;        /* ... and this ACK (receive) interval */
+	__u32 inflight_pkts;
+	__u32 pending_bytes;      /* write_seq - snd_una */
+	__u32 cwnd_pkts;
+	__u32 mss;
+	__u8 flags;               /* CCP_AF_* */
 	__u8 _pad[7];
 };
 
@@ -230,6 +266,7 @@ _Static_assert(sizeof(struct ccp_rec_hdr) == 16, "ccp_rec_hdr");
 _Static_assert(sizeof(struct ccp_rec_create) == 120, "ccp_rec_create");
 _Static_assert(sizeof(struct ccp_rec_report) == 144, "ccp_rec_report");
 _Static_assert(sizeof(struct ccp_rec_close) == 32, "ccp_rec_close");
+_Static_assert(sizeof(struct ccp_rec_ack) == 80, "ccp_rec_ack");
 _Static_assert(sizeof(struct ccp_ctrl) == 40, "ccp_ctrl");
 _Static_assert(sizeof(struct ccp_knobs) == 56, "ccp_knobs");
 _Static_assert(sizeof(struct ccp_flow_id) == 40, "ccp_flow_id");

@@ -99,6 +99,54 @@ fn a_close_decodes() {
     );
 }
 
+fn ack() -> RawAck {
+    RawAck {
+        hdr: hdr(KIND_ACK, size_of::<RawAck>(), 11),
+        bytes_acked: 2_896,
+        packets_acked: 2,
+        packets_misordered: 1,
+        ce_pkts: 1,
+        lost_pkts: 3,
+        rtt_us: 20_500,
+        rate_delivered: 20,
+        rate_snd_us: 19_000,
+        rate_rcv_us: 20_000,
+        inflight_pkts: 30,
+        pending_bytes: 1 << 20,
+        cwnd_pkts: 32,
+        mss: 1448,
+        flags: AF_FALLBACK,
+        pad: [0; 7],
+    }
+}
+
+#[test]
+fn an_ack_decodes_field_by_field_and_only_for_a_per_ack_consumer() {
+    let raw = ack();
+    let PerAckRecord::Ack(a) = decode_per_ack(pod_bytes(&raw)).unwrap() else { panic!("not an ack") };
+    assert_eq!((a.fid, a.ts_ns, a.bytes_acked), (11, 5_000_000, 2_896));
+    assert_eq!((a.packets_acked, a.packets_misordered, a.ce_pkts, a.lost_pkts), (2, 1, 1, 3));
+    assert_eq!((a.rtt_us, a.rate_delivered, a.rate_snd_us, a.rate_rcv_us), (Some(20_500), 20, 19_000, 20_000));
+    assert_eq!((a.inflight_pkts, a.pending_bytes, a.cwnd_pkts, a.mss), (30, 1 << 20, 32, 1448));
+    assert_eq!((a.timeout, a.fallback), (false, true));
+
+    let mut raw = ack();
+    raw.rtt_us = 0;
+    raw.flags = AF_TIMEOUT;
+    let PerAckRecord::Ack(a) = decode_per_ack(pod_bytes(&raw)).unwrap() else { panic!("not an ack") };
+    assert_eq!((a.rtt_us, a.timeout, a.fallback), (None, true, false));
+
+    // The folded consumer (the agent) does not take per-ACK records; the per-ACK one takes
+    // everything else as ordinary records.
+    assert_eq!(decode(pod_bytes(&raw)), Err(DecodeError::Kind(KIND_ACK)));
+    let close = RawClose { hdr: hdr(KIND_CLOSE, size_of::<RawClose>(), 3), ..RawClose::default() };
+    assert!(matches!(decode_per_ack(pod_bytes(&close)), Ok(PerAckRecord::Record(Record::Close(_)))));
+    assert!(matches!(decode_per_ack(&pod_bytes(&raw)[..79]), Err(DecodeError::Size { .. })));
+    let mut raw = ack();
+    raw.hdr.version = 2;
+    assert_eq!(decode_per_ack(pod_bytes(&raw)), Err(DecodeError::Version(2)));
+}
+
 #[test]
 fn malformed_records_are_errors() {
     assert_eq!(decode(&[]), Err(DecodeError::Short(0)));
@@ -133,11 +181,13 @@ fn decoding_arbitrary_bytes_never_panics() {
             })
             .collect();
         let _ = decode(&bytes);
+        let _ = decode_per_ack(&bytes);
         let mut with_hdr = bytes.clone();
         if with_hdr.len() >= 2 {
             with_hdr[0] = RECORD_VERSION;
-            with_hdr[1] = (len % 4) as u8;
+            with_hdr[1] = (len % 5) as u8;
             let _ = decode(&with_hdr);
+            let _ = decode_per_ack(&with_hdr);
         }
     }
 }

@@ -1,0 +1,315 @@
+//! The command line.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ccp_ebpf::attach::{Filter, Namespaces, Net, Settings};
+use ccp_ebpf::{Fallback, Knobs, ReportEvery};
+use clap::{Parser, Subcommand};
+
+use crate::ipc::{Bind, Endpoints};
+
+/// ccp-libccp-shim: this kernel's BPF congestion control, driven by an unmodified CCP agent
+/// (portus, generic_cong_avoid, …) through the real libccp, as ccp-kernel would be.
+///
+/// `run` registers the congestion control with per-ACK records and speaks libccp's unix-socket
+/// IPC to the agent; `attach` and `detach` move flows onto it and back.
+#[derive(Debug, Parser)]
+#[command(name = "ccp-libccp-shim", version, about, long_about = None)]
+pub struct Cli {
+    /// Log filter (error, warn, info, debug, trace, or a tracing directive). Overrides CCP_LOG.
+    #[arg(long, global = true, value_name = "FILTER")]
+    pub log_level: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the datapath (root): register the congestion control and serve the agent.
+    Run(RunArgs),
+    /// Switch flows to the congestion control (`run` must be running): existing flows, new
+    /// flows of cgroups, namespace defaults.
+    Attach(AttachArgs),
+    /// Switch flows back to the congestion control they had, and remove what attach installed.
+    /// Without selections: everything attach did.
+    Detach(DetachArgs),
+}
+
+/// Which congestion control instance (the same for `run`, `attach` and `detach`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct InstanceArgs {
+    /// The congestion control's name, what flows select with TCP_CONGESTION (at most 15
+    /// characters). `ccp` is what ccp-kernel registered; a ccp-agent on the eBPF datapath uses
+    /// it too by default, and only one of them can hold a name at a time.
+    #[arg(long, default_value = "ccp", value_name = "NAME")]
+    pub name: String,
+
+    /// Directory on a bpf filesystem for the maps a restarted shim re-adopts flows through.
+    /// Default: /sys/fs/bpf/ccp-libccp-shim-NAME.
+    #[arg(long, value_name = "DIR")]
+    pub pin_dir: Option<PathBuf>,
+
+    /// What attach changed, for detach and for a clean shutdown.
+    /// Default: /run/ccp-libccp-shim/NAME.attach.json.
+    #[arg(long, value_name = "FILE")]
+    pub state_file: Option<PathBuf>,
+
+    /// Where detach sends a flow whose previous congestion control is unknown or gone.
+    #[arg(long, default_value = "cubic", value_name = "CC")]
+    pub restore: String,
+}
+
+impl InstanceArgs {
+    pub fn pin_dir(&self) -> PathBuf {
+        self.pin_dir.clone().unwrap_or_else(|| PathBuf::from(format!("/sys/fs/bpf/ccp-libccp-shim-{}", self.name)))
+    }
+
+    pub fn attach_settings(&self) -> Settings {
+        Settings {
+            cc_name: self.name.clone(),
+            pin_dir: self.pin_dir(),
+            state_file: self
+                .state_file
+                .clone()
+                .unwrap_or_else(|| Path::new("/run/ccp-libccp-shim").join(format!("{}.attach.json", self.name))),
+            restore_cc: self.restore.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FallbackArg {
+    Cubic,
+    Reno,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub instance: InstanceArgs,
+
+    /// Socket directory (portus's convention: /tmp/ccp; portus 0.7 cannot use another).
+    #[arg(long, default_value = "/tmp/ccp", value_name = "DIR")]
+    pub ipc_dir: PathBuf,
+
+    /// This datapath's socket name inside --ipc-dir.
+    #[arg(long, default_value = "ccp-ebpf", value_name = "NAME")]
+    pub ipc_name: String,
+
+    /// The agent's socket name inside --ipc-dir (portus binds `portus`).
+    #[arg(long, default_value = "portus", value_name = "NAME")]
+    pub agent: String,
+
+    /// How the agent sees our address: `relative` to --ipc-dir (portus 0.7, which replies to
+    /// /tmp/ccp/<address>) or `absolute` (portus 0.9, which replies to the address as given).
+    /// ccp-agent takes either.
+    #[arg(long, value_enum, default_value_t = Bind::Relative)]
+    pub bind: Bind,
+
+    /// Datapath id sent in READY.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub datapath_id: u32,
+
+    /// Algorithm name sent in every CREATE (at most 63 bytes); portus picks by it when it runs
+    /// several. Default: none.
+    #[arg(long, value_name = "NAME", value_parser = parse_cong_alg)]
+    pub cong_alg: Option<String>,
+
+    /// In-kernel algorithm for flows the agent does not steer (before its first command, while
+    /// it is gone, beyond --max-connections).
+    #[arg(long, value_enum, default_value_t = FallbackArg::Cubic)]
+    pub fallback: FallbackArg,
+
+    /// Flows fall back when this shim has been silent this long (it died), ms.
+    #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub silence_timeout_ms: u64,
+
+    /// ACK records wake the shim at most this often, µs; losses and timeouts always do. Each
+    /// wakeup costs an interrupt (several µs on a VM), so this bounds that cost per second.
+    /// The default matches --consume-interval-us, so under load the shim wakes about once per
+    /// millisecond, not once per ACK; records wait at most that long (RTTs here are ≥ 10 ms).
+    #[arg(long, default_value_t = 1000, value_name = "US", value_parser = clap::value_parser!(u64).range(0..=100_000))]
+    pub wake_gap_us: u64,
+
+    /// The shim drains the ring at least this often, µs: records that did not wake it wait at
+    /// most this long.
+    #[arg(long, default_value_t = 1000, value_name = "US", value_parser = clap::value_parser!(u64).range(100..=100_000))]
+    pub consume_interval_us: u64,
+
+    /// Ring buffer size, MiB (a power of two). Each ACK takes 88 bytes.
+    #[arg(long, default_value_t = 16, value_name = "MIB", value_parser = parse_ring_mib)]
+    pub ring_mib: u32,
+
+    /// Most flows steered at once (control map slots). Flows beyond --max-connections stay on
+    /// the fallback until a connection frees up.
+    #[arg(long, default_value_t = 65_536, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=(1 << 24)))]
+    pub max_flows: u32,
+
+    /// libccp connections (one per steered flow). The libccp crate hard-codes 1,024; the shim
+    /// replaces its table. At most 65,535 (libccp's sids are 16-bit); each costs 216 bytes.
+    #[arg(long, default_value_t = 16_384, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65_535))]
+    pub max_connections: u32,
+}
+
+fn parse_cong_alg(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.len() > 63 || s.contains('\0') {
+        return Err("an algorithm name is 1-63 bytes without NUL".into());
+    }
+    Ok(s.to_string())
+}
+
+fn parse_ring_mib(s: &str) -> Result<u32, String> {
+    let v: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    if !v.is_power_of_two() || v > 1024 {
+        return Err("a power of two between 1 and 1024".into());
+    }
+    Ok(v)
+}
+
+impl RunArgs {
+    pub fn endpoints(&self) -> Endpoints {
+        Endpoints { dir: self.ipc_dir.clone(), name: self.ipc_name.clone(), agent: self.agent.clone(), bind: self.bind }
+    }
+
+    pub fn instance_config(&self) -> ccp_ebpf::Config {
+        ccp_ebpf::Config {
+            name: self.instance.name.clone(),
+            pin_dir: self.instance.pin_dir(),
+            ring_bytes: self.ring_mib << 20,
+            max_flows: self.max_flows,
+            knobs: Knobs {
+                silence_timeout: Duration::from_millis(self.silence_timeout_ms),
+                // Per-ACK records need no interval; TSO sizing is refreshed this often.
+                default_report: ReportEvery::Micros(10_000),
+                min_report_interval: Duration::from_millis(1),
+                wake_gap: Duration::from_micros(self.wake_gap_us),
+                fallback: match self.fallback {
+                    FallbackArg::Cubic => Fallback::Cubic,
+                    FallbackArg::Reno => Fallback::Reno,
+                },
+            },
+        }
+    }
+}
+
+/// Which flows and namespaces an attach or detach covers (as `ccp-agent attach` has them).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SelectArgs {
+    #[command(flatten)]
+    pub instance: InstanceArgs,
+
+    /// Flows with either end on this port (repeatable; with --addr, both must match).
+    #[arg(long = "port", value_name = "PORT")]
+    pub ports: Vec<u16>,
+
+    /// Flows with either end in this address or prefix, e.g. 10.0.0.0/8 (repeatable).
+    #[arg(long = "addr", value_name = "ADDR[/LEN]", value_parser = parse_net)]
+    pub addrs: Vec<Net>,
+
+    /// Every flow.
+    #[arg(long)]
+    pub all: bool,
+
+    /// A network namespace: a name from `ip netns`, or a path such as /proc/PID/ns/net
+    /// (repeatable). Default: this process's namespace.
+    #[arg(long = "netns", value_name = "NAME|PATH", value_parser = parse_netns)]
+    pub netns: Vec<PathBuf>,
+
+    /// Every network namespace that can be named.
+    #[arg(long)]
+    pub all_netns: bool,
+}
+
+impl SelectArgs {
+    pub fn filter(&self) -> Option<Filter> {
+        let f = Filter { all: self.all, ports: self.ports.clone(), nets: self.addrs.clone() };
+        f.selects_something().then_some(f)
+    }
+
+    pub fn namespaces(&self) -> Namespaces {
+        Namespaces { paths: self.netns.clone(), all: self.all_netns }
+    }
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct AttachArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    /// A cgroup v2 directory (absolute, or relative to the cgroup2 mount) whose new flows get
+    /// the congestion control when established (repeatable).
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+
+    /// Also make the congestion control the default of the namespaces.
+    #[arg(long = "default")]
+    pub set_default: bool,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct DetachArgs {
+    #[command(flatten)]
+    pub select: SelectArgs,
+
+    /// Remove the sockops program from this cgroup only (repeatable).
+    #[arg(long = "cgroup", value_name = "DIR")]
+    pub cgroups: Vec<PathBuf>,
+}
+
+fn parse_net(s: &str) -> Result<Net, String> {
+    s.parse()
+}
+
+/// A bare name is one of `ip netns`'s.
+fn parse_netns(s: &str) -> Result<PathBuf, String> {
+    if s.is_empty() {
+        return Err("empty namespace".into());
+    }
+    Ok(if s.contains('/') { PathBuf::from(s) } else { Path::new("/run/netns").join(s) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults_follow_the_name_and_portus_conventions() {
+        let cli = Cli::parse_from(["ccp-libccp-shim", "run", "--name", "ccpx"]);
+        let Command::Run(r) = cli.command else { panic!("not run") };
+        assert_eq!(r.instance.pin_dir(), PathBuf::from("/sys/fs/bpf/ccp-libccp-shim-ccpx"));
+        assert_eq!(r.instance.attach_settings().state_file, PathBuf::from("/run/ccp-libccp-shim/ccpx.attach.json"));
+        let ep = r.endpoints();
+        assert_eq!((ep.dir, ep.agent.as_str(), ep.bind), (PathBuf::from("/tmp/ccp"), "portus", Bind::Relative));
+        let cfg = r.instance_config();
+        assert_eq!((cfg.ring_bytes, cfg.max_flows), (16 << 20, 65_536));
+        assert_eq!(cfg.knobs.wake_gap, Duration::from_micros(1000));
+        assert_eq!(r.max_connections, 16_384);
+    }
+
+    #[test]
+    fn bad_values_are_refused() {
+        for args in [
+            &["ccp-libccp-shim", "run", "--ring-mib", "3"][..],
+            &["ccp-libccp-shim", "run", "--consume-interval-us", "10"],
+            &["ccp-libccp-shim", "run", "--cong-alg", ""],
+            &["ccp-libccp-shim", "run", "--max-connections", "65536"],
+            &["ccp-libccp-shim", "attach", "--addr", "10.0.0.0/40"],
+            &["ccp-libccp-shim", "attach", "--netns", ""],
+        ] {
+            assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+        }
+        let cli = Cli::parse_from(["ccp-libccp-shim", "attach", "--port", "5201", "--netns", "lab-snd", "--name", "ccpy"]);
+        let Command::Attach(a) = cli.command else { panic!("not attach") };
+        assert_eq!(a.select.netns, vec![PathBuf::from("/run/netns/lab-snd")]);
+        assert!(a.select.filter().is_some());
+        assert_eq!(a.select.instance.attach_settings().cc_name, "ccpy");
+    }
+}

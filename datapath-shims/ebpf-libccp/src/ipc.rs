@@ -1,0 +1,311 @@
+//! The unix datagram socket between this datapath and the CCP agent (libccp's standard IPC,
+//! portus's `/tmp/ccp/<name>` convention).
+//!
+//! # Addresses
+//! The agent's socket is `<dir>/<agent>` (portus binds `/tmp/ccp/portus`). Ours is
+//! `<dir>/<name>`, bound one of two ways, because agents answer differently:
+//! - portus 0.7 (what `generic_cong_avoid` 0.4 is built on) replies to `/tmp/ccp/<sender path>`,
+//!   so the sender path must be *relative* to `/tmp/ccp`: we change into `<dir>`, bind the bare
+//!   name and change back at once (the socket keeps the name it was bound with);
+//! - portus 0.9 replies to the sender path as it is, which must then be absolute. ccp-agent
+//!   accepts both.
+//!
+//! The socket is left unconnected, so a restarted agent is reached at once.
+//!
+//! # Back-pressure
+//! Linux queues at most `net.unix.max_dgram_qlen` datagrams per receiving socket (10 here),
+//! counted in messages. libccp's `send_msg` is synchronous, so a send that finds the agent's
+//! queue full waits a bounded time ([`SEND_TIMEOUT`]). While it waits it keeps reading its own
+//! socket: portus sends with blocking calls, and an agent blocked on our full queue would never
+//! get back to reading its own, so both sides would stall. What is read then is stashed and
+//! handed to libccp later, never from inside the callback (that would re-enter libccp in the
+//! middle of `ccp_invoke`). After a send times out, sends stop waiting until one succeeds, so a
+//! stuck agent cannot stall the kernel's records for long.
+//!
+//! # Is the agent there?
+//! A send to a socket file nobody reads fails with `ECONNREFUSED` (`ENOENT` once it is gone);
+//! [`Channel::agent_identity`] also tells a restarted agent (a new socket file) from the old one.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Longest wait for room in the agent's queue before a message is dropped.
+const SEND_TIMEOUT: Duration = Duration::from_millis(20);
+/// How often a waiting send retries (nothing signals room in an unconnected peer's queue).
+const SEND_RETRY_INTERVAL: Duration = Duration::from_micros(200);
+/// Large enough for any libccp message (`BIGGEST_MSG_SIZE` is 32678).
+pub const MAX_DATAGRAM: usize = 64 * 1024;
+
+/// How our socket's address is written (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Bind {
+    /// The bare name, relative to the socket directory (portus 0.7, ccp-agent).
+    Relative,
+    /// The full path (portus 0.9, ccp-agent).
+    Absolute,
+}
+
+/// Where the channel lives.
+#[derive(Debug, Clone)]
+pub struct Endpoints {
+    pub dir: PathBuf,
+    pub name: String,
+    pub agent: String,
+    pub bind: Bind,
+}
+
+/// The datapath's socket.
+pub struct Channel {
+    sock: UnixDatagram,
+    agent_path: PathBuf,
+    /// Absolute path of our socket file, removed on drop.
+    bound_path: PathBuf,
+    /// Datagrams read while a send was waiting, oldest first.
+    stash: RefCell<VecDeque<Vec<u8>>>,
+    scratch: RefCell<Vec<u8>>,
+    /// A send timed out and none has succeeded since.
+    agent_stuck: Cell<bool>,
+}
+
+/// Which socket file the agent reads: its inode and creation time (a file removed and created
+/// again can get the same inode number back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentId {
+    ino: u64,
+    ctime_ns: i128,
+}
+
+/// True for send errors that mean nobody reads the agent's socket any more.
+pub fn agent_gone(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ECONNREFUSED | libc::ENOENT | libc::ENOTCONN))
+}
+
+impl Channel {
+    /// Creates the socket directory, removes a stale socket of ours, and binds.
+    pub fn open(ep: &Endpoints) -> Result<Channel, String> {
+        if ep.name.is_empty() || ep.name.contains('/') {
+            return Err(format!("socket name {:?} must be a plain file name", ep.name));
+        }
+        std::fs::create_dir_all(&ep.dir).map_err(|e| format!("cannot create socket directory {}: {e}", ep.dir.display()))?;
+        let dir = std::fs::canonicalize(&ep.dir).map_err(|e| format!("cannot resolve {}: {e}", ep.dir.display()))?;
+        let bound_path = dir.join(&ep.name);
+        remove_stale_socket(&bound_path)?;
+        let sock = match ep.bind {
+            Bind::Absolute => UnixDatagram::bind(&bound_path),
+            Bind::Relative => bind_relative(&dir, &ep.name),
+        }
+        .map_err(|e| format!("cannot bind {}: {e}", bound_path.display()))?;
+        sock.set_nonblocking(true).map_err(|e| format!("cannot make the socket non-blocking: {e}"))?;
+        Ok(Channel {
+            sock,
+            agent_path: dir.join(&ep.agent),
+            bound_path,
+            stash: RefCell::new(VecDeque::new()),
+            scratch: RefCell::new(vec![0; MAX_DATAGRAM]),
+            agent_stuck: Cell::new(false),
+        })
+    }
+
+    pub fn agent_path(&self) -> &Path {
+        &self.agent_path
+    }
+
+    pub fn bound_path(&self) -> &Path {
+        &self.bound_path
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The agent's socket file if an agent reads it now, `None` otherwise. Another file is a
+    /// restarted agent, which knows nothing of our flows.
+    pub fn agent_identity(&self) -> Option<AgentId> {
+        let meta = std::fs::metadata(&self.agent_path).ok().filter(|m| m.file_type().is_socket())?;
+        let id = AgentId { ino: meta.ino(), ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()) };
+        let probe = UnixDatagram::unbound().and_then(|s| s.connect(&self.agent_path));
+        probe.is_ok().then_some(id)
+    }
+
+    /// Sends one message to the agent, waiting a bounded time for room in its queue.
+    pub fn send(&self, msg: &[u8]) -> io::Result<()> {
+        let deadline = Instant::now() + SEND_TIMEOUT;
+        loop {
+            match self.sock.send_to(msg, &self.agent_path) {
+                Ok(_) => {
+                    self.agent_stuck.set(false);
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let now = Instant::now();
+                    if self.agent_stuck.get() || now >= deadline {
+                        self.agent_stuck.set(true);
+                        return Err(e);
+                    }
+                    self.stash_incoming(SEND_RETRY_INTERVAL.min(deadline - now));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Whether datagrams read during a send wait for [`Channel::try_recv`] (ppoll cannot see them).
+    pub fn has_stashed(&self) -> bool {
+        !self.stash.borrow().is_empty()
+    }
+
+    /// The next datagram from the agent, without blocking (`WouldBlock` if there is none).
+    pub fn try_recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(msg) = self.stash.borrow_mut().pop_front() {
+            let n = msg.len().min(buf.len());
+            buf[..n].copy_from_slice(&msg[..n]);
+            return Ok(n);
+        }
+        self.sock.recv(buf)
+    }
+
+    /// Waits up to `timeout` for datagrams and stashes everything readable.
+    fn stash_incoming(&self, timeout: Duration) {
+        if wait_readable(&[self.fd()], timeout) {
+            let mut scratch = self.scratch.borrow_mut();
+            while let Ok(n) = self.sock.recv(&mut scratch) {
+                self.stash.borrow_mut().push_back(scratch[..n].to_vec());
+            }
+        }
+    }
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.bound_path);
+    }
+}
+
+/// Binds `name` inside `dir` under its relative name. The working directory is changed only for
+/// the bind (the process is single-threaded here) and restored, so relative paths given on the
+/// command line keep their meaning.
+fn bind_relative(dir: &Path, name: &str) -> io::Result<UnixDatagram> {
+    let back = std::env::current_dir()?;
+    std::env::set_current_dir(dir)?;
+    let bound = UnixDatagram::bind(name);
+    std::env::set_current_dir(back)?;
+    bound
+}
+
+/// Sleeps until one of `fds` is readable, `timeout` passed or a signal arrived; true if readable.
+pub fn wait_readable(fds: &[RawFd], timeout: Duration) -> bool {
+    let mut pfds: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let ts = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos()),
+    };
+    // SAFETY: `pfds` and `ts` are valid for the call; a null sigmask keeps the current one.
+    let ready = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    ready > 0 && pfds.iter().any(|p| p.revents & libc::POLLIN != 0)
+}
+
+/// Removes `path` if it is a socket; refuses to touch anything else.
+fn remove_stale_socket(path: &Path) -> Result<(), String> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(format!("cannot inspect {}: {e}", path.display())),
+        Ok(meta) if meta.file_type().is_socket() => {
+            std::fs::remove_file(path).map_err(|e| format!("cannot remove stale socket {}: {e}", path.display()))
+        }
+        Ok(_) => Err(format!("{} exists and is not a socket; refusing to replace it", path.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn endpoints(dir: &Path, bind: Bind) -> Endpoints {
+        Endpoints { dir: dir.to_path_buf(), name: "dp".into(), agent: "agent".into(), bind }
+    }
+
+    #[test]
+    fn a_relative_bind_shows_the_bare_name_to_the_agent_and_keeps_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = UnixDatagram::bind(dir.path().join("agent")).unwrap();
+        let cwd = std::env::current_dir().unwrap();
+        let chan = Channel::open(&endpoints(dir.path(), Bind::Relative)).unwrap();
+        assert_eq!(std::env::current_dir().unwrap(), cwd);
+        chan.send(b"hello").unwrap();
+        let mut buf = [0u8; 16];
+        let (n, from) = agent.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"hello");
+        assert_eq!(from.as_pathname(), Some(Path::new("dp")));
+        // A reply to the agent's view of our address, resolved in the socket directory.
+        agent.send_to(b"back", dir.path().join("dp")).unwrap();
+        assert_eq!(chan.try_recv(&mut buf).unwrap(), 4);
+    }
+
+    #[test]
+    fn an_absolute_bind_shows_the_full_path_and_the_file_goes_with_the_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let agent = UnixDatagram::bind(dir.path().join("agent")).unwrap();
+        let chan = Channel::open(&endpoints(dir.path(), Bind::Absolute)).unwrap();
+        chan.send(b"x").unwrap();
+        let mut buf = [0u8; 4];
+        let (_, from) = agent.recv_from(&mut buf).unwrap();
+        assert_eq!(from.as_pathname(), Some(chan.bound_path()));
+        let path = chan.bound_path().to_path_buf();
+        drop(chan);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn the_agent_is_seen_coming_going_and_restarting() {
+        let dir = tempfile::tempdir().unwrap();
+        let chan = Channel::open(&endpoints(dir.path(), Bind::Absolute)).unwrap();
+        assert_eq!(chan.agent_identity(), None);
+        let agent = UnixDatagram::bind(dir.path().join("agent")).unwrap();
+        let first = chan.agent_identity().expect("an agent reads its socket");
+        drop(agent);
+        assert_eq!(chan.agent_identity(), None, "the file stays, nobody reads it");
+        let err = chan.send(b"x").unwrap_err();
+        assert!(agent_gone(&err), "{err}");
+        std::fs::remove_file(dir.path().join("agent")).unwrap();
+        // A restart takes longer than the file system's timestamp granularity (a jiffy).
+        std::thread::sleep(Duration::from_millis(20));
+        let _agent = UnixDatagram::bind(dir.path().join("agent")).unwrap();
+        let second = chan.agent_identity().expect("a restarted agent");
+        assert_ne!(first, second);
+    }
+
+    #[test]
+    fn a_full_agent_queue_times_out_and_later_sends_do_not_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let _agent = UnixDatagram::bind(dir.path().join("agent")).unwrap();
+        let chan = Channel::open(&endpoints(dir.path(), Bind::Absolute)).unwrap();
+        let mut sent = 0;
+        let err = loop {
+            match chan.send(&[0u8; 64]) {
+                Ok(()) => sent += 1,
+                Err(e) => break e,
+            }
+            assert!(sent < 100_000, "the queue never filled");
+        };
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        let t0 = Instant::now();
+        assert!(chan.send(&[0u8; 64]).is_err());
+        assert!(t0.elapsed() < SEND_TIMEOUT, "a stuck agent does not make every send wait");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_socket_is_never_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("dp"), b"data").unwrap();
+        let err = Channel::open(&endpoints(dir.path(), Bind::Absolute)).err().unwrap();
+        assert!(err.contains("not a socket"), "{err}");
+        assert!(Channel::open(&Endpoints { name: "a/b".into(), ..endpoints(dir.path(), Bind::Absolute) }).is_err());
+    }
+}
