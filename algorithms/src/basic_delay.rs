@@ -31,7 +31,7 @@ use std::sync::Arc;
 
 use crate::action::{Action, Pacing, ReportPolicy};
 use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
-use crate::nimbus::cross_traffic::{CrossTrafficConfig, CrossTrafficEstimator, LinkRate, MAX_RATE_BYTES_PER_S};
+use crate::nimbus::cross_traffic::{self, CrossTrafficConfig, CrossTrafficEstimator, LinkRate, MAX_RATE_BYTES_PER_S};
 use crate::params::{Bound, ParamError, ParamSpec, Params};
 use crate::registry::AlgorithmInfo;
 use crate::reno::MIN_CWND_PKTS;
@@ -176,6 +176,14 @@ const PARAMS: &[ParamSpec] = &[
         "window of the maximum-receive-rate estimate of mu; 0 = all-time (the authors' code)",
     ),
     ParamSpec::float(
+        "header_bytes",
+        cross_traffic::HEADER_BYTES,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1000.0),
+        "bytes",
+        "header bytes per packet beyond the MSS: a configured mu (wire bytes) is scaled by MSS/(MSS + this) to the payload bytes S and R count; 0 = mu counts payload",
+    ),
+    ParamSpec::float(
         "min_rate_fraction",
         MIN_RATE_FRACTION,
         Bound::Inclusive(0.0),
@@ -223,6 +231,8 @@ pub struct BasicDelayConfig {
     pub beta: f64,
     pub target: TargetDelay,
     pub link_rate: LinkRate,
+    /// Header bytes per packet beyond the MSS (a configured μ̂ counts them, S and R do not).
+    pub header_bytes: f64,
     pub min_rate_fraction: f64,
     pub init_cwnd_pkts: f64,
 }
@@ -234,6 +244,7 @@ impl Default for BasicDelayConfig {
             beta: BETA,
             target: TargetDelay::Relative(TARGET_DELAY_FRACTION),
             link_rate: LinkRate::MaxReceive { window_us: u64::MAX },
+            header_bytes: cross_traffic::HEADER_BYTES,
             min_rate_fraction: MIN_RATE_FRACTION,
             init_cwnd_pkts: 10.0,
         }
@@ -251,6 +262,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
             TargetDelay::Relative(p.float("target_delay_fraction"))
         },
         link_rate: link_rate(p.float("mu_mbit_per_s"), p.float("mu_window_s")),
+        header_bytes: p.float("header_bytes"),
         min_rate_fraction: p.float("min_rate_fraction"),
         init_cwnd_pkts: p.float("init_cwnd_pkts"),
     }))
@@ -322,6 +334,7 @@ impl Algorithm for BasicDelay {
 
     fn init(&mut self, start: &FlowStart) -> Action {
         self.mss = start.mss();
+        self.xt.set_payload_fraction(cross_traffic::payload_fraction(self.mss, self.cfg.header_bytes));
         let init = start.start_cwnd_bytes() as f64;
         self.cwnd_bytes = if init > 0.0 { init } else { self.cfg.init_cwnd_pkts * self.mss }.max(MIN_CWND_PKTS * self.mss);
         if let Some(seed) = &start.seed {
@@ -345,6 +358,7 @@ impl Algorithm for BasicDelay {
         self.last_now_us = Some(now);
         if report.mss_bytes > 0 {
             self.mss = report.mss();
+            self.xt.set_payload_fraction(cross_traffic::payload_fraction(self.mss, self.cfg.header_bytes));
         }
         if let Some(rtt) = report.rtt {
             if rtt.last_us > 0 {
@@ -444,7 +458,8 @@ mod tests {
 
     #[test]
     fn standalone_paces_at_eq4_and_holds_the_window_until_measured() {
-        let f = INFO.configure(&"mu_mbit_per_s = 96".parse().unwrap()).unwrap();
+        // The worked example counts μ̂, S and R in the same bytes: no header scaling.
+        let f = INFO.configure(&"mu_mbit_per_s = 96\nheader_bytes = 0".parse().unwrap()).unwrap();
         let mut a = f.create();
         let init = a.init(&FlowStart::new(MSS, 15_000));
         assert_eq!(init.cwnd_bytes, Some(15_000.0));
@@ -478,6 +493,25 @@ mod tests {
         };
         let Some(Pacing::BytesPerSec(rate)) = a.on_report(&deep).pacing else { panic!() };
         assert!((rate - 0.05 * 12e6).abs() < 1e-6, "{rate}");
+    }
+
+    /// A configured μ̂ counts wire bytes (1500-byte packets at MSS 1448); S and R count payload.
+    #[test]
+    fn configured_mu_is_scaled_to_payload_bytes() {
+        let f = INFO.configure(&"mu_mbit_per_s = 96".parse().unwrap()).unwrap();
+        let mut a = f.create();
+        a.init(&FlowStart::new(1448, 15_000));
+        let r = Report {
+            now_us: 10_000,
+            mss_bytes: 1448,
+            rtt: rtt(50_000),
+            send_rate_bytes_per_s: Some(3_000_000),
+            recv_rate_bytes_per_s: Some(3_000_000),
+            ..Report::default()
+        };
+        a.on_report(&r);
+        let mu = a.state().iter().find(|v| v.name == "mu_hat_bytes_per_s").map(|v| v.value).unwrap();
+        assert!((mu - 12e6 * 1448.0 / 1500.0).abs() < 1e-3, "{mu}");
     }
 
     #[test]

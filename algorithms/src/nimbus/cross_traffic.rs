@@ -25,6 +25,15 @@
 //! (Eq. 7), i.e. a copy of our own pulse: the detector then errs toward "elastic", which is safe.
 //! Note that the maximum receive rate only reaches μ if the flow once had the link to itself; with
 //! persistent cross traffic it underestimates μ, and Nimbus stays in competitive mode.
+//!
+//! Units. Eq. 1 needs μ̂, S and R in the same units. Datapaths report S and R in payload bytes
+//! (segments × MSS), while a configured link rate counts what the link carries: IP packets with
+//! their headers (mahimahi and `ccp-router` serve 1500-byte packets; ccp-kernel sidesteps this by
+//! counting every packet as 1500 bytes, spec §3.2). A configured μ̂ is therefore scaled to payload
+//! bytes, μ̂·MSS/(MSS + header) (`set_payload_fraction`). Unscaled, the error is 1500/1448 − 1 =
+//! 3.6 % for TCP with timestamps, and by Eq. 7 it adds 0.036·S — a copy of our own pulse — to ẑ:
+//! measured on the eBPF datapath against CBR cross traffic (48 Mbit/s, 50 ms), raw η was 3–5
+//! instead of ≈ 1 and only guard G3 kept the verdict inelastic.
 
 use crate::filters::Windowed;
 
@@ -32,6 +41,19 @@ use crate::filters::Windowed;
 pub const RATE_EWMA_GAIN: f64 = 0.2;
 /// Rates above this are treated as this (80 Tbit/s): a sanity bound against absurd datapath values.
 pub const MAX_RATE_BYTES_PER_S: f64 = 1e13;
+/// Header bytes per packet on the link beyond the MSS: IPv4 (20) + TCP (20) + timestamps (12), so
+/// that MSS 1448 makes the 1500-byte packets ccp-kernel counts (spec §3.2).
+pub const HEADER_BYTES: f64 = 52.0;
+
+/// Payload bytes per wire byte for segments of `mss` bytes carrying `header_bytes` of headers;
+/// 1 when `header_bytes` is 0 (a configured μ̂ already counts payload bytes).
+pub fn payload_fraction(mss: f64, header_bytes: f64) -> f64 {
+    if mss > 0.0 && header_bytes > 0.0 && mss.is_finite() && header_bytes.is_finite() {
+        mss / (mss + header_bytes)
+    } else {
+        1.0
+    }
+}
 
 /// Eq. 1: ẑ = μ̂·S/R − S; 0 when R is not positive or the inputs are not finite.
 pub fn estimate(mu: f64, s: f64, r: f64) -> f64 {
@@ -98,6 +120,8 @@ pub struct CrossTrafficEstimator {
     raw_s: f64,
     raw_r: f64,
     mu: f64,
+    /// Payload bytes per wire byte: scales a configured μ̂ into the datapath's units.
+    payload_fraction: f64,
     valid: bool,
     last_sample_us: u64,
 }
@@ -123,8 +147,21 @@ impl CrossTrafficEstimator {
             raw_s: 0.0,
             raw_r: 0.0,
             mu,
+            payload_fraction: 1.0,
             valid: false,
             last_sample_us: 0,
+        }
+    }
+
+    /// Payload bytes per wire byte (MSS/(MSS + header)) of the flow's packets: a configured μ̂ counts
+    /// wire bytes, S and R count payload. Values outside (0, 1] are ignored. No effect on an
+    /// estimated μ̂, which is measured in payload bytes already.
+    pub fn set_payload_fraction(&mut self, fraction: f64) {
+        if fraction > 0.0 && fraction <= 1.0 && fraction.is_finite() {
+            self.payload_fraction = fraction;
+            if let LinkRate::Fixed(mu) = self.cfg.link_rate {
+                self.mu = mu * fraction;
+            }
         }
     }
 
@@ -292,6 +329,39 @@ mod tests {
             w.on_report(t * 10_000, Some(3_000_000), Some(3_000_000));
         }
         assert!((w.mu() - 3e6).abs() < 1e3, "{}", w.mu());
+    }
+
+    /// A configured (wire) μ̂ is scaled to the payload units of S and R; an estimated one is not.
+    /// With the scale, CBR cross traffic at 50 % of a 48 Mbit/s link is estimated exactly, and our
+    /// own pulse no longer leaks into ẑ (Eq. 7).
+    #[test]
+    fn configured_mu_is_scaled_to_payload_bytes() {
+        let wire = 6e6; // 48 Mbit/s of 1500-byte packets
+        let frac = 1448.0 / 1500.0;
+        let mut e = CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: LinkRate::Fixed(wire), smooth_rates: false });
+        e.set_payload_fraction(frac);
+        assert!((e.mu() - wire * frac).abs() < 1e-6);
+        // Payload rates: the link carries 5.792e6 payload B/s; CBR takes half of the wire rate.
+        let mu_payload = wire * frac;
+        let z_true = 0.5 * mu_payload;
+        for s in [1.0e6, 2.0e6, 3.5e6] {
+            let r = mu_payload * s / (s + z_true);
+            let est = e.on_report(10_000, Some(s as u64), Some(r as u64));
+            assert!((est.z - z_true).abs() < 1e-3 * z_true, "S {s}: ẑ {} vs {z_true}", est.z);
+        }
+        // Unscaled, ẑ depends on S (the leak of Eq. 7): 3.6 % of S.
+        let unscaled =
+            estimate(wire, 3.5e6, mu_payload * 3.5e6 / (3.5e6 + z_true)) - estimate(wire, 1e6, mu_payload * 1e6 / (1e6 + z_true));
+        assert!((unscaled - (1500.0 / 1448.0 - 1.0) * 2.5e6).abs() < 1e3, "{unscaled}");
+        // Nonsense fractions are ignored; an estimated μ̂ is untouched.
+        e.set_payload_fraction(0.0);
+        e.set_payload_fraction(f64::NAN);
+        e.set_payload_fraction(1.5);
+        assert!((e.mu() - wire * frac).abs() < 1e-6);
+        let mut m = CrossTrafficEstimator::new(CrossTrafficConfig::default());
+        m.on_report(0, Some(5_000_000), Some(5_000_000));
+        m.set_payload_fraction(frac);
+        assert_eq!(m.mu(), 5e6);
     }
 
     #[test]

@@ -433,7 +433,8 @@ mod tests {
     const RENO_50MS: Cross = Cross::Aimd { rtt_us: 50_000 };
 
     fn config(mu_hat: f64) -> NimbusConfig {
-        NimbusConfig { link_rate: LinkRate::Fixed(mu_hat), ..NimbusConfig::default() }
+        // The fluid link counts the same bytes as the reports: no header scaling of μ̂.
+        NimbusConfig { link_rate: LinkRate::Fixed(mu_hat), header_bytes: 0.0, ..NimbusConfig::default() }
     }
 
     /// Runs NimbusCC with `cfg` against `cross` for `secs`; summary from 20 s on (after the 15 s
