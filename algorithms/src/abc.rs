@@ -9,9 +9,13 @@
 //! steady f holds w at 1/(1 − 2f).
 //!
 //! Encoding on kernel TCP: the "proxied" encoding of §4–5 — the router marks brake as CE, and a
-//! DCTCP-style receiver echoes each CE precisely — so `Report::ce_bytes` are brakes and the rest of
-//! the acknowledged bytes are accelerates. (ABC's native ECT(1)/ECT(0) encoding needs the NS bit,
-//! which AccECN has taken, and this kernel cannot negotiate AccECN.)
+//! DCTCP-style receiver echoes each CE precisely — so the CE-marked delivered segments
+//! (`Report::ce_pkts`) are brakes and the other delivered segments accelerates. (ABC's native
+//! ECT(1)/ECT(0) encoding needs the NS bit, which AccECN has taken, and this kernel cannot
+//! negotiate AccECN.) The receiver must echo precisely: with a stock classic-ECN receiver, ECE
+//! repeats from a mark until the sender's CWR, so about an RTT of segments per mark read as
+//! brakes and the window collapses (ccp-lab's CE echo, `lab/src/bpf/ce_echo.bpf.c`, is such a
+//! receiver).
 //!
 //! Coexistence (§3.4): a second, Cubic window reacts to losses (never to marks, which are brakes);
 //! the flow uses min(w_abc, w_cubic), and both windows are capped at 2·in-flight + 5 packets so the
@@ -188,6 +192,22 @@ impl Abc {
     }
 }
 
+/// The segments a report delivered and how many of them came back braked (CE).
+///
+/// Every mark belongs to one delivered segment, so both are counted the way the datapath counts
+/// CE: per segment at its first delivery, cumulatively or selectively acknowledged
+/// (`acked_pkts + sacked_pkts`, the kernel's `delivered`, against `delivered_ce`). This is §3.3's
+/// rule that a duplicate ACK counts as one MSS, done exactly: during loss recovery the SACKed
+/// segments and their brakes arrive in the same report, and the cumulative ACK that closes the
+/// hole does not count them again (its `acked_bytes` would). Datapaths that count no packets fall
+/// back to `acked_bytes`.
+fn marked_segments(r: &Report, mss: f64) -> (f64, f64) {
+    let pkts = r.acked_pkts.saturating_add(r.sacked_pkts);
+    let segments = if pkts > 0 { pkts as f64 } else { r.acked_bytes as f64 / mss };
+    let braked = if r.ce_pkts > 0 { r.ce_pkts as f64 } else { r.ce_bytes as f64 / mss };
+    (segments, braked.min(segments))
+}
+
 impl Algorithm for Abc {
     fn name(&self) -> &'static str {
         INFO.name
@@ -213,9 +233,8 @@ impl Algorithm for Abc {
         if let Some(rtt) = r.rtt {
             self.srtt_us = rtt.srtt_us;
         }
-        let brake = r.ce_bytes.min(r.acked_bytes) as f64;
-        let acked = r.acked_bytes as f64;
-        self.accel_brake(acked / self.mss, if acked > 0.0 { brake / acked } else { 0.0 });
+        let (segments, braked) = marked_segments(r, self.mss);
+        self.accel_brake(segments, if segments > 0.0 { braked / segments } else { 0.0 });
 
         let legacy = Report { ce_bytes: 0, ce_pkts: 0, ece_acks: 0, ..r.clone() };
         self.cubic.on_report(&legacy);
@@ -258,6 +277,7 @@ mod tests {
             mss_bytes: MSS,
             acked_bytes: (segments * MSS_F) as u64,
             ce_bytes: (braked * MSS_F) as u64,
+            // Byte-only reports (fractional segments): packet counts are left at zero.
             inflight_bytes: 1_000_000,
             rtt: Some(RttStats {
                 min_us: 100_000,
@@ -386,6 +406,34 @@ mod tests {
             assert!(a.w_abc <= 45.0 * MSS_F + 1e-6, "w_abc {} over the cap", a.w_abc / MSS_F);
             assert!(a.cubic.cwnd_bytes() <= 45.0 * MSS_F + 1e-6);
         }
+    }
+
+    #[test]
+    fn sacked_segments_and_their_brakes_count_once() {
+        // Loss recovery: 10 segments SACKed, all braked, nothing cumulatively acked yet.
+        let mut a = abc(pure());
+        a.w_abc = 40.0 * MSS_F;
+        let mut sacked = rep(0.0, 0.0);
+        sacked.sacked_pkts = 10;
+        sacked.sacked_bytes = 10 * u64::from(MSS);
+        sacked.ce_pkts = 10;
+        sacked.ce_bytes = 10 * u64::from(MSS);
+        a.on_report(&sacked);
+        let after_brakes = a.w_abc / MSS_F;
+        assert!((after_brakes - (40.0 - 10.0 + 10.0 / 35.0)).abs() < 0.05, "{after_brakes}");
+        // The retransmission fills the hole: one new segment delivered, 11 segments' bytes
+        // cumulatively acked. Only the new segment counts (an accelerate), not the SACKed ten.
+        let mut cum = rep(11.0, 0.0);
+        cum.acked_pkts = 1;
+        a.on_report(&cum);
+        let grown = a.w_abc / MSS_F - after_brakes;
+        assert!((grown - (1.0 + 1.0 / after_brakes)).abs() < 1e-3, "grew {grown} packets");
+        // Packet counts win over bytes, and more CE than segments is clamped.
+        let mut r = rep(4.0, 0.0);
+        r.acked_pkts = 2;
+        r.ce_pkts = 3;
+        assert_eq!(marked_segments(&r, MSS_F), (2.0, 2.0));
+        assert_eq!(marked_segments(&rep(2.5, 1.0), MSS_F), (2.5, 1.0));
     }
 
     #[test]

@@ -1,0 +1,31 @@
+//! `ccp-lab`: the experiment runner. Experiments are TOML files (`configs/experiments/`) that
+//! declare a matrix of links × cross-traffic scenarios × congestion control schemes; every cell
+//! runs real kernel TCP (or the agent through the eBPF datapath) through `ccp-router`'s emulated
+//! bottleneck, in its own network namespaces, and writes CSV, JSON and PNG.
+//!
+//! * [`config`]: the file format, defaults and validation (errors name file, line and key);
+//! * [`link`]: traces, trace directories, fixed rates, synthetic square waves;
+//! * [`scheme`]: kernel or agent congestion control, router queue discipline, sysctls;
+//! * [`agent`]: starting and stopping `ccp-agent`, readiness by registration;
+//! * [`netns`]: unique prefixes, threads inside namespaces, sysctls, leftover sweeping;
+//! * [`traffic`]: bulk TCP, CBR/Poisson UDP, Poisson TCP flows, TCP_INFO;
+//! * [`run`]: one run and the matrix; [`cancel`]: Ctrl-C;
+//! * [`metrics`]: utilisation, queueing delay, throughput, classification accuracy;
+//! * [`output`] and [`plot`]: CSV/JSON and PNG; [`cli`]: the command line.
+
+pub mod agent;
+pub mod cancel;
+pub mod cli;
+pub mod config;
+pub mod echo;
+pub mod error;
+pub mod link;
+pub mod metrics;
+pub mod netns;
+pub mod output;
+pub mod plot;
+pub mod run;
+pub mod scheme;
+pub mod traffic;
+
+pub use error::{Error, Result};

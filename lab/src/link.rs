@@ -1,0 +1,220 @@
+//! Links: resolving an experiment's `[[links]]` into emulator link shapes — mahimahi trace files,
+//! every trace in a directory, fixed rates, and synthetic square-wave traces written as mahimahi
+//! files (so the router treats them exactly like recorded traces, capacity accounting included).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ccp_router::{LinkShape, Trace};
+
+use crate::config::{is_safe_name, LinkSpec};
+use crate::error::{Error, Result};
+
+/// Mbit/s carried by one delivery opportunity per millisecond (1500 bytes · 8 / 1 ms).
+const MBPS_PER_OPPORTUNITY_PER_MS: f64 = 12.0;
+
+/// One bottleneck link of the matrix.
+#[derive(Debug, Clone)]
+pub struct Link {
+    pub name: String,
+    pub shape: LinkShape,
+    /// Where it came from (a file path or a description).
+    pub source: String,
+    pub mean_rate_bps: f64,
+    /// One period of a trace, s (its "full length"); `None` for a fixed rate.
+    pub period_s: Option<f64>,
+}
+
+impl Link {
+    /// Bytes the link offers between `t0` and `t1`, ns after the emulator started.
+    pub fn capacity_bytes(&self, t0: u64, t1: u64) -> f64 {
+        let at = |t| self.shape.capacity_bytes(t).unwrap_or(0.0);
+        (at(t1) - at(t0)).max(0.0)
+    }
+
+    fn from_trace(name: String, path: &Path) -> Result<Link> {
+        let trace = Trace::load(path)?;
+        Ok(Link {
+            name,
+            source: path.display().to_string(),
+            mean_rate_bps: trace.mean_rate_bps(),
+            period_s: Some(trace.period_ms() as f64 / 1000.0),
+            shape: LinkShape::Trace(Arc::new(trace)),
+        })
+    }
+}
+
+/// Resolves every link spec (paths relative to `base`); synthetic traces are written under
+/// `generated`. Names must come out unique.
+pub fn resolve(specs: &[LinkSpec], base: &Path, generated: &Path) -> Result<Vec<Link>> {
+    let mut links = Vec::new();
+    for spec in specs {
+        match spec {
+            LinkSpec::Trace { path, name } => {
+                let p = base.join(path);
+                let name = name.clone().unwrap_or_else(|| file_name(&p));
+                links.push(Link::from_trace(name, &p)?);
+            }
+            LinkSpec::TraceDir { path, include } => {
+                let dir = base.join(path);
+                let files = trace_files(&dir, include)?;
+                if files.is_empty() {
+                    return Err(Error::Unavailable(format!("no trace files in {} (include {include:?})", dir.display())));
+                }
+                for f in files {
+                    links.push(Link::from_trace(file_name(&f), &f)?);
+                }
+            }
+            LinkSpec::Fixed { rate_mbps, name } => links.push(Link {
+                name: name.clone().unwrap_or_else(|| format!("fixed-{rate_mbps}mbps")),
+                shape: LinkShape::Fixed { bits_per_sec: rate_mbps * 1e6 },
+                source: format!("fixed {rate_mbps} Mbit/s"),
+                mean_rate_bps: rate_mbps * 1e6,
+                period_s: None,
+            }),
+            LinkSpec::SquareWave { low_mbps, high_mbps, half_period_ms, name } => {
+                let name = name.clone().unwrap_or_else(|| format!("square-{low_mbps}-{high_mbps}-{half_period_ms}ms"));
+                std::fs::create_dir_all(generated).map_err(|e| Error::io(format!("creating {}", generated.display()), e))?;
+                let path = generated.join(format!("{name}.trace"));
+                std::fs::write(&path, square_wave(*low_mbps, *high_mbps, *half_period_ms))
+                    .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+                let mut link = Link::from_trace(name, &path)?;
+                link.source =
+                    format!("square wave {high_mbps} ↔ {low_mbps} Mbit/s every {half_period_ms} ms ({})", path.display());
+                links.push(link);
+            }
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    for l in &links {
+        if !is_safe_name(&l.name) {
+            return Err(Error::Unavailable(format!(
+                "link name {:?} (from {}) cannot name a directory; give the link a name",
+                l.name, l.source
+            )));
+        }
+        if !seen.insert(l.name.clone()) {
+            return Err(Error::Unavailable(format!("two links are named {:?}; give them distinct names", l.name)));
+        }
+    }
+    Ok(links)
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| p.display().to_string())
+}
+
+/// Trace files of a directory, sorted by name: regular files, not hidden, not `*.md`, matching
+/// one of `include` (all when empty).
+fn trace_files(dir: &Path, include: &[String]) -> Result<Vec<PathBuf>> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(format!("listing trace directory {}", dir.display()), e))?;
+    let mut files: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            let n = file_name(p);
+            !n.starts_with('.') && !n.ends_with(".md") && (include.is_empty() || include.iter().any(|pat| glob(pat, &n)))
+        })
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// `*`-only glob matching (enough for "*.up", "Verizon-*").
+fn glob(pattern: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    if parts.len() == 1 {
+        return pattern == name;
+    }
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if !name.starts_with(first) || !name[first.len()..].ends_with(last) || name.len() < first.len() + last.len() {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
+/// A mahimahi trace of one period: `high` Mbit/s for `half_ms`, then `low` for `half_ms`.
+/// Fractional opportunities carry over between milliseconds; the last millisecond always has
+/// one opportunity so the period is exactly 2·`half_ms` (costing at most one packet per period).
+pub fn square_wave(low_mbps: f64, high_mbps: f64, half_ms: u64) -> String {
+    let mut out = String::new();
+    let mut credit = 0.0f64;
+    let period = 2 * half_ms;
+    for t in 1..=period {
+        let rate = if t <= half_ms { high_mbps } else { low_mbps };
+        credit += rate / MBPS_PER_OPPORTUNITY_PER_MS;
+        if t == period && credit < 1.0 {
+            credit = 1.0;
+        }
+        while credit >= 1.0 - 1e-9 {
+            out.push_str(&t.to_string());
+            out.push('\n');
+            credit -= 1.0;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn square_wave_has_both_rates_and_exact_period() {
+        let text = square_wave(12.0, 24.0, 500);
+        let trace = Trace::parse(Path::new("sq"), &text).unwrap();
+        assert_eq!(trace.period_ms(), 1000);
+        assert!((trace.mean_rate_bps() / 1e6 - 18.0).abs() < 0.05, "{}", trace.mean_rate_bps());
+        let times: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(times.iter().filter(|&&t| t <= 500).count(), 1000);
+        assert_eq!(times.iter().filter(|&&t| t > 500).count(), 500);
+        // A slow wave still ends on its period.
+        let slow = Trace::parse(Path::new("slow"), &square_wave(1.0, 3.0, 100)).unwrap();
+        assert_eq!(slow.period_ms(), 200);
+    }
+
+    #[test]
+    fn globbing() {
+        assert!(glob("*.up", "Verizon-LTE-short.up"));
+        assert!(!glob("*.up", "Verizon-LTE-short.down"));
+        assert!(glob("Verizon-*", "Verizon-EVDO-driving.down"));
+        assert!(glob("*LTE*", "Verizon-LTE-short.up"));
+        assert!(glob("a*b*c", "abc"));
+        assert!(!glob("a*b*c", "acb"));
+        assert!(glob("exact", "exact"));
+        assert!(!glob("ab*ba", "aba"));
+    }
+
+    #[test]
+    fn fixed_capacity_is_rate_times_time() {
+        let links =
+            resolve(&[LinkSpec::Fixed { rate_mbps: 8.0, name: None }], Path::new("."), Path::new("/nonexistent")).unwrap();
+        assert_eq!(links[0].name, "fixed-8mbps");
+        assert!((links[0].capacity_bytes(1_000_000_000, 3_000_000_000) - 2e6).abs() < 1.0);
+    }
+
+    #[test]
+    fn trace_dirs_skip_docs_and_filter() {
+        let dir = std::env::temp_dir().join(format!("ccplab-traces-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (n, body) in [("a.up", "1\n"), ("a.down", "1\n2\n"), ("README.md", "# x\n"), (".hidden", "1\n")] {
+            std::fs::write(dir.join(n), body).unwrap();
+        }
+        let all = resolve(&[LinkSpec::TraceDir { path: dir.clone(), include: vec![] }], Path::new("/"), &dir).unwrap();
+        let names: Vec<&str> = all.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["a.down", "a.up"]);
+        assert_eq!(all[0].period_s, Some(0.002));
+        let up =
+            resolve(&[LinkSpec::TraceDir { path: dir.clone(), include: vec!["*.up".into()] }], Path::new("/"), &dir).unwrap();
+        assert_eq!(up.len(), 1);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,294 @@
+//! Schemes: what distinguishes one congestion control setup under test from another.
+//!
+//! A scheme is more than a congestion control name. ABC needs the ABC queue discipline at the
+//! router and ECN on the sender; Cubic+CoDel is kernel Cubic with a different router; an agent
+//! scheme needs the agent running with an algorithm and its parameters before any flow starts.
+//! So a [`Scheme`] bundles: how flows pick their congestion control ([`Cc`]), the router's queue
+//! discipline, sysctls per namespace, the receiving sockets' congestion control (for a
+//! DCTCP-style per-packet CE echo), and — for agent schemes — what to start and how to read
+//! classification out of the agent's trace. The run orchestration applies all of it the same
+//! way for every scheme.
+
+use std::collections::BTreeMap;
+
+use ccp_qdisc::abc::{AbcParams, BrakeEncoding, DelayMeasure};
+use ccp_qdisc::codel::CodelParams;
+use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::{Nanos, NANOS_PER_MS};
+use ccp_router::QdiscKind;
+
+use crate::config::{check_cc_name, ClassifySpec, QdiscSpec, SchemeSpec};
+
+/// How the scheme's flows get their congestion control.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cc {
+    /// A congestion control the kernel has (cubic, bbr, reno, or any registered one).
+    Kernel(String),
+    /// An algorithm of `ccp-agent`; flows select the agent's eBPF congestion control.
+    Agent(String),
+}
+
+impl Cc {
+    /// Parses `kernel:<cc>` or `agent:<algorithm>`.
+    pub fn parse(s: &str) -> Result<Cc, String> {
+        let (kind, name) =
+            s.split_once(':').ok_or_else(|| format!("{s:?}: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))?;
+        check_cc_name("", name).map_err(|(_, m)| m)?;
+        match kind {
+            "kernel" => Ok(Cc::Kernel(name.to_string())),
+            "agent" => Ok(Cc::Agent(name.to_string())),
+            other => {
+                Err(format!("{other:?} is not a scheme kind: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))
+            }
+        }
+    }
+}
+
+/// A scheme ready to run.
+#[derive(Debug, Clone)]
+pub struct Scheme {
+    pub name: String,
+    pub cc: Cc,
+    pub qdisc: QdiscKind,
+    /// Agent algorithm parameters as `name=value` (TOML syntax for the value).
+    pub params: Vec<String>,
+    pub sender_sysctls: Vec<(String, String)>,
+    pub receiver_sysctls: Vec<(String, String)>,
+    pub receiver_cc: Option<String>,
+    /// The receiving sockets use the run's CE echo ([`crate::echo`]).
+    pub receiver_ce_echo: bool,
+    pub classify: Option<ClassifySpec>,
+    pub agent_args: Vec<String>,
+}
+
+impl Scheme {
+    /// Builds a scheme from its validated specification.
+    pub fn from_spec(spec: &SchemeSpec) -> Result<Scheme, String> {
+        let cc = Cc::parse(&spec.cc)?;
+        let qdisc = router_qdisc(&spec.qdisc).map_err(|(k, m)| format!("qdisc.{k}: {m}"))?;
+        let sysctls = |m: &BTreeMap<String, toml::Value>| -> Result<Vec<(String, String)>, String> {
+            m.iter().map(|(k, v)| Ok((k.clone(), sysctl_value(k, v)?))).collect()
+        };
+        Ok(Scheme {
+            name: spec.name.clone(),
+            cc,
+            qdisc,
+            params: spec.params.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            sender_sysctls: sysctls(&spec.sender_sysctls)?,
+            receiver_sysctls: sysctls(&spec.receiver_sysctls)?,
+            receiver_cc: spec.receiver_cc.clone(),
+            receiver_ce_echo: spec.receiver_ce_echo,
+            classify: spec.classify.clone(),
+            agent_args: spec.agent_args.clone(),
+        })
+    }
+
+    /// The congestion control name the scheme's sending sockets set before connecting.
+    pub fn flow_cc<'a>(&'a self, agent_cc: &'a str) -> &'a str {
+        match &self.cc {
+            Cc::Kernel(name) => name,
+            Cc::Agent(_) => agent_cc,
+        }
+    }
+
+    /// A one-line description for logs and the run record.
+    pub fn describe(&self) -> String {
+        let what = match &self.cc {
+            Cc::Kernel(n) => format!("kernel {n}"),
+            Cc::Agent(a) if self.params.is_empty() => format!("agent {a}"),
+            Cc::Agent(a) => format!("agent {a} ({})", self.params.join(", ")),
+        };
+        let echo = if self.receiver_ce_echo {
+            ", receiver CE echo".to_string()
+        } else {
+            self.receiver_cc.as_ref().map_or_else(String::new, |r| format!(", receiver {r}"))
+        };
+        format!("{what}, router {}{echo}", describe_qdisc(&self.qdisc))
+    }
+}
+
+fn ms(v: f64) -> Nanos {
+    (v * NANOS_PER_MS as f64).round() as Nanos
+}
+
+/// The router queue discipline of a specification. Errors name the offending field (relative to
+/// the `qdisc` table) and come from the discipline's own parameter checks.
+pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
+    let non_negative_ms = |field: &str, v: f64| {
+        if (0.0..1e9).contains(&v) {
+            Ok(ms(v))
+        } else {
+            Err((field.to_string(), format!("must be a number of ms ≥ 0, got {v}")))
+        }
+    };
+    let kind = match spec {
+        QdiscSpec::Droptail => QdiscKind::DropTail,
+        QdiscSpec::Codel { target_ms, interval_ms, ecn } => {
+            let p = CodelParams {
+                target: non_negative_ms("target_ms", *target_ms)?,
+                interval: non_negative_ms("interval_ms", *interval_ms)?,
+                ecn: *ecn,
+                ..CodelParams::default()
+            };
+            p.validate().map_err(|e| (qdisc_field("codel", e.param), e.message))?;
+            QdiscKind::Codel(p)
+        }
+        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, brake, delay } => {
+            let brake = match brake.as_str() {
+                "ce" => BrakeEncoding::Ce,
+                "ect0" => BrakeEncoding::Ect0,
+                other => return Err(("brake".into(), format!("{other:?}: use \"ce\" or \"ect0\""))),
+            };
+            let delay_measure = match delay.as_str() {
+                "queue" => DelayMeasure::QueueOverCapacity,
+                "sojourn" => DelayMeasure::Sojourn,
+                other => return Err(("delay".into(), format!("{other:?}: use \"queue\" or \"sojourn\""))),
+            };
+            let p = AbcParams {
+                eta: *eta,
+                delta: non_negative_ms("delta_ms", *delta_ms)?,
+                delay_threshold: non_negative_ms("dt_ms", *dt_ms)?,
+                window: non_negative_ms("window_ms", *window_ms)?,
+                token_limit: *token_limit,
+                brake,
+                delay_measure,
+                ..AbcParams::default()
+            };
+            p.validate().map_err(|e| (qdisc_field("abc", e.param), e.message))?;
+            QdiscKind::Abc(p)
+        }
+        QdiscSpec::Dctcp { k_pkts } => {
+            if *k_pkts == 0 {
+                return Err(("k_pkts".into(), "must be > 0".into()));
+            }
+            QdiscKind::Dctcp(StepMarker { k: Threshold::Packets(*k_pkts as usize), non_ect: NonEctPolicy::Pass })
+        }
+    };
+    Ok(kind)
+}
+
+/// The experiment-file field for a discipline's parameter name.
+fn qdisc_field(kind: &str, param: &str) -> String {
+    match (kind, param) {
+        ("codel", "target") => "target_ms",
+        ("codel", "interval") => "interval_ms",
+        ("abc", "delta") => "delta_ms",
+        ("abc", "delay_threshold") => "dt_ms",
+        ("abc", "window") => "window_ms",
+        ("abc", "token_limit" | "initial_token") => "token_limit",
+        (_, other) => other,
+    }
+    .to_string()
+}
+
+/// A short text for a queue discipline and its main parameters.
+pub fn describe_qdisc(q: &QdiscKind) -> String {
+    let ms = |n: Nanos| n as f64 / NANOS_PER_MS as f64;
+    match q {
+        QdiscKind::Codel(p) => {
+            format!("codel target {} ms interval {} ms{}", ms(p.target), ms(p.interval), if p.ecn { " ecn" } else { "" })
+        }
+        QdiscKind::Abc(p) => format!(
+            "abc eta {} delta {} ms d_t {} ms window {} ms brake {:?}",
+            p.eta,
+            ms(p.delta),
+            ms(p.delay_threshold),
+            ms(p.window),
+            p.brake
+        ),
+        QdiscKind::Dctcp(m) => format!("dctcp K {:?}", m.k),
+        other => other.name().to_string(),
+    }
+}
+
+/// A sysctl's value as written to /proc/sys; the key must be a `net.` one (the namespaces are
+/// network namespaces: other keys would change the whole machine).
+pub fn sysctl_value(key: &str, v: &toml::Value) -> Result<String, String> {
+    let ok_key = key.starts_with("net.")
+        && key.len() < 128
+        && !key.contains("..")
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !ok_key {
+        return Err(format!("{key:?} is not a network sysctl (net.…; letters, digits, '.', '_', '-')"));
+    }
+    match v {
+        toml::Value::Integer(i) => Ok(i.to_string()),
+        toml::Value::String(s) if !s.is_empty() && !s.contains('\n') => Ok(s.clone()),
+        _ => Err(format!("{key}: give an integer or a one-line string")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cc_parsing() {
+        assert_eq!(Cc::parse("kernel:cubic"), Ok(Cc::Kernel("cubic".into())));
+        assert_eq!(Cc::parse("agent:nimbus"), Ok(Cc::Agent("nimbus".into())));
+        assert!(Cc::parse("cubic").is_err());
+        assert!(Cc::parse("kernel:").is_err());
+        assert!(Cc::parse("kernel:averyveryverylongname").is_err());
+        assert!(Cc::parse("sim:cubic").unwrap_err().contains("not a scheme kind"));
+    }
+
+    #[test]
+    fn qdiscs_map_to_router_parameters() {
+        let codel = QdiscSpec::Codel { target_ms: 50.0, interval_ms: 100.0, ecn: false };
+        match router_qdisc(&codel).unwrap() {
+            QdiscKind::Codel(p) => assert_eq!((p.target, p.interval), (50 * NANOS_PER_MS, 100 * NANOS_PER_MS)),
+            other => panic!("{other:?}"),
+        }
+        let abc = QdiscSpec::Abc {
+            eta: 0.98,
+            delta_ms: 133.0,
+            dt_ms: 50.0,
+            window_ms: 20.0,
+            token_limit: 5.0,
+            brake: "ce".into(),
+            delay: "queue".into(),
+        };
+        match router_qdisc(&abc).unwrap() {
+            QdiscKind::Abc(p) => {
+                assert_eq!(p.eta, 0.98);
+                assert_eq!(p.delta, 133 * NANOS_PER_MS);
+                assert_eq!(p.delay_threshold, 50 * NANOS_PER_MS);
+                assert_eq!(p.brake, BrakeEncoding::Ce);
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = QdiscSpec::Abc {
+            eta: 1.5,
+            delta_ms: 133.0,
+            dt_ms: 50.0,
+            window_ms: 20.0,
+            token_limit: 5.0,
+            brake: "ce".into(),
+            delay: "queue".into(),
+        };
+        assert_eq!(router_qdisc(&bad).unwrap_err().0, "eta");
+        assert_eq!(router_qdisc(&QdiscSpec::Dctcp { k_pkts: 0 }).unwrap_err().0, "k_pkts");
+    }
+
+    #[test]
+    fn sysctls_are_network_only() {
+        assert_eq!(sysctl_value("net.ipv4.tcp_ecn", &toml::Value::Integer(1)), Ok("1".into()));
+        assert_eq!(sysctl_value("net.ipv4.tcp_congestion_control", &toml::Value::String("reno".into())), Ok("reno".into()));
+        assert!(sysctl_value("kernel.panic", &toml::Value::Integer(1)).is_err());
+        assert!(sysctl_value("net.ipv4/../../x", &toml::Value::Integer(1)).is_err());
+        assert!(sysctl_value("net.ipv4.tcp_ecn", &toml::Value::Float(1.0)).is_err());
+    }
+
+    #[test]
+    fn agent_schemes_use_the_agent_cc() {
+        let spec: SchemeSpec = toml::from_str(
+            "name = \"abc\"\ncc = \"agent:abc\"\nparams = { init_cwnd_pkts = 10 }\nqdisc = { kind = \"abc\" }\nsender_sysctls = { \"net.ipv4.tcp_ecn\" = 1 }\n",
+        )
+        .unwrap();
+        let s = Scheme::from_spec(&spec).unwrap();
+        assert_eq!(s.flow_cc("ccp"), "ccp");
+        assert_eq!(s.params, vec!["init_cwnd_pkts=10".to_string()]);
+        assert_eq!(s.sender_sysctls, vec![("net.ipv4.tcp_ecn".to_string(), "1".to_string())]);
+        assert!(s.describe().contains("agent abc") && s.describe().contains("abc eta 0.98"));
+    }
+}

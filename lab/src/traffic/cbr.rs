@@ -1,0 +1,128 @@
+//! Inelastic UDP: datagrams at a mean rate, evenly spaced (constant bit rate) or with
+//! exponential gaps (Poisson arrivals), and a sink that counts them.
+//!
+//! The sender keeps an absolute schedule (send time n = start + Σ gaps) rather than sleeping a
+//! gap after each send, so oversleeping (HZ = 250, a busy core) delays packets but never lowers
+//! the long-run rate: late packets go out back to back. A stall longer than [`MAX_LAG`] is
+//! forgiven instead of being repaid as a burst that would not be CBR any more.
+
+use std::io::ErrorKind;
+use std::net::{SocketAddrV4, UdpSocket};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::poisson::Rng;
+use super::{Clock, Endpoints, FlowPlan, FlowState, PlanKind, UDP_OVERHEAD_BYTES};
+use crate::error::{Error, Result};
+use crate::netns;
+
+/// Longest the schedule may fall behind before the backlog is dropped.
+const MAX_LAG: Duration = Duration::from_millis(50);
+/// Longest sleep between checks of the stop flag.
+const MAX_SLEEP: Duration = Duration::from_millis(20);
+/// Receive timeout of the sink (to check the stop flag).
+const SINK_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Binds the sink in the receiver's namespace and starts the sender in the sender's.
+pub fn start(
+    plan: &FlowPlan,
+    ends: &Endpoints,
+    port: u16,
+    state: Arc<FlowState>,
+    clock: Clock,
+) -> Result<Vec<JoinHandle<Result<()>>>> {
+    let PlanKind::Udp { rate_bps, packet_bytes, poisson_seed } = plan.kind.clone() else {
+        return Err(Error::Run(format!("flow {} is not a UDP flow", plan.label)));
+    };
+    let addr = SocketAddrV4::new(ends.receiver_addr, port);
+    let sink = netns::run_in(&ends.receiver_ns, move || {
+        UdpSocket::bind(addr).map_err(|e| Error::io(format!("binding UDP {addr} in the receiver namespace"), e))
+    })?;
+    sink.set_read_timeout(Some(SINK_TIMEOUT)).map_err(|e| Error::io("UDP read timeout", e))?;
+    let (ss, sc) = (state.clone(), clock.clone());
+    let receiver = std::thread::Builder::new()
+        .name(format!("rcv-{}", plan.label).chars().take(15).collect())
+        .spawn(move || {
+            drain(&sink, &ss, &sc);
+            Ok(())
+        })
+        .map_err(|e| Error::io("spawning a UDP sink thread", e))?;
+    let payload = (packet_bytes - UDP_OVERHEAD_BYTES) as usize;
+    let mean_gap = f64::from(packet_bytes) * 8.0 / rate_bps;
+    let (start, stop) = (plan.start, plan.stop);
+    let sender = netns::spawn_in(&ends.sender_ns, &format!("snd-{}", plan.label), move || {
+        let socket = UdpSocket::bind("0.0.0.0:0")
+            .and_then(|s| s.connect(addr).map(|_| s))
+            .map_err(|e| Error::io(format!("UDP socket to {addr}"), e))?;
+        let mut gaps = Gaps { mean_s: mean_gap, rng: poisson_seed.map(Rng::new) };
+        send(&socket, payload, &mut gaps, start, stop, &state, &clock);
+        Ok(())
+    })?;
+    Ok(vec![receiver, sender])
+}
+
+/// Inter-departure times: constant, or exponential with a seeded generator.
+struct Gaps {
+    mean_s: f64,
+    rng: Option<Rng>,
+}
+
+impl Gaps {
+    fn next(&mut self) -> Duration {
+        let s = match &mut self.rng {
+            Some(r) => r.exponential(self.mean_s),
+            None => self.mean_s,
+        };
+        Duration::from_secs_f64(s)
+    }
+}
+
+fn send(socket: &UdpSocket, payload: usize, gaps: &mut Gaps, start: Duration, stop: Duration, state: &FlowState, clock: &Clock) {
+    if !clock.sleep_until(start) {
+        return;
+    }
+    let buf = vec![0u8; payload];
+    let wire = (payload as u32 + UDP_OVERHEAD_BYTES) as u64;
+    let end = clock.t0 + stop;
+    let mut next = Instant::now();
+    while !clock.stopped() {
+        let now = Instant::now();
+        if now >= end {
+            break;
+        }
+        if next > now {
+            std::thread::sleep((next - now).min(MAX_SLEEP));
+            continue;
+        }
+        if now - next > MAX_LAG {
+            next = now;
+        }
+        match socket.send(&buf) {
+            Ok(_) => {
+                state.tx_bytes.fetch_add(wire, Ordering::Relaxed);
+            }
+            Err(_) => {
+                state.send_failures.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        next += gaps.next();
+    }
+}
+
+fn drain(sink: &UdpSocket, state: &FlowState, clock: &Clock) {
+    let mut buf = vec![0u8; 65_536];
+    while !clock.stopped() {
+        match sink.recv(&mut buf) {
+            Ok(n) => {
+                state.rx_bytes.fetch_add(n as u64 + u64::from(UDP_OVERHEAD_BYTES), Ordering::Relaxed);
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            Err(e) => {
+                state.fail(format!("UDP sink: {e}"));
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! The `ccp-lab` binary: a bad experiment file is refused with its file, line and key (exit 2);
+//! `check` prints the matrix; Ctrl-C during a run tears the run down (exit 130, no namespace
+//! left, the summary of what finished written).
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ccp-lab");
+
+const GOOD: &str = r#"
+duration_s = 20
+[network]
+rtt_ms = 20
+buffer_pkts = 50
+[[links]]
+kind = "fixed"
+rate_mbps = 10
+[[schemes]]
+name = "reno"
+cc = "kernel:reno"
+"#;
+
+#[test]
+fn bad_files_are_refused_with_file_line_and_key() {
+    let dir = common::scratch("cli-bad");
+    let file = dir.join("bad.toml");
+    std::fs::write(&file, GOOD.replace("buffer_pkts = 50", "buffer_pkts = 50\nbufer = 3")).unwrap();
+    let out = Command::new(BIN).args(["check"]).arg(&file).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:6: network.bufer:", file.display())), "{err}");
+    assert!(err.contains("unknown field"), "{err}");
+    let out = Command::new(BIN).arg("run").arg(dir.join("missing.toml")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.toml"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn check_prints_the_matrix() {
+    let dir = common::scratch("cli-check");
+    let file = dir.join("good.toml");
+    std::fs::write(&file, GOOD).unwrap();
+    let out = Command::new(BIN).arg("check").arg(&file).arg("--quick").output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("OK") && text.contains("fixed-10mbps") && text.contains("kernel reno"), "{text}");
+    assert!(text.contains("1 run(s)"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn interrupting_a_run_cleans_up() {
+    if !common::can_run("interrupting_a_run_cleans_up") {
+        return;
+    }
+    let dir = common::scratch("cli-int");
+    let file = dir.join("long.toml");
+    std::fs::write(&file, GOOD).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["run", "--no-progress", "--no-plots", "-o"])
+        .arg(dir.join("out"))
+        .arg(&file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prefix = format!("ccplab-{}-", child.id());
+    let started = Instant::now();
+    while common::namespaces_with(&prefix).len() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the run never created its namespaces");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(started.elapsed() < Duration::from_secs(10), "the run did not stop promptly");
+    assert!(common::namespaces_with(&prefix).is_empty(), "namespaces left: {:?}", common::namespaces_with(&prefix));
+    assert!(dir.join("out/runs.csv").is_file());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn shipped_experiments_are_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/experiments");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let out = Command::new(BIN).arg("check").arg(&path).arg("--quick").output().unwrap();
+        assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        checked += 1;
+    }
+    assert!(checked >= 3, "expected the shipped experiments in {}", dir.display());
+}
