@@ -75,6 +75,7 @@ pub fn sweep_stale() -> Vec<String> {
             }
         }
     }
+    sweep_stale_pins();
     prefixes.retain(|p| match ccp_router::cleanup_prefix(p) {
         Ok(_) => true,
         Err(e) => {
@@ -83,6 +84,36 @@ pub fn sweep_stale() -> Vec<String> {
         }
     });
     prefixes
+}
+
+/// The runner pid (mod 100,000) in an agent's pin directory name `ccpl<pid>x<n>`.
+fn pin_owner(name: &str) -> Option<u32> {
+    let (pid, n) = name.strip_prefix("ccpl")?.split_once('x')?;
+    n.parse::<u32>().ok()?;
+    pid.parse().ok()
+}
+
+/// Removes the pin directories (`/sys/fs/bpf/ccpl…`) of agents that were killed before they
+/// could empty them. A directory is stale when its congestion control is no longer registered
+/// (nothing holds it), the runner its name encodes is gone, and it is over a minute old (an
+/// agent that is starting has pinned its maps before it registers).
+fn sweep_stale_pins() {
+    let registered = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control").unwrap_or_default();
+    let registered: Vec<&str> = registered.split_whitespace().collect();
+    for e in std::fs::read_dir("/sys/fs/bpf").into_iter().flatten().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = pin_owner(&name) else { continue };
+        let old = e.metadata().and_then(|m| m.modified()).ok().and_then(|t| t.elapsed().ok()).is_some_and(|a| a.as_secs() > 60);
+        if registered.contains(&name.as_str()) || std::path::Path::new(&format!("/proc/{pid}")).exists() || !old {
+            continue;
+        }
+        for f in std::fs::read_dir(e.path()).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_file(f.path());
+        }
+        if let Err(err) = std::fs::remove_dir(e.path()) {
+            eprintln!("ccp-lab: could not remove leftover pins {}: {err}", e.path().display());
+        }
+    }
 }
 
 /// Spawns a named thread that joins namespace `ns` and runs `f` there.
@@ -186,6 +217,10 @@ mod tests {
         let (c, d) = (unique_cc_name(), unique_cc_name());
         assert_ne!(c, d);
         assert!(c.len() <= crate::config::MAX_CC_NAME && c.starts_with("ccpl"), "{c}");
+        assert_eq!(pin_owner(&c), Some(std::process::id() % 100_000));
+        assert_eq!(pin_owner("ccpl12x3"), Some(12));
+        assert_eq!(pin_owner("ccplab-12-3"), None);
+        assert_eq!(pin_owner("ccpl12x"), None);
     }
 
     #[test]
