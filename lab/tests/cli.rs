@@ -93,9 +93,42 @@ fn shipped_experiments_are_valid() {
         if path.extension().is_none_or(|e| e != "toml") {
             continue;
         }
-        let out = Command::new(BIN).arg("check").arg(&path).arg("--quick").output().unwrap();
+        let checked_path = with_traces_present(&path);
+        let out = Command::new(BIN).arg("check").arg(&checked_path).arg("--quick").output().unwrap();
         assert!(out.status.success(), "{}: {}", path.display(), String::from_utf8_lossy(&out.stderr));
+        if checked_path != path {
+            std::fs::remove_dir_all(checked_path.parent().unwrap()).unwrap();
+        }
         checked += 1;
     }
     assert!(checked >= 3, "expected the shipped experiments in {}", dir.display());
+}
+
+/// The shipped cellular experiments read the project's trace collection (`../shared/traces` next
+/// to the checkout), which a clone elsewhere does not have. Everything else in such a file is
+/// still checked: a copy points its trace directory at one synthetic mahimahi trace instead.
+fn with_traces_present(config: &std::path::Path) -> std::path::PathBuf {
+    let text = std::fs::read_to_string(config).unwrap();
+    let dir = config.parent().unwrap();
+    let missing: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("path = \"")?.strip_suffix('"').map(str::to_string))
+        .filter(|p| !dir.join(p).exists())
+        .collect();
+    if missing.is_empty() {
+        return config.to_path_buf();
+    }
+    eprintln!("NOTE {}: trace paths {missing:?} are absent here; checking with a synthetic trace instead", config.display());
+    let tmp = std::env::temp_dir().join(format!("ccp-lab-check-{}", std::process::id()));
+    let traces = tmp.join("traces");
+    std::fs::create_dir_all(&traces).unwrap();
+    // 12 Mbit/s: one 1500-byte delivery opportunity per ms.
+    std::fs::write(traces.join("synthetic.down"), (1..=1000).map(|t| format!("{t}\n")).collect::<String>()).unwrap();
+    let mut copy = text;
+    for p in &missing {
+        copy = copy.replace(&format!("path = \"{p}\""), &format!("path = \"{}\"", traces.display()));
+    }
+    let out = tmp.join(config.file_name().unwrap());
+    std::fs::write(&out, copy).unwrap();
+    out
 }
