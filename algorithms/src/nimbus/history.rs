@@ -163,10 +163,20 @@ impl History {
     /// R at index `len − n` of the series (n = 500: "5 s ago" on the 10 ms grid, as the authors'
     /// implementation reads it), or the oldest held when the history is shorter (spec A10).
     pub fn r_samples_ago(&self, n: usize) -> Option<f64> {
-        if self.r.is_empty() {
+        Self::samples_ago(&self.r, n)
+    }
+
+    /// The RTT (s) at the same index as `r_samples_ago(n)`: the RTT the restored rate was
+    /// measured at.
+    pub fn rtt_samples_ago(&self, n: usize) -> Option<f64> {
+        Self::samples_ago(&self.rtt, n)
+    }
+
+    fn samples_ago(ring: &Ring, n: usize) -> Option<f64> {
+        if ring.is_empty() {
             return None;
         }
-        Some(self.r.back(n.saturating_sub(1).min(self.r.len() - 1)))
+        Some(ring.back(n.saturating_sub(1).min(ring.len() - 1)))
     }
 }
 

@@ -152,6 +152,55 @@ fn t24_rate_restore() {
     assert!((c.state()[0].value - 8e6 * 0.05).abs() < 1e-6);
 }
 
+/// `restore_rtt = "sample"`: the restored window is R(5 s ago) × the RTT it was measured at, paced
+/// over that RTT (rate = R(5 s ago)) until the RTT is back; the default uses today's RTT.
+#[test]
+fn restore_with_the_sample_rtt() {
+    let history = |n: &mut NimbusCC| {
+        for i in 0..700u64 {
+            let (r, rtt_us) = if i < 250 { (10e6, 150_000) } else { (5e6, 60_000) };
+            n.on_report(&rep(i * 10_000, r, r, rtt_us));
+        }
+    };
+    let cwnd_of = |n: &NimbusCC| match &n.comp {
+        Competitive::Cubic(c) => c.state()[0].value,
+        Competitive::Reno(_) => unreachable!(),
+    };
+    // The authors' rule: R(5 s ago) × today's RTT.
+    let mut authors = started(NimbusConfig { start_mode: Mode::Delay, ..config() });
+    history(&mut authors);
+    authors.switch_mode(Mode::Competitive, 7_000_000, 0.06);
+    assert!((cwnd_of(&authors) - 10e6 * 0.06).abs() < 1e-6);
+    assert_eq!(authors.restore_rtt_floor_s, None);
+
+    let mut n = started(NimbusConfig { start_mode: Mode::Delay, restore_sample_rtt: true, ..config() });
+    history(&mut n);
+    n.switch_mode(Mode::Competitive, 7_000_000, 0.06);
+    assert!((cwnd_of(&n) - 10e6 * 0.15).abs() < 1e-6, "{}", cwnd_of(&n));
+    assert_eq!(n.restore_rtt_floor_s, Some(0.15));
+    // While the RTT is below the sample's, the window is paced over the sample's RTT: the rate
+    // is R(5 s ago) (Cubic grows the window a little per report).
+    for k in 701..=710u64 {
+        n.on_report(&rep(k * 10_000, 5e6, 5e6, 90_000));
+        let base = var(&n, "base_rate_bytes_per_s");
+        assert!((base - cwnd_of(&n) / 0.15).abs() < 1e-6 && (10e6 - 1e-6..10.5e6).contains(&base), "{base}");
+    }
+    // Once the RTT is back, it is an ordinary window.
+    n.on_report(&rep(711 * 10_000, 5e6, 5e6, 160_000));
+    assert_eq!(n.restore_rtt_floor_s, None);
+    assert!((var(&n, "base_rate_bytes_per_s") - cwnd_of(&n) / 0.16).abs() < 1e-6);
+    // Leaving competitive mode forgets it; a sample RTT below today's changes nothing.
+    let mut m = started(NimbusConfig { start_mode: Mode::Delay, restore_sample_rtt: true, ..config() });
+    history(&mut m);
+    m.switch_mode(Mode::Competitive, 7_000_000, 0.06);
+    m.switch_mode(Mode::Delay, 7_010_000, 0.06);
+    assert_eq!(m.restore_rtt_floor_s, None);
+    m.x_s = Some(0.2);
+    m.switch_mode(Mode::Competitive, 7_020_000, 0.06);
+    assert_eq!(m.restore_rtt_floor_s, None);
+    assert!((cwnd_of(&m) - 10e6 * 0.2).abs() < 1e-6);
+}
+
 #[test]
 fn inelastic_reports_switch_to_delay_and_glide_theta() {
     let mut n = started(config());
@@ -381,6 +430,7 @@ fn params_defaults_and_cross_field_checks() {
         "eta_form = \"bin\"\nfft_len = 500\nden_low_offset_hz = 0.5\nmode_dependent_frequency = false",
         "multi_flow = true\nexpect_nimbus_peers = true\nseed = 42\nkappa = 0.5",
         "align_2rtt = true\nreference_guards = false\ndelay = \"vegas\"",
+        "restore_rtt = \"sample\"",
     ] {
         INFO.configure(&good.parse().unwrap()).unwrap_or_else(|e| panic!("{good:?}: {e}"));
     }
@@ -419,6 +469,7 @@ fn configs() -> impl Strategy<Value = NimbusConfig> {
             // Short timers so that random sequences reach detection and switching.
             detect_after_us: 50_000,
             switch_after_us: 100_000,
+            restore_sample_rtt: seed & 1 == 1,
             seed,
             ..NimbusConfig::default()
         })
