@@ -8,7 +8,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps, LibccpError};
+pub use ccp_libccp_errors::describe;
+use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps};
 
 use crate::diag::Diagnostics;
 use crate::guard::{self, Header};
@@ -131,53 +132,4 @@ pub fn init_datapath(id: u32, chan: &Rc<Channel>, shared: Rc<Shared>) -> Result<
         .with_ops(AgentSender { chan: Rc::clone(chan), shared })
         .init()
         .map_err(|e| format!("libccp initialisation failed: {}", describe(&e)))
-}
-
-/// "error -71 (Unknown connection)".
-pub fn describe(e: &LibccpError) -> String {
-    match code(e) {
-        Some(code) => format!("error {code} ({e})"),
-        None => format!("an error libccp's crate could not map to a code ({e})"),
-    }
-}
-
-/// The `ccp_error.h` code of an error, if it has one.
-pub fn code(e: &LibccpError) -> Option<i32> {
-    use LibccpError::*;
-    Some(match e {
-        OtherError(_) => return None,
-        LibccpOk => 0,
-        LibccpMissingArg => -11,
-        LibccpNullArg => -12,
-        LibccpBufsizeNegative => -21,
-        LibccpBufsizeTooSmall => -22,
-        LibccpMsgTooLong => -23,
-        LibccpWriteInvalidHeaderType => -31,
-        LibccpReadInvalidHeaderType => -32,
-        LibccpReadInvalidOp => -33,
-        LibccpReadRegNotAllowed => -34,
-        LibccpReadInvalidReturnReg => -35,
-        LibccpReadInvalidLeftReg => -36,
-        LibccpReadInvalidRightReg => -37,
-        LibccpInstallTypeMismatch => -41,
-        LibccpInstallTooManyExpr => -42,
-        LibccpInstallTooManyInstr => -43,
-        LibccpUpdateTypeMismatch => -51,
-        LibccpUpdateTooMany => -52,
-        LibccpUpdateInvalidRegType => -53,
-        LibccpChangeTypeMismatch => -61,
-        LibccpChangeTooMany => -62,
-        LibccpUnknownConnection => -71,
-        LibccpCreatePending => -72,
-        LibccpConnectionNotInitialized => -73,
-        LibccpProgTableFull => -81,
-        LibccpProgNotFound => -82,
-        LibccpAddIntOverflow => -91,
-        LibccpDivByZero => -92,
-        LibccpMulIntOverflow => -93,
-        LibccpSubIntUnderflow => -94,
-        LibccpPrivIsNull => -95,
-        LibccpProgIsNull => -96,
-        LibccpFallbackTimedOut => -101,
-    })
 }
