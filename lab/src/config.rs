@@ -166,7 +166,7 @@ pub struct SchemeSpec {
     pub agent_args: Vec<String>,
 }
 
-/// A router queue discipline with its parameters (see datapath-shims/router/README.md).
+/// A router queue discipline with its parameters (see datapath-shims/router-programs/router/README.md).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum QdiscSpec {

@@ -24,7 +24,7 @@ const PORT: u16 = 5201;
 
 /// A trace shipped in ../shared/traces, if present.
 fn shipped_trace(name: &str) -> Option<Arc<Trace>> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../shared/traces").join(name);
     Trace::load(&p).ok().map(Arc::new)
 }
 

@@ -1,4 +1,4 @@
-//! `ccp-router`: see `ccp-router --help` and datapath-shims/router/README.md.
+//! `ccp-router`: see `ccp-router --help` and datapath-shims/router-programs/router/README.md.
 
 use std::io::Write;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};

@@ -172,7 +172,7 @@ mod tests {
 
     #[test]
     fn shipped_traces_parse() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/traces");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../shared/traces");
         let Ok(entries) = std::fs::read_dir(&dir) else {
             eprintln!("SKIP: {} not present", dir.display());
             return;
