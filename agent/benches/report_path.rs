@@ -1,7 +1,8 @@
 //! The agent's per-report CPU cost on the libccp path, against the bare codec in the same run:
 //! - `decode`: parse one MEASURE datagram (the floor every agent pays);
 //! - `report_path`: parse it, turn the fold's fields into a `Report`, run the flow's controller
-//!   (Reno, containment and sanitizing included) and encode the resulting UPDATE_FIELDS.
+//!   (Reno, containment and sanitizing included), take what the datapath does not hold yet from
+//!   the flow's latch and encode the resulting UPDATE_FIELDS.
 //!
 //! `cargo bench -p ccp-agent --bench report_path` prints both; the ratio is the overhead of
 //! everything the agent adds on top of reading the bytes.
@@ -9,9 +10,9 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use ccp_agent::controller::{Choice, Controller, Limits};
+use ccp_agent::datapath::latch::Latch;
 use ccp_agent::datapath::libccp::fold::{FlowDecoder, Fold};
-use ccp_agent::datapath::{Capabilities, FlowInfo};
+use ccp_contract::{Capabilities, Controller, FlowStart, Limits};
 use ccp_wire::{implicit, Measure, Msg, RegKind, UpdateField, UpdateFields};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
@@ -47,10 +48,17 @@ fn bench(c: &mut Criterion) {
         })
     });
 
-    let choice = Choice::configure("reno", toml::Table::new(), "bench").unwrap();
-    let caps = Capabilities { max_cwnd_bytes: u32::MAX as u64, max_rate_bytes_per_s: u32::MAX as u64, can_clear_pacing: false };
-    let info = FlowInfo { mss_bytes: 1448, init_cwnd_bytes: 14_480, ..FlowInfo::default() };
-    let (mut controller, _) = Controller::start(choice.clone(), choice, caps, Limits::default(), &info);
+    let choice = ccp_algorithms::registry::choose("reno", toml::Table::new(), "bench").unwrap();
+    let caps = Capabilities {
+        max_cwnd_bytes: u32::MAX as u64,
+        max_rate_bytes_per_s: u32::MAX as u64,
+        can_clear_pacing: false,
+        per_rtt_reports: false,
+    };
+    let (mut controller, _) =
+        Controller::start(choice.clone(), choice, caps, Limits::default(), &FlowStart::new(1448, 14_480), 0);
+    let mut latch = Latch::default();
+    latch.applied(*controller.settings());
     let t0 = Instant::now();
     let mut decoder = FlowDecoder::new(1448, t0);
     let mut out = Vec::with_capacity(256);
@@ -61,11 +69,14 @@ fn bench(c: &mut Criterion) {
             let (msg, _) = ccp_wire::decode(&datagrams[j]).unwrap();
             let Msg::Measure(m) = msg else { unreachable!() };
             let report = decoder.decode(&fold.layout, &m.fields, t0);
-            let outcome = controller.on_report(&report, t0);
-            if let Some(cwnd) = outcome.command.cwnd_bytes {
+            let outcome = controller.on_report(&report, j as u64);
+            black_box(&outcome);
+            let want = *controller.settings();
+            if let Some(cwnd) = latch.pending(&want).cwnd_bytes {
                 out.clear();
                 let upd = UpdateField { kind: RegKind::Implicit, index: implicit::CWND, value: cwnd.min(u32::MAX as u64) };
                 Msg::UpdateFields(UpdateFields { sid: 1, fields: vec![upd] }).encode(&mut out).unwrap();
+                latch.applied(want);
             }
             black_box(&out);
         })

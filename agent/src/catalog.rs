@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use ccp_algorithms::{registry, ParamKind};
+use ccp_algorithms::registry;
+use ccp_contract::ParamKind;
 
 /// Every algorithm with its parameters, as JSON.
 pub fn algorithms_json() -> serde_json::Value {

@@ -10,43 +10,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ccp_algorithms::registry;
+use ccp_contract::{Choice, Limits, ReportPolicy, MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::controller::{Choice, Limits, MAX_REPORT_INTERVAL_US, MIN_REPORT_INTERVAL_US};
-use crate::datapath::ebpf::select::Selection;
-use crate::datapath::libccp::AddressOrder;
+use crate::datapath::DatapathConfig;
 use crate::rules::{Matcher, Policy, Rule};
 
 /// Where the default configuration lives when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/ccp-agent/agent.toml";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum DatapathKind {
-    /// libccp datapaths over unix datagram sockets (user-space datapaths).
-    Unix,
-    /// ccp-kernel over netlink.
-    Netlink,
-    /// This kernel's BPF congestion control (`ccp`), loaded by the agent itself.
-    Ebpf,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct UnixSection {
-    pub dir: PathBuf,
-    pub name: String,
-    /// A group whose members' datapaths may talk to the agent (socket mode 0660); without it
-    /// the socket is 0600: only the agent's own user (and root) can send to it.
-    pub group: Option<String>,
-}
-
-impl Default for UnixSection {
-    fn default() -> Self {
-        UnixSection { dir: PathBuf::from("/tmp/ccp"), name: "portus".to_string(), group: None }
-    }
-}
 
 /// The control socket (`ccp-agent ctl`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -103,152 +75,17 @@ pub struct MetricsSection {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct NetlinkSection {
-    pub group: u32,
-}
-
-impl Default for NetlinkSection {
-    fn default() -> Self {
-        NetlinkSection { group: crate::datapath::libccp::netlink::CCP_MULTICAST_GROUP }
-    }
-}
-
-/// The eBPF datapath (`[datapath.ebpf]`).
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct EbpfSection {
-    /// The congestion control's name (what TCP_CONGESTION selects), at most 15 characters.
-    pub name: String,
-    /// Directory on a bpf filesystem for the maps a restarted agent re-adopts flows through.
-    pub pin_dir: PathBuf,
-    /// What attach changed, for detach and for a clean shutdown.
-    pub state_file: PathBuf,
-    /// In-kernel algorithm for flows the agent does not steer (yet, or any more).
-    pub fallback: ccp_ebpf::Fallback,
-    /// A flow whose agent has been silent this long runs the fallback, ms.
-    pub silence_timeout_ms: u64,
-    /// Report once per smoothed RTT instead of every `reports.interval_us`, for flows whose
-    /// algorithm keeps the default interval.
-    pub report_per_rtt: bool,
-    /// Shortest report interval (per-RTT reports on short paths), µs.
-    pub min_report_interval_us: u64,
-    /// Ring buffer size, bytes: a power of two, at least a page.
-    pub ring_bytes: u32,
-    /// Most flows steered at once (control map slots; rounded up to a power of two).
-    pub max_flows: u32,
-    /// The agent drains the ring at least this often, µs: records that did not wake it wait at
-    /// most this long.
-    pub consume_interval_us: u64,
-    /// Ordinary records wake the agent at most this often, µs; urgent ones (loss, timeout,
-    /// state change) always do.
-    pub wake_gap_us: u64,
-    /// Where detach sends a flow whose previous congestion control is unknown.
-    pub restore: String,
-    /// SCHED_FIFO priority of the agent (1-99), so that a report wakes it at once on a busy
-    /// machine (p99 report latency: ~100 us instead of several ms with both CPUs saturated);
-    /// 0 keeps normal scheduling.
-    pub realtime_priority: u8,
-    /// Flows, cgroups and namespace defaults attached when the agent starts (as `ccp-agent
-    /// attach` would) and detached when it stops.
-    pub attach: Selection,
-}
-
-impl Default for EbpfSection {
-    fn default() -> Self {
-        EbpfSection {
-            name: "ccp".into(),
-            pin_dir: PathBuf::from("/sys/fs/bpf/ccp-agent"),
-            state_file: PathBuf::from("/run/ccp-agent/ebpf-attach.json"),
-            fallback: ccp_ebpf::Fallback::Cubic,
-            silence_timeout_ms: 1000,
-            report_per_rtt: false,
-            min_report_interval_us: MIN_REPORT_INTERVAL_US,
-            ring_bytes: 8 << 20,
-            max_flows: 65_536,
-            consume_interval_us: 2_000,
-            wake_gap_us: 100,
-            restore: "cubic".into(),
-            realtime_priority: 10,
-            attach: Selection::default(),
-        }
-    }
-}
-
-impl EbpfSection {
-    fn validate(&self) -> Result<(), String> {
-        ccp_ebpf::instance::validate_name(&self.name).map_err(|e| format!("datapath.ebpf.name: {e}"))?;
-        ccp_ebpf::instance::validate_name(&self.restore).map_err(|e| format!("datapath.ebpf.restore: {e}"))?;
-        if !self.ring_bytes.is_power_of_two() || self.ring_bytes < 4096 {
-            return Err(format!("datapath.ebpf.ring_bytes = {} must be a power of two of at least 4096", self.ring_bytes));
-        }
-        if self.max_flows == 0 {
-            return Err("datapath.ebpf.max_flows must be at least 1".into());
-        }
-        if self.silence_timeout_ms == 0 {
-            return Err("datapath.ebpf.silence_timeout_ms must be at least 1".into());
-        }
-        if !(100..=1_000_000).contains(&self.consume_interval_us) {
-            return Err(format!(
-                "datapath.ebpf.consume_interval_us = {} is out of range [100, 1000000]",
-                self.consume_interval_us
-            ));
-        }
-        if !(100..=MAX_REPORT_INTERVAL_US).contains(&self.min_report_interval_us) {
-            return Err(format!(
-                "datapath.ebpf.min_report_interval_us = {} is out of range [100, {MAX_REPORT_INTERVAL_US}]",
-                self.min_report_interval_us
-            ));
-        }
-        if self.realtime_priority > 99 {
-            return Err(format!("datapath.ebpf.realtime_priority = {} is out of range [0, 99]", self.realtime_priority));
-        }
-        self.attach.attach().map_err(|e| format!("datapath.ebpf.attach: {e}"))?;
-        Ok(())
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DatapathSection {
-    pub kind: DatapathKind,
-    /// Byte order of addresses and ports in CREATE messages. Default: "network" for netlink
-    /// (ccp-kernel), "host" for unix (libccp user-space datapaths).
-    pub address_order: Option<AddressOrder>,
-    pub unix: UnixSection,
-    pub netlink: NetlinkSection,
-    pub ebpf: EbpfSection,
-}
-
-impl Default for DatapathSection {
-    fn default() -> Self {
-        DatapathSection {
-            kind: DatapathKind::Unix,
-            address_order: None,
-            unix: UnixSection::default(),
-            netlink: NetlinkSection::default(),
-            ebpf: EbpfSection::default(),
-        }
-    }
-}
-
-impl DatapathSection {
-    pub fn address_order(&self) -> AddressOrder {
-        self.address_order.unwrap_or(match self.kind {
-            DatapathKind::Netlink => AddressOrder::Network,
-            DatapathKind::Unix | DatapathKind::Ebpf => AddressOrder::Host,
-        })
-    }
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
 pub struct ReportsSection {
     pub interval_us: Spanned<u64>,
+    /// Report once per smoothed RTT instead of every `interval_us`, until an algorithm asks for
+    /// something else. Datapaths that count RTTs do it themselves; for the others the agent
+    /// keeps the interval in step with the RTT.
+    pub per_rtt: bool,
 }
 
 impl Default for ReportsSection {
     fn default() -> Self {
-        ReportsSection { interval_us: Spanned::new(0..0, 10_000) }
+        ReportsSection { interval_us: Spanned::new(0..0, 10_000), per_rtt: false }
     }
 }
 
@@ -306,7 +143,7 @@ impl Default for SafetySection {
             min_cwnd_pkts: l.min_cwnd_pkts,
             min_pacing_rate_bytes_per_s: l.min_pacing_rate_bytes_per_s,
             max_faults: l.max_faults,
-            fault_window_s: l.fault_window.as_secs(),
+            fault_window_s: l.fault_window_us / 1_000_000,
             fallback_algorithm: Spanned::new(0..0, "reno".to_string()),
             flow_idle_timeout_s: 300,
         }
@@ -317,8 +154,9 @@ impl Default for SafetySection {
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
+    /// `kind` and one `[datapath.KIND]` table per datapath, each parsed by its adapter.
     #[serde(default)]
-    pub datapath: DatapathSection,
+    pub datapath: BTreeMap<String, Spanned<toml::Value>>,
     #[serde(default)]
     pub reports: ReportsSection,
     #[serde(default)]
@@ -349,7 +187,7 @@ pub struct ConfigError {
 pub struct Overrides {
     pub algorithm: Option<String>,
     pub params: Vec<(String, toml::Value)>,
-    pub datapath: Option<DatapathKind>,
+    pub datapath: Option<String>,
     pub ipc_dir: Option<PathBuf>,
     pub ipc_name: Option<String>,
     pub report_interval_us: Option<u64>,
@@ -361,7 +199,7 @@ pub struct Overrides {
 /// A validated, resolved configuration.
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
-    pub datapath: DatapathSection,
+    pub datapath: DatapathConfig,
     pub policy: Policy,
     pub limits: Limits,
     pub flow_idle_timeout: Duration,
@@ -424,15 +262,20 @@ impl AgentConfig {
     }
 
     fn resolve(src: &Source, mut file: ConfigFile, ov: &Overrides) -> Result<AgentConfig, ConfigError> {
-        if let Some(kind) = ov.datapath {
-            file.datapath.kind = kind;
+        let mut datapath = DatapathConfig::default();
+        for (key, value) in &file.datapath {
+            datapath.add(key, value.get_ref()).map_err(|e| src.err(value.span(), e))?;
+        }
+        if let Some(kind) = &ov.datapath {
+            datapath.kind = kind.clone();
         }
         if let Some(dir) = &ov.ipc_dir {
-            file.datapath.unix.dir = dir.clone();
+            datapath.set("unix", "dir", toml::Value::String(dir.display().to_string()));
         }
         if let Some(name) = &ov.ipc_name {
-            file.datapath.unix.name = name.clone();
+            datapath.set("unix", "name", toml::Value::String(name.clone()));
         }
+        datapath.check().map_err(|e| src.err(0..0, e))?;
         if let Some(us) = ov.report_interval_us {
             file.reports.interval_us = Spanned::new(0..0, us);
         }
@@ -472,10 +315,10 @@ impl AgentConfig {
          -> Result<Choice, ConfigError> {
             let base = file.algorithms.get(name.get_ref()).map(|t| t.get_ref());
             let params = merged(base, extra.map(|t| t.get_ref()));
-            Choice::configure(name.get_ref(), params, origin).map_err(|e| {
+            registry::choose(name.get_ref(), params, origin).map_err(|e| {
                 // Point at the algorithm name, or at the parameter table that holds the values.
                 let span = match (&e, extra, file.algorithms.get(name.get_ref())) {
-                    (ccp_algorithms::ParamError::UnknownAlgorithm { .. }, _, _) => name.span(),
+                    (ccp_contract::ParamError::UnknownAlgorithm { .. }, _, _) => name.span(),
                     (_, Some(t), _) if t.span() != (0..0) => t.span(),
                     (_, _, Some(t)) => t.span(),
                     _ => name.span(),
@@ -528,7 +371,6 @@ impl AgentConfig {
             rules.push(Rule { name, matcher, choice });
         }
 
-        file.datapath.ebpf.validate().map_err(|e| src.err(0..0, e))?;
         let s = &file.safety;
         if !(s.min_cwnd_pkts.is_finite() && s.min_cwnd_pkts >= 1.0 && s.min_cwnd_pkts <= 1000.0) {
             return Err(src.err(0..0, format!("safety.min_cwnd_pkts = {} must be in [1, 1000]", s.min_cwnd_pkts)));
@@ -543,15 +385,20 @@ impl AgentConfig {
             min_cwnd_pkts: s.min_cwnd_pkts,
             min_pacing_rate_bytes_per_s: s.min_pacing_rate_bytes_per_s,
             max_faults: s.max_faults,
-            fault_window: Duration::from_secs(s.fault_window_s),
-            default_report_interval_us: interval,
+            fault_window_us: s.fault_window_s.saturating_mul(1_000_000),
+            default_report: if file.reports.per_rtt {
+                ReportPolicy::PerRtt { rtts: 1.0 }
+            } else {
+                ReportPolicy::EveryUs(interval)
+            },
+            ..Limits::default()
         };
         let metrics_listen = match &file.metrics.listen {
             None => None,
             Some(l) => Some(parse_loopback(l.get_ref()).map_err(|e| src.err(l.span(), format!("metrics.listen: {e}")))?),
         };
         Ok(AgentConfig {
-            datapath: file.datapath,
+            datapath,
             policy: Policy { default, rules, fallback },
             limits,
             flow_idle_timeout: Duration::from_secs(s.flow_idle_timeout_s),

@@ -1,11 +1,13 @@
-//! The ccp-agent daemon: runtime, flow table, datapath adapters, per-flow policy, containment.
+//! The ccp-agent daemon: runtime, the flow table, datapath adapters, per-flow policy. The
+//! containment boundary around algorithms is `ccp-contract`'s `Controller`, the same one the
+//! simulator drives its flows through.
 
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod control;
-pub mod controller;
 pub mod datapath;
+pub mod flows;
 pub mod install;
 pub mod metrics;
 pub mod permissions;

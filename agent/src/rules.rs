@@ -5,8 +5,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::IpNet;
 
-use crate::controller::Choice;
 use crate::datapath::FlowInfo;
+use ccp_contract::Choice;
 
 /// Conditions on a flow; all that are set must hold.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -84,7 +84,7 @@ mod tests {
     use super::*;
 
     fn choice(name: &str, origin: &str) -> Choice {
-        Choice::configure(name, toml::Table::new(), origin).unwrap()
+        ccp_algorithms::registry::choose(name, toml::Table::new(), origin).unwrap()
     }
 
     fn flow(src: &str, sport: u16, dst: &str, dport: u16) -> FlowInfo {

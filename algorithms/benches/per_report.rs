@@ -16,10 +16,11 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
+use ccp_algorithms::cubic;
 use ccp_algorithms::nimbus::cross_traffic::LinkRate;
 use ccp_algorithms::nimbus::{NimbusCC, NimbusConfig};
 use ccp_algorithms::reno::{Reno, RenoConfig};
-use ccp_algorithms::{cubic, Algorithm, FlowStart, Report, RttStats};
+use ccp_contract::{Algorithm, FlowStart, Report, RttStats};
 use criterion::{criterion_group, Criterion, Throughput};
 
 const MSS: u32 = 1448;

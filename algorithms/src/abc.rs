@@ -28,12 +28,12 @@
 
 use std::sync::Arc;
 
-use crate::action::{Action, Pacing, ReportPolicy};
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
 use crate::cubic::{Cubic, CubicConfig};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::report::Report;
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report,
+    ReportPolicy, StateVar,
+};
 
 /// Per-segment steps per report beyond which the rule is applied in this many equal steps.
 const MAX_STEPS: f64 = 1024.0;
@@ -41,14 +41,7 @@ const MAX_STEPS: f64 = 1024.0;
 const PACING_GAIN: f64 = 2.0;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(2.0),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "initial w_abc and w_cubic (§3.5: IW = 10, no slow start)",
-    ),
+    shared::INIT_CWND_PKTS.with_doc("initial w_abc and w_cubic (§3.5: IW = 10, no slow start)"),
     ParamSpec::float(
         "min_cwnd_pkts",
         5.0,
@@ -257,8 +250,8 @@ impl Algorithm for Abc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::RttStats;
     use crate::test_support::{check_sane, reports};
+    use ccp_contract::RttStats;
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;

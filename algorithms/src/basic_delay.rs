@@ -29,13 +29,12 @@
 
 use std::sync::Arc;
 
-use crate::action::{Action, Pacing, ReportPolicy};
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
 use crate::nimbus::cross_traffic::{self, CrossTrafficConfig, CrossTrafficEstimator, LinkRate, MAX_RATE_BYTES_PER_S};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::reno::MIN_CWND_PKTS;
-use crate::report::Report;
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, FlowStart, Pacing, ParamError, ParamSpec, Params, Report, ReportPolicy,
+    StateVar, MIN_CWND_PKTS,
+};
 
 /// α: the fraction of the spare capacity taken per update (paper §7.1: 0.8).
 pub const ALPHA: f64 = 0.8;
@@ -126,79 +125,64 @@ impl BasicDelayCore {
     }
 }
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
+/// BasicDelay's parameters, one constant each so that NimbusCC (which composes BasicDelay)
+/// declares the same ones rather than copies.
+pub mod params {
+    use ccp_contract::{Bound, ParamSpec};
+
+    pub const ALPHA: ParamSpec = ParamSpec::float(
         "alpha",
-        ALPHA,
+        super::ALPHA,
         Bound::Exclusive(0.0),
         Bound::Inclusive(1.0),
         "",
-        "fraction of the spare capacity taken per update (paper §7.1: 0.8)",
-    ),
-    ParamSpec::float(
+        "BasicDelay alpha: fraction of the spare capacity taken per update (paper §7.1: 0.8)",
+    );
+    pub const BETA: ParamSpec = ParamSpec::float(
         "beta",
-        BETA,
+        super::BETA,
         Bound::Inclusive(0.0),
         Bound::Inclusive(1.0),
         "",
-        "gain of the queueing-delay term (paper §7.1: 0.5)",
-    ),
-    ParamSpec::float(
+        "BasicDelay beta: gain of the queueing-delay term (paper §7.1: 0.5)",
+    );
+    pub const TARGET_DELAY_MS: ParamSpec = ParamSpec::float(
         "target_delay_ms",
         0.0,
         Bound::Inclusive(0.0),
         Bound::Inclusive(10_000.0),
         "ms",
         "fixed target queueing delay d_t; 0 = relative to the minimum RTT (target_delay_fraction)",
-    ),
-    ParamSpec::float(
+    );
+    pub const TARGET_DELAY_FRACTION: ParamSpec = ParamSpec::float(
         "target_delay_fraction",
-        TARGET_DELAY_FRACTION,
+        super::TARGET_DELAY_FRACTION,
         Bound::Exclusive(0.0),
         Bound::Inclusive(10.0),
         "",
         "d_t as a fraction of x_min when target_delay_ms = 0 (paper: 12.5 ms at 50 ms RTT = 0.25)",
-    ),
-    ParamSpec::float(
-        "mu_mbit_per_s",
-        0.0,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0e7),
-        "Mbit/s",
-        "bottleneck rate mu; 0 = estimate as the maximum (EWMA-smoothed) receive rate (paper §3.1)",
-    ),
-    ParamSpec::float(
-        "mu_window_s",
-        0.0,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(86_400.0),
-        "s",
-        "window of the maximum-receive-rate estimate of mu; 0 = all-time (the authors' code)",
-    ),
-    ParamSpec::float(
-        "header_bytes",
-        cross_traffic::HEADER_BYTES,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1000.0),
-        "bytes",
-        "header bytes per packet beyond the MSS: a configured mu (wire bytes) is scaled by MSS/(MSS + this) to the payload bytes S and R count; 0 = mu counts payload",
-    ),
-    ParamSpec::float(
+    );
+    pub const MIN_RATE_FRACTION: ParamSpec = ParamSpec::float(
         "min_rate_fraction",
-        MIN_RATE_FRACTION,
+        super::MIN_RATE_FRACTION,
         Bound::Inclusive(0.0),
         Bound::Inclusive(1.0),
         "",
         "rate floor as a fraction of mu (the authors' code: 0.05)",
-    ),
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(MIN_CWND_PKTS),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "window before the first rate sample (RFC 6928: 10); a flow the datapath started with its own window keeps it",
-    ),
+    );
+}
+
+const PARAMS: &[ParamSpec] = &[
+    params::ALPHA,
+    params::BETA,
+    params::TARGET_DELAY_MS,
+    params::TARGET_DELAY_FRACTION,
+    shared::MU_MBIT_PER_S,
+    shared::MU_WINDOW_S,
+    shared::HEADER_BYTES,
+    params::MIN_RATE_FRACTION,
+    shared::INIT_CWND_PKTS
+        .with_doc("window before the first rate sample (RFC 6928: 10); a flow the datapath started with its own window keeps it"),
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -398,8 +382,8 @@ impl Algorithm for BasicDelay {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::RttStats;
     use crate::test_support::{check_sane, reports};
+    use ccp_contract::RttStats;
     use proptest::prelude::*;
 
     const MSS: u32 = 1500;

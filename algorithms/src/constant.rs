@@ -6,11 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::action::{Action, Pacing};
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::report::Report;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report, StateVar,
+};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec::float("cwnd_pkts", 10.0, Bound::Inclusive(2.0), Bound::Inclusive(1.0e6), "packets", "the window to hold"),

@@ -39,13 +39,12 @@
 
 use std::sync::Arc;
 
-use crate::action::{Action, Pacing};
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
 use crate::filters::Windowed;
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::reno::MIN_CWND_PKTS;
-use crate::report::Report;
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report,
+    StateVar, MIN_CWND_PKTS,
+};
 
 /// δ of the default mode (Copa §2: 0.5).
 pub const DELTA: f64 = 0.5;
@@ -83,14 +82,7 @@ const PARAMS: &[ParamSpec] = &[
         "",
         "pace at this times cwnd/RTT_standing (Copa: 2)",
     ),
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(MIN_CWND_PKTS),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
-    ),
+    shared::INIT_CWND_PKTS,
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -336,9 +328,8 @@ impl Algorithm for Copa {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Seed;
-    use crate::report::RttStats;
     use crate::test_support::{check_sane, reports};
+    use ccp_contract::{RttStats, Seed};
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;

@@ -55,12 +55,11 @@
 
 use std::sync::Arc;
 
-use crate::action::Action;
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::reno::{RenoConfig, RenoWindow, MIN_CWND_PKTS};
-use crate::report::Report;
+use crate::reno::{RenoConfig, RenoWindow};
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+};
 
 /// RFC 9438's C: the scaling of the cubic curve, segments per second³.
 pub const C_SEGMENTS_PER_S3: f64 = 0.4;
@@ -102,14 +101,7 @@ const PARAMS: &[ParamSpec] = &[
     ),
     ParamSpec::bool("reno_friendly", true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
     ParamSpec::bool("ecn", true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(MIN_CWND_PKTS),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
-    ),
+    shared::INIT_CWND_PKTS,
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -476,9 +468,8 @@ impl Algorithm for Cubic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Seed;
-    use crate::report::RttStats;
     use crate::test_support::{check_sane, reports};
+    use ccp_contract::{RttStats, Seed};
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;

@@ -65,12 +65,12 @@
 
 use std::sync::Arc;
 
-use crate::action::Action;
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::reno::{RenoConfig, RenoWindow, MIN_CWND_PKTS};
-use crate::report::Report;
+use crate::reno::{RenoConfig, RenoWindow};
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+    MIN_CWND_PKTS,
+};
 
 /// Estimation gain g of eq. 2.1, dimensionless (thesis §2.2.4: 1/16 in all experiments).
 pub const G: f64 = 1.0 / 16.0;
@@ -103,14 +103,7 @@ const PARAMS: &[ParamSpec] = &[
         false,
         "RTT-fair variant (thesis eq. 3.35): per segment W += 1/W, and -alpha/2 per marked segment, with no once-per-window guard",
     ),
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(MIN_CWND_PKTS),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
-    ),
+    shared::INIT_CWND_PKTS,
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -335,10 +328,9 @@ impl Algorithm for Dctcp {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Seed;
     use crate::reno::Reno;
-    use crate::report::RttStats;
     use crate::test_support::{check_sane, reports, reports_with};
+    use ccp_contract::{RttStats, Seed};
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;

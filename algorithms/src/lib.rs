@@ -1,15 +1,12 @@
-//! The ccp-agent algorithm library.
+//! The ccp-agent algorithm library: one module per algorithm, and the registry that lists them.
 //!
-//! The measurement contract (`Report` in, `Action` out), the `Algorithm` trait, declared
-//! parameters and the registry, and one module per algorithm. Nothing here does I/O or reads a
-//! clock: every algorithm is a deterministic state machine driven by reports, so the same code
-//! runs in the agent, in the simulator and in unit tests.
+//! Every algorithm is a pure state machine over the measurement contract of `ccp-contract`
+//! (`Report` in, `Action` out): nothing here does I/O or reads a clock, so the same code runs in
+//! the agent, in the simulator and in unit tests. The modules depend on the contract alone (and
+//! on each other where one algorithm composes another: ABC and NimbusCC run a Cubic); the
+//! registry sits on top and is the one place that names them all.
 
-pub mod action;
-pub mod algorithm;
-pub mod params;
 pub mod registry;
-pub mod report;
 
 pub mod filters;
 
@@ -25,9 +22,3 @@ pub mod vegas;
 
 #[cfg(test)]
 mod test_support;
-
-pub use action::{Action, Pacing, ReportPolicy};
-pub use algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};
-pub use params::{Bound, ParamError, ParamKind, ParamSpec, ParamValue, Params};
-pub use registry::AlgorithmInfo;
-pub use report::{NetworkFeedback, Report, RttStats, Urgent};

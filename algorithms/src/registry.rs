@@ -1,29 +1,9 @@
 //! The algorithm registry: every algorithm by name, with its parameters and paper reference.
+//! A new algorithm is one module plus one line in `all()`.
 
 use std::sync::Arc;
 
-use crate::algorithm::AlgorithmFactory;
-use crate::params::{ParamError, ParamSpec, Params};
-
-/// Registry entry for one algorithm.
-pub struct AlgorithmInfo {
-    pub name: &'static str,
-    /// One line: what it is.
-    pub summary: &'static str,
-    /// The paper, RFC or spec section it implements.
-    pub reference: &'static str,
-    pub params: &'static [ParamSpec],
-    /// Builds a factory from validated parameters; may reject cross-field inconsistencies.
-    pub build: fn(&Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError>,
-}
-
-impl AlgorithmInfo {
-    /// Validates `table` and builds a factory.
-    pub fn configure(&self, table: &toml::Table) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-        let params = Params::parse(self.name, self.params, table)?;
-        (self.build)(&params)
-    }
-}
+use ccp_contract::{AlgorithmFactory, AlgorithmInfo, Choice, ParamError};
 
 /// Every registered algorithm, in listing order.
 pub fn all() -> &'static [AlgorithmInfo] {
@@ -53,11 +33,16 @@ pub fn configure(name: &str, table: &toml::Table) -> Result<Arc<dyn AlgorithmFac
     }
 }
 
+/// Validates `params` for `name` and makes the choice a controller runs.
+pub fn choose(name: &str, params: toml::Table, origin: impl Into<String>) -> Result<Choice, ParamError> {
+    let factory = configure(name, &params)?;
+    Ok(Choice::new(factory, params, origin))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::FlowStart;
-    use crate::report::{Report, RttStats};
+    use ccp_contract::{FlowStart, Report, RttStats};
 
     #[test]
     fn names_are_unique_and_params_declared_once() {

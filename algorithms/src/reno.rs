@@ -9,28 +9,18 @@
 //!
 //! A report aggregates many ACKs, so growth is applied to the report's total acknowledged bytes;
 //! bytes that carry the window past ssthresh in slow start are credited to congestion avoidance.
-//! Windows never go below `MIN_CWND_PKTS` (the agent's floor; RFC 5681's loss window is 1 MSS).
+//! Windows never go below `MIN_CWND_PKTS` (the contract's floor; RFC 5681's loss window is 1 MSS).
 
 use std::sync::Arc;
 
-use crate::action::Action;
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::report::Report;
-
-/// The smallest window any loss response leaves, packets.
-pub const MIN_CWND_PKTS: f64 = 2.0;
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+    MIN_CWND_PKTS,
+};
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(MIN_CWND_PKTS),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
-    ),
+    shared::INIT_CWND_PKTS,
     ParamSpec::float(
         "beta",
         0.5,
@@ -248,8 +238,7 @@ impl Algorithm for Reno {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Seed;
-    use crate::report::RttStats;
+    use ccp_contract::{RttStats, Seed};
 
     const MSS: u32 = 1000;
 

@@ -4,8 +4,7 @@
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
-use crate::algorithm::StateVar;
-use crate::report::{Report, RttStats};
+use ccp_contract::{Report, RttStats, StateVar};
 
 /// Counters and gauges: mostly ordinary values, often zero, sometimes absurd.
 fn amount() -> impl Strategy<Value = u64> {

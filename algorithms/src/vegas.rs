@@ -30,12 +30,11 @@
 
 use std::sync::Arc;
 
-use crate::action::Action;
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, StateVar};
-use crate::params::{Bound, ParamError, ParamSpec, Params};
-use crate::registry::AlgorithmInfo;
-use crate::reno::{RenoConfig, RenoWindow, MIN_CWND_PKTS};
-use crate::report::Report;
+use crate::reno::{RenoConfig, RenoWindow};
+use ccp_contract::params::shared;
+use ccp_contract::{
+    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+};
 
 /// Grow below this many queued packets (Linux: 2).
 pub const ALPHA_PKTS: f64 = 2.0;
@@ -71,14 +70,7 @@ const PARAMS: &[ParamSpec] = &[
         "packets",
         "leave slow start once more packets than this are queued (Linux: 1)",
     ),
-    ParamSpec::float(
-        "init_cwnd_pkts",
-        10.0,
-        Bound::Inclusive(MIN_CWND_PKTS),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
-    ),
+    shared::INIT_CWND_PKTS,
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -256,9 +248,8 @@ impl Algorithm for Vegas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algorithm::Seed;
-    use crate::report::RttStats;
     use crate::test_support::{check_sane, reports};
+    use ccp_contract::{RttStats, Seed};
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;

@@ -1,29 +1,49 @@
 //! The congestion-control adapter: folds per-ACK measurements into the `Report` of the
-//! measurement contract, runs the algorithm, and holds its actions until they reach the datapath.
+//! measurement contract, runs the flow's `ccp_contract::Controller` — the same containment
+//! boundary the agent drives every datapath's flows through — and holds its settings until they
+//! reach the datapath.
 //!
 //! Two modes (`cc.reporting`):
-//! - `per_ack`: a report after every ACK, the action applied at once when `agent_delay_us` is 0
+//! - `per_ack`: a report after every ACK, the settings applied at once when `agent_delay_us` is 0
 //!   (an in-datapath controller; the baseline CCP is compared against).
 //! - `interval`: CCP-style. Reports every `report_interval_us` (or as the algorithm asks with
-//!   `Action::report`), plus urgent reports on loss, timeout and — optionally — the first ECN-Echo
-//!   of a window; every action takes effect `agent_delay_us` after its report (the CCP paper's
-//!   "staleness"). Between actions the datapath keeps the last window and rate: ACK clocking
-//!   still paces the flow, as in libccp datapaths without a fold program.
+//!   `Action::report`; this datapath counts RTTs itself), plus urgent reports on loss, timeout
+//!   and — optionally — the first ECN-Echo of a window; every change takes effect
+//!   `agent_delay_us` after its report (the CCP paper's "staleness"). Between changes the
+//!   datapath keeps the last window and rate: ACK clocking still paces the flow, as in libccp
+//!   datapaths without a fold program.
 //!
-//! The algorithm runs when the report is built (it is a pure function of its inputs, so running
-//! it later would give the same action); the delay applies to the action.
+//! The controller runs when the report is built (the algorithm is a pure function of its
+//! inputs, so running it later would give the same decision); the delay applies to the change.
+//! Time crosses the contract in µs (`to_us`); the simulator's own clock is in ps.
 
 use std::collections::VecDeque;
 
-use ccp_algorithms::{Action, Algorithm, NetworkFeedback, Pacing, Report, ReportPolicy, RttStats, Urgent};
+use ccp_contract::{
+    Capabilities, Choice, Command, Controller, FlowStart, Limits, NetworkFeedback, Outcome, Report, ReportPolicy, RttStats,
+    Urgent,
+};
 
 use crate::time::{to_us, Time, PS_PER_SEC, PS_PER_US};
 
 /// Report interval used for `PerRtt` policies before the first RTT sample, ps.
 pub const FALLBACK_RTT: Time = 100 * PS_PER_US;
 
-/// Largest window the datapath accepts, bytes (an algorithm asking for more is clamped).
-pub const MAX_CWND_BYTES: f64 = 1e9;
+/// What the simulated datapath can carry: windows up to 1 GB, rates up to 8 Pbit/s, pacing that
+/// can be switched off, and RTTs counted by the transport itself.
+pub const CAPABILITIES: Capabilities = Capabilities {
+    max_cwnd_bytes: 1_000_000_000,
+    max_rate_bytes_per_s: 1_000_000_000_000_000,
+    can_clear_pacing: true,
+    per_rtt_reports: true,
+};
+
+/// The controller's limits in the simulator: the agent's, except that reports may come as often
+/// as every microsecond (datacenter RTTs are tens of microseconds; the agent's 1 ms floor is for
+/// real datapaths and their wakeups).
+pub fn limits(default_report: ReportPolicy) -> Limits {
+    Limits { min_report_interval_us: 1, default_report, ..Limits::default() }
+}
 
 /// Counters and RTT statistics since the last report.
 #[derive(Debug, Clone, Default)]
@@ -78,17 +98,19 @@ pub struct Gauges {
     pub srtt: Option<Time>,
 }
 
-/// One flow's controller and its report state.
-pub struct Controller {
-    alg: Box<dyn Algorithm>,
+/// One flow's controller, its report fold and the settings on their way to the datapath.
+pub struct FlowCc {
+    controller: Controller,
     fold: Fold,
-    pub policy: ReportPolicy,
-    pub last_report: Time,
+    /// The report policy the datapath applies (its timer follows it).
+    report: ReportPolicy,
+    /// The RTT threshold the datapath counts late packets against.
     pub rtt_threshold_us: Option<u64>,
-    /// Actions computed but not yet in the datapath, oldest first.
-    pub pending: VecDeque<Action>,
+    /// Changes decided but not yet in the datapath, oldest first.
+    pub pending: VecDeque<Command>,
     /// A report-timer event is outstanding.
     pub timer_armed: bool,
+    pub last_report: Time,
     pub reports: u64,
 }
 
@@ -100,26 +122,26 @@ fn urgency(u: Urgent) -> u8 {
     }
 }
 
-impl Controller {
-    pub fn new(alg: Box<dyn Algorithm>, policy: ReportPolicy, now: Time) -> Controller {
-        Controller {
-            alg,
+impl FlowCc {
+    /// Starts a flow's controller; the outcome's command holds every setting for the datapath.
+    pub fn start(choice: Choice, fallback: Choice, limits: Limits, start: &FlowStart, now: Time) -> (FlowCc, Outcome) {
+        let report = limits.default_report;
+        let (controller, outcome) = Controller::start(choice, fallback, CAPABILITIES, limits, start, to_us(now));
+        let cc = FlowCc {
+            controller,
             fold: Fold::default(),
-            policy,
-            last_report: now,
+            report,
             rtt_threshold_us: None,
             pending: VecDeque::new(),
             timer_armed: false,
+            last_report: now,
             reports: 0,
-        }
-    }
-
-    pub fn init(&mut self, start: &ccp_algorithms::FlowStart) -> Action {
-        self.alg.init(start)
+        };
+        (cc, outcome)
     }
 
     pub fn name(&self) -> &'static str {
-        self.alg.name()
+        self.controller.algorithm_name()
     }
 
     pub fn on_ack(&mut self, s: &AckSample) {
@@ -214,42 +236,32 @@ impl Controller {
         report
     }
 
-    /// Runs the algorithm on a report.
-    pub fn decide(&mut self, report: &Report) -> Action {
-        self.alg.on_report(report)
+    /// Runs the flow's controller on a report.
+    pub fn decide(&mut self, report: &Report, now: Time) -> Outcome {
+        self.controller.on_report(report, to_us(now))
     }
 
-    /// The report interval the current policy asks for, given the smoothed RTT.
+    /// The report interval the applied policy asks for, given the smoothed RTT.
     pub fn interval(&self, srtt: Option<Time>) -> Time {
-        match self.policy {
+        match self.report {
             ReportPolicy::EveryUs(us) => us.max(1) * PS_PER_US,
             ReportPolicy::PerRtt { rtts } => ((rtts * srtt.unwrap_or(FALLBACK_RTT) as f64) as Time).max(PS_PER_US),
         }
     }
 
-    /// Records the parts of an action that concern reporting; returns the sane window and pacing
-    /// requests (a NaN, infinite or non-positive request is ignored: the flow keeps its last sane
-    /// value, as the agent would).
-    pub fn accept(&mut self, a: &Action, mss: u32) -> (Option<u64>, Option<Option<f64>>) {
-        if let Some(p) = a.report {
-            let sane = match p {
-                ReportPolicy::EveryUs(us) => us > 0,
-                ReportPolicy::PerRtt { rtts } => rtts.is_finite() && rtts > 0.0,
-            };
-            if sane {
-                self.policy = p;
-            }
-        }
-        if let Some(t) = a.rtt_threshold_us {
+    /// Applies the reporting half of a change (the fold's registers); true when the report
+    /// policy changed, so that the timer must be re-armed.
+    pub fn apply_reporting(&mut self, c: &Command) -> bool {
+        if let Some(t) = c.rtt_threshold_us {
             self.rtt_threshold_us = Some(t);
         }
-        let cwnd = a.cwnd_bytes.filter(|c| c.is_finite() && *c > 0.0).map(|c| c.clamp(f64::from(mss), MAX_CWND_BYTES) as u64);
-        let pacing = match a.pacing {
-            Some(Pacing::Off) => Some(None),
-            Some(Pacing::BytesPerSec(r)) if r.is_finite() && r > 0.0 => Some(Some(r.min(1e15))),
-            _ => None,
-        };
-        (cwnd, pacing)
+        match c.report {
+            Some(p) if p != self.report => {
+                self.report = p;
+                true
+            }
+            _ => false,
+        }
     }
 }
 
@@ -261,11 +273,43 @@ pub fn rate(bytes: u64, elapsed: Time) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccp_algorithms::registry;
+    use ccp_contract::{Action, Algorithm, AlgorithmFactory, Pacing, PacingCommand};
+    use std::sync::Arc;
 
-    fn controller() -> Controller {
-        let f = registry::configure("reno", &toml::Table::new()).unwrap();
-        Controller::new(f.create(), ReportPolicy::EveryUs(100), 0)
+    /// Plays back one action per report.
+    struct Script(Vec<Action>);
+
+    impl Algorithm for Script {
+        fn name(&self) -> &'static str {
+            "script"
+        }
+        fn init(&mut self, _: &FlowStart) -> Action {
+            Action::cwnd(10_000.0)
+        }
+        fn on_report(&mut self, _: &Report) -> Action {
+            if self.0.is_empty() {
+                Action::default()
+            } else {
+                self.0.remove(0)
+            }
+        }
+    }
+
+    struct ScriptFactory(Vec<Action>);
+
+    impl AlgorithmFactory for ScriptFactory {
+        fn name(&self) -> &'static str {
+            "script"
+        }
+        fn create(&self) -> Box<dyn Algorithm> {
+            Box::new(Script(self.0.clone()))
+        }
+    }
+
+    fn cc(actions: Vec<Action>) -> (FlowCc, Outcome) {
+        let choice = Choice::new(Arc::new(ScriptFactory(actions)), toml::Table::new(), "test");
+        let fallback = ccp_algorithms::registry::choose("reno", toml::Table::new(), "fallback").unwrap();
+        FlowCc::start(choice, fallback, limits(ReportPolicy::EveryUs(100)), &FlowStart::new(1000, 10_000), 0)
     }
 
     fn gauges() -> Gauges {
@@ -281,7 +325,7 @@ mod tests {
 
     #[test]
     fn folds_acks_into_one_report_and_resets() {
-        let mut c = controller();
+        let (mut c, _) = cc(vec![]);
         c.rtt_threshold_us = Some(30);
         for (i, rtt) in [20u64, 40, 35].iter().enumerate() {
             c.on_ack(&AckSample {
@@ -313,18 +357,27 @@ mod tests {
     }
 
     #[test]
-    fn insane_actions_are_ignored_and_windows_clamped() {
-        let mut c = controller();
-        assert_eq!(c.accept(&Action::cwnd(f64::NAN), 1000), (None, None));
-        assert_eq!(c.accept(&Action::cwnd(-5.0), 1000), (None, None));
-        assert_eq!(c.accept(&Action::cwnd(10.0), 1000), (Some(1000), None));
-        let a = Action::default().with_pacing(Pacing::BytesPerSec(f64::INFINITY)).with_report(ReportPolicy::EveryUs(0));
-        assert_eq!(c.accept(&a, 1000), (None, None));
-        assert_eq!(c.policy, ReportPolicy::EveryUs(100));
-        let a = Action::default().with_pacing(Pacing::Off).with_report(ReportPolicy::PerRtt { rtts: 2.0 });
-        assert_eq!(c.accept(&a, 1000), (None, Some(None)));
+    fn decisions_go_through_the_contract_controller() {
+        let (mut c, start) = cc(vec![
+            Action::cwnd(f64::NAN),
+            Action::cwnd(10.0),
+            Action::default().with_pacing(Pacing::Off).with_report(ReportPolicy::PerRtt { rtts: 2.0 }),
+            Action::default().with_report(ReportPolicy::EveryUs(0)),
+        ]);
+        assert_eq!(start.command.cwnd_bytes, Some(10_000));
+        assert_eq!(start.command.report, Some(ReportPolicy::EveryUs(100)));
+        let r = c.build_report(PS_PER_US, &gauges());
+        let out = c.decide(&r, PS_PER_US);
+        assert!(out.fault.is_some() && out.command.is_empty(), "a NaN is refused: {out:?}");
+        let out = c.decide(&r, 2 * PS_PER_US);
+        assert_eq!(out.command.cwnd_bytes, Some(2000), "floored at two packets, as in the agent");
+        let out = c.decide(&r, 3 * PS_PER_US);
+        assert_eq!(out.command.pacing, Some(PacingCommand::Off));
+        assert!(c.apply_reporting(&out.command), "the datapath counts RTTs: the policy goes as it is");
         assert_eq!(c.interval(Some(30 * PS_PER_US)), 60 * PS_PER_US);
         assert_eq!(c.interval(None), 2 * FALLBACK_RTT);
+        let out = c.decide(&r, 4 * PS_PER_US);
+        assert_eq!(out.command.report, Some(ReportPolicy::EveryUs(1)), "clamped to the simulator's floor");
     }
 
     #[test]

@@ -741,7 +741,7 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
     let cc = &s.cc;
     if let Err(e) = ccp_algorithms::registry::configure(&cc.algorithm, &cc.params) {
         let key = match &e {
-            ccp_algorithms::ParamError::UnknownAlgorithm { .. } => "cc.algorithm",
+            ccp_contract::ParamError::UnknownAlgorithm { .. } => "cc.algorithm",
             _ => "cc.params",
         };
         return Err(l.invalid(key, e.to_string()));

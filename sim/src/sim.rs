@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use ccp_algorithms::{AlgorithmFactory, ReportPolicy};
+use ccp_contract::{AlgorithmFactory, Choice, Limits, ReportPolicy};
 use ccp_qdisc::{DropReason, Ecn, Outputs};
 
 use crate::config::{Loaded, Reporting};
@@ -22,11 +22,15 @@ use crate::workload::{self, FlowSpec, SizeCdf};
 /// Ethernet frame.
 pub const CONTROL_FRAME_BYTES: u32 = 64;
 
+/// What replaces an algorithm that keeps faulting, as in the agent's default configuration.
+pub const FALLBACK_ALGORITHM: &str = "reno";
+
 /// How the datapath reports to the controller, resolved.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CcParams {
     pub per_ack: bool,
-    pub policy: ReportPolicy,
+    /// The controller's limits, with the report policy flows start with.
+    pub limits: Limits,
     pub agent_delay: Time,
     pub urgent_on_ece: bool,
 }
@@ -44,7 +48,9 @@ pub struct Sim {
     pub(crate) buffer: BufferPolicy,
     pub(crate) tp: TransportParams,
     pub(crate) ccp: CcParams,
-    pub(crate) factory: Arc<dyn AlgorithmFactory>,
+    /// The algorithm every flow runs, and the one that replaces it where it keeps faulting.
+    pub(crate) choice: Choice,
+    pub(crate) fallback: Choice,
     pub(crate) ecmp_salt: u64,
     /// Reused scratch space for discipline outputs and hook controls (no per-event allocation).
     out: Outputs<Queued>,
@@ -71,13 +77,18 @@ impl Sim {
     /// Builds a simulation from a loaded scenario: topology, switches, hosts and every flow.
     pub fn new(loaded: &Loaded) -> Result<Sim, String> {
         let s = &loaded.scenario;
-        let factory = ccp_algorithms::registry::configure(&s.cc.algorithm, &s.cc.params).map_err(|e| e.to_string())?;
-        Sim::with_algorithm(loaded, factory)
+        let choice =
+            ccp_algorithms::registry::choose(&s.cc.algorithm, s.cc.params.clone(), "scenario").map_err(|e| e.to_string())?;
+        Sim::with_choice(loaded, choice)
     }
 
     /// As [`Sim::new`], with every flow controlled by `factory`'s algorithm instead of the
     /// scenario's (an algorithm outside the registry, or an instrumented one in tests).
     pub fn with_algorithm(loaded: &Loaded, factory: Arc<dyn AlgorithmFactory>) -> Result<Sim, String> {
+        Sim::with_choice(loaded, Choice::new(factory, toml::Table::new(), "with_algorithm"))
+    }
+
+    fn with_choice(loaded: &Loaded, choice: Choice) -> Result<Sim, String> {
         let s = &loaded.scenario;
         let topo = Topology::build(&s.topology);
         let end = (s.duration_ms * PS_PER_MS as f64) as Time;
@@ -92,11 +103,11 @@ impl Sim {
         }
         let ccp = CcParams {
             per_ack: s.cc.reporting == Reporting::PerAck,
-            policy: ReportPolicy::EveryUs((s.cc.report_interval_us.round() as u64).max(1)),
+            limits: crate::cc::limits(ReportPolicy::EveryUs((s.cc.report_interval_us.round() as u64).max(1))),
             agent_delay: from_us(s.cc.agent_delay_us),
             urgent_on_ece: s.cc.urgent_on_ece,
         };
-        let mut sim = Sim::assemble(topo, loaded, tp, ccp, factory, end)?;
+        let mut sim = Sim::assemble(topo, loaded, tp, ccp, choice, end)?;
         for spec in flows {
             sim.add_flow(spec);
         }
@@ -108,7 +119,7 @@ impl Sim {
         loaded: &Loaded,
         tp: TransportParams,
         ccp: CcParams,
-        factory: Arc<dyn AlgorithmFactory>,
+        choice: Choice,
         end: Time,
     ) -> Result<Sim, String> {
         let s = &loaded.scenario;
@@ -168,7 +179,9 @@ impl Sim {
             buffer: BufferPolicy::from_config(&s.switch),
             tp,
             ccp,
-            factory,
+            choice,
+            fallback: ccp_algorithms::registry::choose(FALLBACK_ALGORITHM, toml::Table::new(), "fallback")
+                .map_err(|e| e.to_string())?,
             ecmp_salt: Rng::stream(s.seed, Stream::Ecmp, 0).next_u64(),
             out: Outputs::new(),
             controls: Vec::new(),

@@ -27,6 +27,12 @@ pub struct Counters {
     pub cnms: u64,
     pub pfc_frames: u64,
     pub queue_controls: u64,
+    /// Algorithm panics and refused outputs the flows' controllers contained.
+    pub algorithm_faults: u64,
+    /// Algorithms replaced by the fallback after repeated faults.
+    pub fallbacks: u64,
+    /// Algorithm outputs clamped to the controllers' limits.
+    pub clamped_values: u64,
 }
 
 /// Periodic samples of monitored ports and switch buffers.
@@ -297,7 +303,7 @@ impl Sim {
         Results {
             name: name.to_string(),
             seed,
-            algorithm: self.factory.name().to_string(),
+            algorithm: self.choice.algorithm().to_string(),
             simulated_s: to_secs(end),
             warmup_s: to_secs(self.warmup),
             wall_s,

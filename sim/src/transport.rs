@@ -20,10 +20,10 @@
 
 use std::collections::VecDeque;
 
-use ccp_algorithms::{Action, FlowStart, NetworkFeedback, Urgent};
+use ccp_contract::{Command, FlowStart, NetworkFeedback, PacingCommand, Urgent};
 use ccp_qdisc::Ecn;
 
-use crate::cc::{rate, AckSample, Controller, Gauges};
+use crate::cc::{rate, AckSample, FlowCc, Gauges};
 use crate::config::TransportConfig;
 use crate::event::Event;
 use crate::packet::{Kind, Packet, PacketId, NO_SACK};
@@ -152,7 +152,7 @@ pub struct Receiver {
 pub struct FlowState {
     pub snd: Sender,
     pub rcv: Receiver,
-    pub cc: Controller,
+    pub cc: FlowCc,
     /// NIC queue id written into `upstream_q` (a BFC hook: the first-hop switch pauses it).
     pub nic_queue: u16,
     in_ready: bool,
@@ -406,14 +406,14 @@ impl Sim {
         flow.started = true;
         let src = flow.spec.src;
         let snd = Sender::new(&flow.spec, &tp, now);
-        let mut cc = Controller::new(self.factory.create(), self.ccp.policy, now);
         let start = FlowStart { now_us: to_us(now), mss_bytes: tp.mss, init_cwnd_bytes: snd.cwnd_bytes, seed: None };
-        let init = cc.init(&start);
+        let (cc, init) = FlowCc::start(self.choice.clone(), self.fallback.clone(), self.ccp.limits.clone(), &start, now);
         let host = &mut self.hosts[src as usize];
         let nic_queue = (host.senders.len() % usize::from(u16::MAX)) as u16;
         host.senders.push(f);
         flow.state = Some(Box::new(FlowState { snd, rcv: Receiver::default(), cc, nic_queue, in_ready: false }));
-        self.deliver_action(f, init);
+        self.count_outcome(&init);
+        self.deliver(f, init.command);
         if !self.ccp.per_ack {
             self.arm_report_timer(f);
         }
@@ -865,43 +865,53 @@ impl Sim {
             srtt: st.snd.srtt,
         };
         let report = st.cc.build_report(now, &g);
-        let action = st.cc.decide(&report);
+        let outcome = st.cc.decide(&report, now);
         self.counters.reports += 1;
-        self.deliver_action(f, action);
+        self.count_outcome(&outcome);
+        self.deliver(f, outcome.command);
     }
 
-    /// Applies an action now, or after the agent delay.
-    fn deliver_action(&mut self, f: FlowId, action: Action) {
+    fn count_outcome(&mut self, o: &ccp_contract::Outcome) {
+        self.counters.algorithm_faults += u64::from(o.fault.is_some());
+        self.counters.fallbacks += u64::from(o.fell_back_to.is_some());
+        self.counters.clamped_values += u64::from(o.clamped);
+    }
+
+    /// Applies a change now, or after the agent delay.
+    fn deliver(&mut self, f: FlowId, change: Command) {
+        if change.is_empty() {
+            return;
+        }
         if self.ccp.agent_delay == 0 {
-            self.apply_action(f, &action);
+            self.apply(f, &change);
             return;
         }
         let Some(st) = self.flows[f as usize].state.as_mut() else { return };
-        st.cc.pending.push_back(action);
+        st.cc.pending.push_back(change);
         self.q.after(self.ccp.agent_delay, Event::ApplyAction { flow: f });
     }
 
     pub(crate) fn on_apply_action(&mut self, f: FlowId) {
         let Some(st) = self.flows[f as usize].state.as_mut() else { return };
-        if let Some(a) = st.cc.pending.pop_front() {
-            self.apply_action(f, &a);
+        if let Some(c) = st.cc.pending.pop_front() {
+            self.apply(f, &c);
         }
     }
 
-    fn apply_action(&mut self, f: FlowId, a: &Action) {
+    fn apply(&mut self, f: FlowId, c: &Command) {
         let now = self.q.now();
-        let mss = self.tp.mss;
         let Some(st) = self.flows[f as usize].state.as_mut() else { return };
-        let before = st.cc.policy;
-        let (cwnd, pacing) = st.cc.accept(a, mss);
-        if let Some(c) = cwnd {
-            st.snd.cwnd_bytes = c;
+        if let Some(w) = c.cwnd_bytes {
+            st.snd.cwnd_bytes = w;
         }
-        if let Some(p) = pacing {
-            st.snd.pacing = p;
+        if let Some(p) = c.pacing {
+            st.snd.pacing = match p {
+                PacingCommand::Off => None,
+                PacingCommand::BytesPerSec(r) => Some(r as f64),
+            };
             st.snd.next_send_at = st.snd.next_send_at.min(now);
         }
-        if st.cc.policy != before && !self.ccp.per_ack {
+        if st.cc.apply_reporting(c) && !self.ccp.per_ack {
             self.arm_report_timer(f);
         }
         self.wake(f);

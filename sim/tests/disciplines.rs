@@ -7,7 +7,7 @@ mod common;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ccp_algorithms::{Action, Algorithm, AlgorithmFactory, FlowStart, NetworkFeedback, Report};
+use ccp_contract::{Action, Algorithm, AlgorithmFactory, FlowStart, NetworkFeedback, Report};
 use ccp_sim::Sim;
 
 /// Two long flows into one receiver at 1 Gbit/s (100 µs base RTT).

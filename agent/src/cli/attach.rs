@@ -3,12 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use ccp_ebpf::attach::{Attacher, Net};
+use ccp_ebpf::attach::Net;
 
 use super::load_config;
 use crate::config::Overrides;
-use crate::datapath::ebpf::attach_settings;
-use crate::datapath::ebpf::select::{outcome_json, Selection};
+use crate::datapath::ebpf::attach_direct;
+use crate::datapath::{AttachReport, Selection};
 
 /// Which flows and namespaces an attach or detach covers.
 #[derive(Debug, clap::Args)]
@@ -109,48 +109,38 @@ impl DetachArgs {
 }
 
 /// Prints what an attach or detach did; fails when a flow could not be switched.
-pub fn print_outcome(verb: &str, out: &serde_json::Value) -> anyhow::Result<()> {
-    let s = |v: &serde_json::Value| v.as_str().unwrap_or("?").to_string();
-    for sw in out["switched"].as_array().into_iter().flatten() {
-        let status = sw["error"].as_str().unwrap_or("ok");
-        println!(
-            "{} {} -> {} {} -> {}: {status}",
-            s(&sw["netns"]),
-            s(&sw["local"]),
-            s(&sw["remote"]),
-            s(&sw["from"]),
-            s(&sw["to"])
-        );
+pub fn print_outcome(verb: &str, out: &AttachReport) -> anyhow::Result<()> {
+    let s = |v: &Option<String>| v.clone().unwrap_or_else(|| "?".to_string());
+    for sw in &out.switched {
+        let status = sw.error.as_deref().unwrap_or("ok");
+        println!("{} {} -> {} {} -> {}: {status}", sw.netns, s(&sw.local), s(&sw.remote), sw.from, sw.to);
     }
-    for c in out["cgroups"].as_array().into_iter().flatten() {
-        println!("cgroup {}: sockops {verb}ed", s(c));
+    for c in &out.cgroups {
+        println!("cgroup {}: sockops {verb}ed", c.display());
     }
-    for d in out["defaults"].as_array().into_iter().flatten() {
-        println!("default {}", s(d));
+    for d in &out.defaults {
+        println!("default {d}");
     }
-    for w in out["warnings"].as_array().into_iter().flatten() {
-        eprintln!("warning: {}", s(w));
+    for w in &out.warnings {
+        eprintln!("warning: {w}");
     }
-    let failed = out["failed"].as_u64().unwrap_or(0);
-    let total = out["switched"].as_array().map_or(0, Vec::len) as u64;
-    println!("{verb}: {} flow(s) switched, {failed} failed", total.saturating_sub(failed));
+    let failed = out.failed;
+    println!("{verb}: {} flow(s) switched, {failed} failed", out.switched.len().saturating_sub(failed));
     if failed > 0 {
         anyhow::bail!("{failed} flow(s) could not be switched");
     }
     Ok(())
 }
 
-fn attacher(config: Option<&Path>) -> anyhow::Result<Attacher> {
+fn direct(config: Option<&Path>, selection: &Selection, attach: bool) -> anyhow::Result<AttachReport> {
     let cfg = load_config(config, &Overrides::default())?;
-    Ok(Attacher::from_pins(attach_settings(&cfg.datapath.ebpf)))
+    attach_direct(&cfg.datapath, selection, attach)
 }
 
 pub fn attach(d: Direct<AttachArgs>) -> anyhow::Result<()> {
-    let a = d.args.selection().attach().map_err(anyhow::Error::msg)?;
-    print_outcome("attach", &outcome_json(&attacher(d.config.as_deref())?.attach(&a)?))
+    print_outcome("attach", &direct(d.config.as_deref(), &d.args.selection(), true)?)
 }
 
 pub fn detach(d: Direct<DetachArgs>) -> anyhow::Result<()> {
-    let x = d.args.selection().detach().map_err(anyhow::Error::msg)?;
-    print_outcome("detach", &outcome_json(&attacher(d.config.as_deref())?.detach(&x)?))
+    print_outcome("detach", &direct(d.config.as_deref(), &d.args.selection(), false)?)
 }

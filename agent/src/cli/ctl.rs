@@ -103,8 +103,8 @@ fn request(cmd: CtlCommand) -> anyhow::Result<Request> {
         }
         CtlCommand::Default { algorithm, params } => Request::Default { algorithm, params: table(params) },
         CtlCommand::Reload { apply_existing } => Request::Reload { apply_existing },
-        CtlCommand::Attach(a) => Request::Attach { spec: serde_json::to_value(a.selection())? },
-        CtlCommand::Detach(d) => Request::Detach { spec: serde_json::to_value(d.selection())? },
+        CtlCommand::Attach(a) => Request::Attach { spec: a.selection() },
+        CtlCommand::Detach(d) => Request::Detach { spec: d.selection() },
     })
 }
 
@@ -136,8 +136,8 @@ pub fn ctl(args: CtlArgs) -> anyhow::Result<()> {
             r["swapped"].as_array().map_or(0, Vec::len),
             r["note"].as_str().unwrap_or(""),
         ),
-        Request::Attach { .. } => return print_outcome("attach", &r),
-        Request::Detach { .. } => return print_outcome("detach", &r),
+        Request::Attach { .. } => return print_outcome("attach", &serde_json::from_value(r)?),
+        Request::Detach { .. } => return print_outcome("detach", &serde_json::from_value(r)?),
     }
     Ok(())
 }

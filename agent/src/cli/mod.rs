@@ -10,13 +10,9 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tracing::error;
 
-use crate::config::{AgentConfig, DatapathKind, Overrides, DEFAULT_CONFIG_PATH};
+use crate::config::{AgentConfig, Overrides, DEFAULT_CONFIG_PATH};
 use crate::control::server::ControlServer;
-use crate::datapath::ebpf::EbpfDatapath;
-use crate::datapath::libccp::netlink::NetlinkTransport;
-use crate::datapath::libccp::unix::UnixTransport;
-use crate::datapath::libccp::LibccpDatapath;
-use crate::datapath::Datapath;
+use crate::datapath::{self, Kind, OpenContext};
 use crate::install::InstallPaths;
 use crate::metrics::MetricsServer;
 use crate::permissions::resolve_group;
@@ -93,9 +89,10 @@ pub struct RunArgs {
     #[arg(long, short = 'c', value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Which datapath to serve.
-    #[arg(long, value_enum)]
-    pub datapath: Option<DatapathKind>,
+    /// Which datapath to serve: ebpf (this kernel's TCP flows), unix (libccp user-space
+    /// datapaths), netlink (ccp-kernel).
+    #[arg(long, value_name = "KIND", value_parser = parse_datapath)]
+    pub datapath: Option<String>,
 
     /// Directory for unix-socket IPC (portus convention: /tmp/ccp).
     #[arg(long, value_name = "DIR")]
@@ -142,6 +139,10 @@ pub struct InstallArgs {
     /// Show what would be installed without touching anything.
     #[arg(long)]
     pub dry_run: bool,
+}
+
+fn parse_datapath(s: &str) -> Result<String, String> {
+    Kind::find(s).map(|k| k.name.to_string())
 }
 
 fn parse_param(s: &str) -> Result<(String, toml::Value), String> {
@@ -244,7 +245,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         config = %cfg.source,
         default = cfg.policy.default.algorithm(),
         rules = cfg.policy.rules.len(),
-        report_interval_us = cfg.limits.default_report_interval_us,
+        report = ?cfg.limits.default_report,
         "ccp-agent starting"
     );
     // Everything that can fail on bad settings is opened before the datapath registers anything.
@@ -257,22 +258,8 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let metrics = cfg.metrics_listen.map(MetricsServer::bind).transpose()?;
     let trace = args.trace_flows.as_deref().map(FlowTrace::create).transpose()?;
-    let datapath: Box<dyn Datapath> = match cfg.datapath.kind {
-        DatapathKind::Unix => {
-            let u = &cfg.datapath.unix;
-            let group = u.group.as_deref().map(resolve_group).transpose().context("[datapath.unix] group")?;
-            let t = UnixTransport::bind(&u.dir, &u.name, group)?;
-            Box::new(LibccpDatapath::new(t, cfg.datapath.address_order())?)
-        }
-        DatapathKind::Netlink => {
-            let t = NetlinkTransport::bind(cfg.datapath.netlink.group).context("netlink datapath")?;
-            Box::new(LibccpDatapath::new(t, cfg.datapath.address_order())?)
-        }
-        DatapathKind::Ebpf => Box::new(
-            EbpfDatapath::open(&cfg.datapath.ebpf, cfg.limits.default_report_interval_us, cfg.flow_idle_timeout)
-                .context("ebpf datapath")?,
-        ),
-    };
+    let datapath = datapath::open(&cfg.datapath, &OpenContext { limits: cfg.limits.clone() })
+        .with_context(|| format!("{} datapath", cfg.datapath.kind))?;
     let services = Services { control, metrics, trace, reload_from: path.map(|p| (p, overrides)) };
     let mut rt = Runtime::new(&cfg, vec![datapath], services)?;
     rt.run()
@@ -281,7 +268,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 fn check_config(file: &Path) -> anyhow::Result<()> {
     let cfg = AgentConfig::load(file, &Overrides::default())?;
     println!(
-        "{}: OK (datapath {:?}, default algorithm {}, {} rule(s), fallback {})",
+        "{}: OK (datapath {}, default algorithm {}, {} rule(s), fallback {})",
         file.display(),
         cfg.datapath.kind,
         cfg.policy.default.algorithm(),
@@ -308,7 +295,7 @@ fn install(args: InstallArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::datapath::ebpf::select::Selection;
+    use crate::datapath::Selection;
     use clap::CommandFactory;
 
     #[test]
@@ -359,6 +346,8 @@ mod tests {
         assert_eq!(d.args.selection(), Selection::default(), "no selection: detach everything");
         assert!(Cli::try_parse_from(["ccp-agent", "attach", "--addr", "10.0.0.0/99"]).is_err());
         assert!(Cli::try_parse_from(["ccp-agent", "run", "--datapath", "ebpf"]).is_ok());
+        let e = Cli::try_parse_from(["ccp-agent", "run", "--datapath", "dpdk"]).unwrap_err().to_string();
+        assert!(e.contains("known: unix, netlink, ebpf"), "{e}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use ccp_contract::ReportPolicy;
 
 fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
     AgentConfig::parse("test.toml", text, &Overrides::default())
@@ -7,12 +8,11 @@ fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
 #[test]
 fn empty_file_gives_defaults() {
     let c = parse("").unwrap();
-    assert_eq!(c.datapath.kind, DatapathKind::Unix);
-    assert_eq!(c.datapath.unix.dir, PathBuf::from("/tmp/ccp"));
-    assert_eq!(c.datapath.unix.name, "portus");
+    assert_eq!(c.datapath.kind, "unix");
+    assert!(c.datapath.sections.is_empty(), "each adapter fills in its own defaults");
     assert_eq!(c.policy.default.algorithm(), "reno");
     assert_eq!(c.policy.fallback.algorithm(), "reno");
-    assert_eq!(c.limits.default_report_interval_us, 10_000);
+    assert_eq!(c.limits.default_report, ReportPolicy::EveryUs(10_000));
     assert!(c.policy.rules.is_empty());
 }
 
@@ -29,16 +29,16 @@ fn shipped_config_is_valid() {
 fn overrides_win() {
     let ov = Overrides {
         algorithm: Some("cubic".into()),
-        datapath: Some(DatapathKind::Netlink),
+        datapath: Some("netlink".into()),
         ipc_name: Some("other".into()),
         report_interval_us: Some(20_000),
         ..Overrides::default()
     };
     let c = AgentConfig::parse("t", "[default]\nalgorithm = \"reno\"\n", &ov).unwrap();
     assert_eq!(c.policy.default.algorithm(), "cubic");
-    assert_eq!(c.datapath.kind, DatapathKind::Netlink);
-    assert_eq!(c.datapath.unix.name, "other");
-    assert_eq!(c.limits.default_report_interval_us, 20_000);
+    assert_eq!(c.datapath.kind, "netlink");
+    assert_eq!(c.datapath.section("unix").get("name"), Some(&toml::Value::String("other".into())));
+    assert_eq!(c.limits.default_report, ReportPolicy::EveryUs(20_000));
 }
 
 #[test]
@@ -63,6 +63,26 @@ fn unknown_key_points_at_line() {
 fn bad_datapath_kind() {
     let e = parse("[datapath]\nkind = \"carrier-pigeon\"\n").unwrap_err();
     assert_eq!(e.location, "test.toml:2", "{e}");
+    assert!(e.message.contains("known: unix, netlink, ebpf"), "{e}");
+    let e = parse("[datapath.pigeon]\nx = 1\n").unwrap_err();
+    assert!(e.message.contains("[datapath.pigeon]") && e.message.contains("unknown datapath"), "{e}");
+}
+
+#[test]
+fn each_datapath_section_is_checked_by_its_adapter() {
+    let e = parse("[datapath.unix]\ndri = \"/tmp/x\"\n").unwrap_err();
+    assert!(e.message.contains("[datapath.unix]") && e.message.contains("dri"), "{e}");
+    let e = parse("[datapath.netlink]\naddress_order = \"middle\"\n").unwrap_err();
+    assert!(e.message.contains("[datapath.netlink]"), "{e}");
+    // A section for a kind not in use is still checked, so a typo never waits for a switch.
+    let e = parse("[datapath]\nkind = \"unix\"\n[datapath.ebpf]\nring_bytes = 5\n").unwrap_err();
+    assert!(e.message.contains("ring_bytes"), "{e}");
+}
+
+#[test]
+fn per_rtt_reports_become_the_default_policy() {
+    let c = parse("[reports]\nper_rtt = true\n").unwrap();
+    assert_eq!(c.limits.default_report, ReportPolicy::PerRtt { rtts: 1.0 });
 }
 
 #[test]
@@ -95,7 +115,7 @@ fn rule_params_override_algorithm_table() {
     assert_eq!(c.policy.rules[0].name, "rules[0]");
     // The instance starts at init_cwnd_pkts (4) from the algorithm table...
     let mut alg = c.policy.rules[0].choice.factory.create();
-    let a = alg.init(&ccp_algorithms::FlowStart::new(1000, 0));
+    let a = alg.init(&ccp_contract::FlowStart::new(1000, 0));
     assert_eq!(a.cwnd_bytes, Some(4000.0));
 }
 
@@ -128,24 +148,26 @@ fn missing_file_is_a_clear_error() {
 
 #[test]
 fn ebpf_section_defaults_and_overrides() {
+    use crate::datapath::ebpf::EbpfSettings;
     let c = parse("[datapath]\nkind = \"ebpf\"\n").unwrap();
-    assert_eq!(c.datapath.kind, DatapathKind::Ebpf);
-    let e = &c.datapath.ebpf;
+    assert_eq!(c.datapath.kind, "ebpf");
+    let e = EbpfSettings::from_section(&c.datapath.section("ebpf")).unwrap();
     assert_eq!(e.name, "ccp");
     assert_eq!(e.pin_dir, PathBuf::from("/sys/fs/bpf/ccp-agent"));
     assert_eq!(e.fallback, ccp_ebpf::Fallback::Cubic);
     assert_eq!(e.realtime_priority, 10);
-    assert_eq!(e.attach, crate::datapath::ebpf::select::Selection::default(), "nothing attached by default");
+    assert_eq!(e.attach, crate::datapath::Selection::default(), "nothing attached by default");
     let c = parse(
-        "[datapath.ebpf]\nname = \"ccp2\"\nfallback = \"reno\"\nreport_per_rtt = true\n\
+        "[datapath.ebpf]\nname = \"ccp2\"\nfallback = \"reno\"\n\
          [datapath.ebpf.attach]\nports = [5201]\naddrs = [\"10.0.0.0/8\"]\ncgroups = [\"test\"]\n",
     )
     .unwrap();
-    let e = &c.datapath.ebpf;
-    assert_eq!((e.name.as_str(), e.fallback, e.report_per_rtt), ("ccp2", ccp_ebpf::Fallback::Reno, true));
-    let a = e.attach.attach().unwrap();
-    assert_eq!(a.existing.unwrap().ports, vec![5201]);
+    let e = EbpfSettings::from_section(&c.datapath.section("ebpf")).unwrap();
+    assert_eq!((e.name.as_str(), e.fallback), ("ccp2", ccp_ebpf::Fallback::Reno));
+    assert_eq!(e.attach.ports, vec![5201]);
     assert_eq!(e.attach.cgroups, vec![PathBuf::from("test")]);
+    let e = parse("[datapath.ebpf]\nreport_per_rtt = true\n").unwrap_err();
+    assert!(e.message.contains("report_per_rtt"), "moved to [reports] per_rtt: {e}");
 }
 
 #[test]

@@ -6,6 +6,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::datapath::Selection;
+
 /// Which flows a swap applies to.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -69,15 +71,15 @@ pub enum Request {
         #[serde(default)]
         apply_existing: bool,
     },
-    /// Datapath-specific: switch existing kernel flows to the agent (eBPF datapath).
+    /// Switch existing kernel flows to the agent (datapaths whose flows live in this kernel).
     Attach {
         #[serde(default)]
-        spec: serde_json::Value,
+        spec: Selection,
     },
-    /// Datapath-specific: hand kernel flows back to the kernel's own congestion control.
+    /// Hand kernel flows back to the kernel's own congestion control.
     Detach {
         #[serde(default)]
-        spec: serde_json::Value,
+        spec: Selection,
     },
 }
 
@@ -122,7 +124,8 @@ mod tests {
             },
             Request::Default { algorithm: "cubic".into(), params: toml::Table::new() },
             Request::Reload { apply_existing: true },
-            Request::Attach { spec: serde_json::json!({"port": 5201}) },
+            Request::Attach { spec: Selection { ports: vec![5201], ..Selection::default() } },
+            Request::Detach { spec: Selection::default() },
         ];
         for r in cases {
             let line = serde_json::to_string(&r).unwrap();
@@ -146,5 +149,6 @@ mod tests {
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"status","verbose":true}"#).is_err());
         assert!(serde_json::from_str::<Request>(r#"{"cmd":"swap","target":{"flow":1},"algorithm":"reno","params":{"x":null}}"#)
             .is_err());
+        assert!(serde_json::from_str::<Request>(r#"{"cmd":"attach","spec":{"prots":[1]}}"#).is_err());
     }
 }

@@ -1,16 +1,125 @@
 //! Datapath adapters: the agent's only contact with the outside world of flows.
 //!
 //! An adapter turns datapath messages into `DatapathEvent`s (a flow started, a report, a flow
-//! closed) and turns `Command`s into datapath messages. Everything algorithm-facing is the
-//! `Report`/`Action` contract; nothing datapath-specific leaks past this module.
+//! closed) and brings a flow's datapath to the `Settings` its controller wants. Everything
+//! algorithm-facing is the `ccp-contract` boundary; nothing datapath-specific leaks past this
+//! module. What the adapters do not keep: the flows themselves, their controllers, and what has
+//! been applied — that is the runtime's one flow table (`crate::flows`) and its latch
+//! (`latch.rs`), the same for every datapath.
+//!
+//! Adding a datapath: a folder here with the adapter, its settings type and a [`Kind`], and one
+//! line in [`KINDS`].
 
+pub mod attach;
 pub mod ebpf;
+pub mod latch;
 pub mod libccp;
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use ccp_algorithms::{Report, Seed};
+use ccp_contract::{Capabilities, Command, Limits, Report, Seed, Settings};
+use serde::de::DeserializeOwned;
+
+pub use attach::{AttachControl, AttachReport, Selection};
+
+/// Every datapath the agent can serve, by the name `[datapath] kind` and `--datapath` use.
+pub const KINDS: &[Kind] = &[libccp::UNIX, libccp::NETLINK, ebpf::KIND];
+
+/// One datapath adapter as the configuration and the command line see it.
+pub struct Kind {
+    pub name: &'static str,
+    /// One line: what it serves.
+    pub summary: &'static str,
+    /// Parses and checks the kind's own `[datapath.NAME]` section (empty when absent).
+    pub check: fn(&toml::Table) -> Result<(), String>,
+    /// Opens the adapter from its section.
+    pub open: fn(&toml::Table, &OpenContext) -> anyhow::Result<Box<dyn Datapath>>,
+}
+
+impl Kind {
+    pub fn find(name: &str) -> Result<&'static Kind, String> {
+        KINDS.iter().find(|k| k.name == name).ok_or_else(|| {
+            format!("unknown datapath {name:?} (known: {})", KINDS.iter().map(|k| k.name).collect::<Vec<_>>().join(", "))
+        })
+    }
+}
+
+/// What every adapter may need from the agent's configuration besides its own section.
+#[derive(Debug, Clone)]
+pub struct OpenContext {
+    /// The safety limits, including the report policy flows start with.
+    pub limits: Limits,
+}
+
+/// `[datapath]`: the kind that serves flows and each kind's own section, kept as written for the
+/// adapter that owns it to parse.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DatapathConfig {
+    pub kind: String,
+    pub sections: BTreeMap<String, toml::Table>,
+}
+
+impl Default for DatapathConfig {
+    fn default() -> Self {
+        DatapathConfig { kind: libccp::UNIX.name.to_string(), sections: BTreeMap::new() }
+    }
+}
+
+impl DatapathConfig {
+    /// Takes one entry of the `[datapath]` table: `kind`, or a kind's section (checked here,
+    /// so that an error names the section).
+    pub fn add(&mut self, key: &str, value: &toml::Value) -> Result<(), String> {
+        match (key, value) {
+            ("kind", toml::Value::String(s)) => {
+                Kind::find(s).map_err(|e| format!("datapath.kind: {e}"))?;
+                self.kind = s.clone();
+            }
+            ("kind", other) => return Err(format!("datapath.kind must be a string, found {}", other.type_str())),
+            (name, toml::Value::Table(t)) => {
+                let kind = Kind::find(name).map_err(|e| format!("[datapath.{name}]: {e}"))?;
+                (kind.check)(t).map_err(|e| format!("[datapath.{name}]: {e}"))?;
+                self.sections.insert(name.to_string(), t.clone());
+            }
+            (name, other) => {
+                return Err(format!("datapath.{name}: expected `kind` or a [datapath.KIND] table, found {}", other.type_str()))
+            }
+        }
+        Ok(())
+    }
+
+    /// The kind is registered and every section present parses for its kind.
+    pub fn check(&self) -> Result<(), String> {
+        Kind::find(&self.kind).map_err(|e| format!("datapath.kind: {e}"))?;
+        for (name, section) in &self.sections {
+            (Kind::find(name)?.check)(section).map_err(|e| format!("[datapath.{name}]: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The section of `kind` (empty when the file has none).
+    pub fn section(&self, kind: &str) -> toml::Table {
+        self.sections.get(kind).cloned().unwrap_or_default()
+    }
+
+    /// Sets one key of a kind's section (command-line overrides).
+    pub fn set(&mut self, kind: &str, key: &str, value: toml::Value) {
+        self.sections.entry(kind.to_string()).or_default().insert(key.to_string(), value);
+    }
+}
+
+/// Parses a `[datapath.NAME]` section into its adapter's settings type (with serde defaults and
+/// `deny_unknown_fields`, so a typo names the key).
+pub fn parse_section<T: DeserializeOwned>(section: &toml::Table) -> Result<T, String> {
+    toml::Value::Table(section.clone()).try_into().map_err(|e: toml::de::Error| e.message().to_string())
+}
+
+/// Opens the configured datapath.
+pub fn open(cfg: &DatapathConfig, ctx: &OpenContext) -> anyhow::Result<Box<dyn Datapath>> {
+    let kind = Kind::find(&cfg.kind).map_err(anyhow::Error::msg)?;
+    (kind.open)(&cfg.section(kind.name), ctx)
+}
 
 /// A flow as its adapter knows it: which peer datapath, and the datapath's own flow id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -38,17 +147,33 @@ pub struct FlowInfo {
     pub cong_alg: Option<String>,
     /// The flow's cgroup path, where the datapath knows it.
     pub cgroup: Option<String>,
-    /// Present when the flow was already running before we saw it (agent restart, attach):
-    /// its controller must continue from this state rather than start fresh.
+    /// Present when the flow was already running before we saw it (agent restart, attach, a
+    /// flow forgotten while idle): its controller must continue from this state.
     pub existing: Option<Seed>,
 }
 
 /// Something a datapath reported.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DatapathEvent {
-    FlowStarted { flow: FlowRef, info: FlowInfo },
-    Report { flow: FlowRef, report: Report },
-    FlowClosed { flow: FlowRef, reason: CloseReason },
+    /// A flow the agent should control. A flow id already in the table is a new flow that
+    /// re-uses it: the old one is gone.
+    FlowStarted {
+        flow: FlowRef,
+        info: FlowInfo,
+    },
+    Report {
+        flow: FlowRef,
+        report: Report,
+    },
+    FlowClosed {
+        flow: FlowRef,
+        reason: CloseReason,
+    },
+    /// The datapath no longer holds what was applied to the flow (libccp resets a program's
+    /// registers when it switches programs): everything must be applied again.
+    SettingsLost {
+        flow: FlowRef,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,48 +182,16 @@ pub enum CloseReason {
     Closed,
     /// The datapath restarted or went away, taking its flows with it.
     DatapathGone,
-    /// The datapath re-used the flow id for a new flow.
-    Replaced,
 }
 
-/// A sanitized instruction for one flow; `None` fields are left unchanged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Command {
-    pub cwnd_bytes: Option<u64>,
-    pub pacing: Option<PacingCommand>,
-    pub report_interval_us: Option<u64>,
-    pub rtt_threshold_us: Option<u64>,
-}
-
-impl Command {
-    pub fn is_empty(&self) -> bool {
-        self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report_interval_us.is_none() && self.rtt_threshold_us.is_none()
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PacingCommand {
-    Off,
-    BytesPerSec(u64),
-}
-
-/// What a datapath can carry: the agent clamps every command to these.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Capabilities {
-    pub max_cwnd_bytes: u64,
-    pub max_rate_bytes_per_s: u64,
-    /// Whether pacing, once set, can be switched off again.
-    pub can_clear_pacing: bool,
-}
-
-/// Why a command could not be delivered.
+/// Why settings could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error("unknown flow {0}")]
     UnknownFlow(FlowRef),
     #[error("datapath peer of flow {flow} is unreachable: {source}")]
     Unreachable { flow: FlowRef, source: std::io::Error },
-    #[error("could not encode command for flow {flow}: {reason}")]
+    #[error("could not encode settings for flow {flow}: {reason}")]
     Encode { flow: FlowRef, reason: String },
 }
 
@@ -113,26 +206,29 @@ pub trait Datapath {
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()>;
 
     /// Reads everything available without blocking, appending events in arrival order.
-    fn poll_events(&mut self, out: &mut Vec<DatapathEvent>);
+    /// `known(flow)` says whether the agent controls `flow`: a report of a flow it does not is
+    /// announced with `FlowStarted` first (adopting the flow from its state) or dropped.
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>);
 
-    /// Sends a command for one flow.
-    fn apply(&mut self, flow: FlowRef, cmd: &Command) -> Result<(), ApplyError>;
+    /// Brings the flow's datapath to `want`; `changed` holds the fields the datapath is not
+    /// known to hold yet (every field after a start or `SettingsLost`). An error leaves the flow
+    /// to be applied again on the next tick.
+    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command) -> Result<(), ApplyError>;
 
     /// Human name of a peer datapath, for status output and logs.
     fn peer_name(&self, peer: u32) -> String;
 
-    /// Called every few hundred milliseconds: retry what could not be delivered.
+    /// Called every 100 ms: protocol housekeeping (heartbeats, re-sent program switches).
     fn tick(&mut self, _now: std::time::Instant) {}
 
     /// Called once when the agent stops cleanly: undo what the adapter installed.
     fn shutdown(&mut self) {}
 
-    /// The runtime forgot a flow that went silent; a later report must announce it again.
+    /// The agent forgot a flow that went silent; drop any protocol state kept for it.
     fn forget(&mut self, _flow: FlowRef) {}
 
-    /// A datapath-specific command from the control socket (the eBPF datapath's "attach" and
-    /// "detach"); the result goes back to the caller.
-    fn control(&mut self, command: &str, _spec: &serde_json::Value) -> Result<serde_json::Value, String> {
-        Err(format!("the {} datapath has no {command:?} command", self.describe()))
+    /// Datapaths whose flows live in this kernel can switch existing flows to the agent.
+    fn attach_control(&mut self) -> Option<&mut dyn AttachControl> {
+        None
     }
 }

@@ -1,8 +1,6 @@
 //! Operating a running agent: control-socket requests (status, swap, default, reload,
 //! attach/detach), and the metrics endpoint's text.
 
-use std::time::Instant;
-
 use mio::Token;
 use serde_json::json;
 use tracing::info;
@@ -10,10 +8,11 @@ use tracing::info;
 use super::Runtime;
 use crate::config::{parse_net, AgentConfig};
 use crate::control::protocol::{MatchSpec, Request, Response, Target};
-use crate::controller::Choice;
-use crate::datapath::FlowRef;
+use crate::datapath::AttachControl;
+use crate::flows::FlowKey;
 use crate::metrics::{by_label, render, Family};
 use crate::rules::Matcher;
+use ccp_contract::Choice;
 
 /// A `match` from the control socket as a rule matcher, plus the optional current-algorithm filter.
 fn matcher_of(spec: &MatchSpec) -> Result<(Matcher, Option<String>), String> {
@@ -39,7 +38,7 @@ impl Runtime {
     pub(super) fn serve_control(&mut self, token: Token) {
         let Some(mut server) = self.services.control.take() else { return };
         for (tok, request) in server.ready(self.poll.registry(), token) {
-            self.counters.control_requests += 1;
+            self.flows.counters.control_requests += 1;
             let response = match request {
                 Ok(r) => self.handle_request(r),
                 Err(e) => Response::error(e),
@@ -63,14 +62,14 @@ impl Runtime {
             Request::Default { algorithm, params } => match self.choice(&algorithm, params, "default") {
                 Ok(c) => {
                     info!(algorithm, "default algorithm for new flows changed");
-                    self.policy.default = c;
+                    self.flows.policy.default = c;
                     Response::ok(json!({ "default": algorithm }))
                 }
                 Err(e) => Response::error(e),
             },
             Request::Reload { apply_existing } => self.reload(apply_existing),
-            Request::Attach { spec } => self.datapath_command("attach", &spec),
-            Request::Detach { spec } => self.datapath_command("detach", &spec),
+            Request::Attach { spec } => self.attach_control(|a| a.attach(&spec)),
+            Request::Detach { spec } => self.attach_control(|a| a.detach(&spec)),
         }
     }
 
@@ -78,7 +77,7 @@ impl Runtime {
     fn choice(&self, algorithm: &str, params: toml::Table, origin: &str) -> Result<Choice, String> {
         let mut merged = self.algorithm_params.get(algorithm).cloned().unwrap_or_default();
         merged.extend(params);
-        Choice::configure(algorithm, merged, origin).map_err(|e| e.to_string())
+        ccp_algorithms::registry::choose(algorithm, merged, origin).map_err(|e| e.to_string())
     }
 
     fn swap(&mut self, target: Target, algorithm: &str, params: toml::Table) -> Response {
@@ -86,12 +85,12 @@ impl Runtime {
             Ok(c) => c,
             Err(e) => return Response::error(e),
         };
-        let keys: Vec<(usize, FlowRef)> = match target {
+        let keys: Vec<FlowKey> = match target {
             Target::Flow(id) => match self.flows.iter().find(|(_, f)| f.id == id) {
                 Some((k, _)) => vec![*k],
                 None => return Response::error(format!("unknown flow {id} (`ccp-agent ctl status` lists the flows)")),
             },
-            Target::All => self.flows.keys().copied().collect(),
+            Target::All => self.flows.iter().map(|(k, _)| *k).collect(),
             Target::Match(spec) => {
                 let (matcher, current) = match matcher_of(&spec) {
                     Ok(m) => m,
@@ -112,19 +111,9 @@ impl Runtime {
     }
 
     /// Swaps each flow in `keys` to `choose(flow)`; returns the ids swapped.
-    fn swap_flows(&mut self, keys: &[(usize, FlowRef)], choose: impl Fn(&super::Flow) -> Choice) -> Vec<u64> {
-        let now = Instant::now();
-        let mut ids = Vec::with_capacity(keys.len());
-        for key in keys {
-            let Some(f) = self.flows.get_mut(key) else { continue };
-            let choice = choose(f);
-            let outcome = f.controller.swap(choice, now);
-            let id = f.id;
-            ids.push(id);
-            self.counters.swaps += 1;
-            self.account(id, key.0, key.1, outcome);
-        }
-        ids
+    fn swap_flows(&mut self, keys: &[FlowKey], choose: impl Fn(&crate::flows::Flow) -> Choice) -> Vec<u64> {
+        let now_us = self.now_us();
+        self.flows.swap(keys, choose, &mut self.datapaths, now_us)
     }
 
     fn reload(&mut self, apply_existing: bool) -> Response {
@@ -137,40 +126,47 @@ impl Runtime {
             Ok(c) => c,
             Err(e) => return Response::error(format!("reload refused, the running configuration stays: {e}")),
         };
-        self.policy = cfg.policy;
-        self.limits = cfg.limits;
-        self.idle_timeout = cfg.flow_idle_timeout;
+        self.flows.policy = cfg.policy;
+        self.flows.limits = cfg.limits;
+        self.flows.idle_timeout_us = cfg.flow_idle_timeout.as_micros() as u64;
         self.algorithm_params = cfg.algorithm_params;
         let mut swapped = Vec::new();
         if apply_existing {
             let keys: Vec<_> = self
                 .flows
                 .iter()
-                .filter(|(_, f)| !self.policy.select(&f.info).same_setup(f.controller.choice()))
+                .filter(|(_, f)| !self.flows.policy.select(&f.info).same_setup(f.controller.choice()))
                 .map(|(k, _)| *k)
                 .collect();
-            let policy = self.policy.clone();
+            let policy = self.flows.policy.clone();
             swapped = self.swap_flows(&keys, |f| policy.select(&f.info).clone());
         }
-        info!(config = %path.display(), rules = self.policy.rules.len(), swapped = swapped.len(), "configuration reloaded");
+        info!(config = %path.display(), rules = self.flows.policy.rules.len(), swapped = swapped.len(), "configuration reloaded");
         Response::ok(json!({
             "config": path,
-            "default": self.policy.default.algorithm(),
-            "rules": self.policy.rules.len(),
+            "default": self.flows.policy.default.algorithm(),
+            "rules": self.flows.policy.rules.len(),
             "swapped": swapped,
             "note": "datapath, control and metrics settings take effect at the next start",
         }))
     }
 
-    fn datapath_command(&mut self, command: &str, spec: &serde_json::Value) -> Response {
-        let mut errors = Vec::new();
-        for dp in &mut self.datapaths {
-            match dp.control(command, spec) {
-                Ok(result) => return Response::ok(result),
-                Err(e) => errors.push(e),
-            }
+    /// Attach or detach through the first datapath that can switch kernel flows.
+    fn attach_control(
+        &mut self,
+        op: impl FnOnce(&mut dyn AttachControl) -> Result<crate::datapath::AttachReport, String>,
+    ) -> Response {
+        let Some(a) = self.datapaths.iter_mut().find_map(|d| d.attach_control()) else {
+            let served: Vec<String> = self.datapaths.iter().map(|d| d.describe()).collect();
+            return Response::error(format!(
+                "attach and detach need a datapath whose flows live in this kernel (run --datapath ebpf); this agent serves {}",
+                served.join(", ")
+            ));
+        };
+        match op(a) {
+            Ok(report) => Response::ok(serde_json::to_value(report).unwrap_or_default()),
+            Err(e) => Response::error(e),
         }
-        Response::error(errors.join("; "))
     }
 
     fn status_json(&self) -> serde_json::Value {
@@ -180,16 +176,16 @@ impl Runtime {
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "config": self.config_source,
             "datapaths": self.datapaths.iter().map(|d| d.describe()).collect::<Vec<_>>(),
-            "default": choice(&self.policy.default),
-            "fallback": choice(&self.policy.fallback),
-            "rules": self.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),
-            "counters": self.counters,
+            "default": choice(&self.flows.policy.default),
+            "fallback": choice(&self.flows.policy.fallback),
+            "rules": self.flows.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),
+            "counters": self.flows.counters,
             "flows": self.status(),
         })
     }
 
     fn metrics_text(&self) -> String {
-        let c = &self.counters;
+        let c = &self.flows.counters;
         let counter = |name, help, v: u64| Family::single(name, "counter", help, v as f64);
         render(&[
             Family::single(
@@ -202,7 +198,7 @@ impl Runtime {
                 name: "ccp_flows",
                 kind: "gauge",
                 help: "Flows the agent controls, by algorithm.",
-                samples: by_label("algorithm", self.flows.values().map(|f| f.controller.algorithm_name().to_string())),
+                samples: by_label("algorithm", self.flows.iter().map(|(_, f)| f.controller.algorithm_name().to_string())),
             },
             counter("ccp_flows_started_total", "Flows that started under the agent.", c.flows_started),
             counter("ccp_flows_adopted_total", "Running flows adopted (agent restart, attach).", c.flows_adopted),

@@ -7,15 +7,11 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::Context;
-use ccp_algorithms::Report;
+use ccp_contract::{Controller, PacingCommand, Report, Urgent};
 use serde::Serialize;
 use tracing::warn;
-
-use crate::controller::Controller;
-use crate::datapath::PacingCommand;
 
 pub struct FlowTrace {
     out: BufWriter<File>,
@@ -56,13 +52,14 @@ impl FlowTrace {
         Ok(FlowTrace { out: BufWriter::new(f), failed: false })
     }
 
-    pub fn record(&mut self, started: Instant, flow: u64, r: &Report, c: &Controller) {
+    /// One line: `now_us` is the agent's clock (µs since it started).
+    pub fn record(&mut self, now_us: u64, flow: u64, r: &Report, c: &Controller) {
         if self.failed {
             return;
         }
         let line = Line {
             t_us: r.now_us,
-            agent_us: started.elapsed().as_micros() as u64,
+            agent_us: now_us,
             flow,
             algorithm: c.algorithm_name(),
             cwnd_bytes: r.cwnd_bytes,
@@ -82,9 +79,9 @@ impl FlowTrace {
             send_rate_bytes_per_s: r.send_rate_bytes_per_s,
             recv_rate_bytes_per_s: r.recv_rate_bytes_per_s,
             urgent: r.urgent.map(|u| match u {
-                ccp_algorithms::Urgent::Loss => "loss",
-                ccp_algorithms::Urgent::Timeout => "timeout",
-                ccp_algorithms::Urgent::StateChange => "state_change",
+                Urgent::Loss => "loss",
+                Urgent::Timeout => "timeout",
+                Urgent::StateChange => "state_change",
             }),
             state: c.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
         };

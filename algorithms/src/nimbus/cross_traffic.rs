@@ -43,7 +43,7 @@ pub const RATE_EWMA_GAIN: f64 = 0.2;
 pub const MAX_RATE_BYTES_PER_S: f64 = 1e13;
 /// Header bytes per packet on the link beyond the MSS: IPv4 (20) + TCP (20) + timestamps (12), so
 /// that MSS 1448 makes the 1500-byte packets ccp-kernel counts (spec §3.2).
-pub const HEADER_BYTES: f64 = 52.0;
+pub const HEADER_BYTES: f64 = ccp_contract::params::shared::HEADER_BYTES_DEFAULT;
 
 /// Payload bytes per wire byte for segments of `mss` bytes carrying `header_bytes` of headers;
 /// 1 when `header_bytes` is 0 (a configured μ̂ already counts payload bytes).

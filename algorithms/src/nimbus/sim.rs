@@ -19,9 +19,7 @@
 
 use std::collections::VecDeque;
 
-use crate::action::Pacing;
-use crate::algorithm::{Algorithm, FlowStart};
-use crate::report::{Report, RttStats};
+use ccp_contract::{Algorithm, FlowStart, Pacing, Report, RttStats};
 
 use super::mode::Mode;
 use super::NimbusCC;

@@ -7,10 +7,11 @@ use std::f64::consts::PI;
 use proptest::prelude::*;
 
 use super::*;
-use crate::algorithm::Seed;
 use crate::nimbus::elasticity::tests::Gauss;
-use crate::report::RttStats;
 use crate::test_support::{check_sane, reports};
+use ccp_contract::{AlgorithmFactory, Params, RttStats, Seed};
+use cross_traffic::LinkRate;
+use mode::ModeConfig;
 
 const MSS: u32 = 1500;
 const MU: f64 = 12e6;

@@ -6,7 +6,7 @@
 
 use std::net::{IpAddr, Ipv4Addr};
 
-use ccp_algorithms::{Report, RttStats, Seed, Urgent};
+use ccp_contract::{Report, RttStats, Seed, Urgent};
 use ccp_ebpf::{Create, Endpoint, KernelReport};
 
 use crate::datapath::FlowInfo;

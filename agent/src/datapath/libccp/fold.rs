@@ -24,7 +24,7 @@
 
 use std::time::Instant;
 
-use ccp_algorithms::{Report, RttStats, Urgent};
+use ccp_contract::{Report, RttStats, Urgent};
 use ccp_lang::Program;
 
 /// The fold program, in the CCP datapath language.

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use ccp_algorithms::Urgent;
+use ccp_contract::Urgent;
 use ccp_lang::interp::{Flow, Primitives};
 
 use super::fold::{FlowDecoder, Fold, CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US};
@@ -44,7 +44,7 @@ impl Harness {
     }
 
     /// Invokes once at `now_us`; returns the decoded report if the fold sent one.
-    fn invoke(&mut self, p: Primitives, now_us: u64) -> Option<ccp_algorithms::Report> {
+    fn invoke(&mut self, p: Primitives, now_us: u64) -> Option<ccp_contract::Report> {
         let out = self.flow.invoke(&p, now_us);
         assert!(out.error.is_none(), "the fold must never abort: {:?}", out.error);
         let fields = out.report?;

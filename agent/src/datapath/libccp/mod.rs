@@ -6,21 +6,26 @@
 //! - One program per datapath, installed with uid 1 on first contact (READY, or the first
 //!   message from a datapath we have not seen). uid 1 makes libccp wipe its program table, so
 //!   agent restarts never exhaust its 9 usable slots.
-//! - CREATE → CHANGE_PROG to the fold; the runtime's first command follows as UPDATE_FIELDS.
-//! - A report from a flow we do not know (the agent restarted under a running datapath) adopts
-//!   the flow, seeded from the cwnd and RTT in its report. A report from another program (a
-//!   different agent version) re-programs the flow and adopts it on its next report.
+//! - CREATE → CHANGE_PROG to the fold; the flow's settings follow as UPDATE_FIELDS.
+//! - A report from a flow the agent does not control (the agent restarted under a running
+//!   datapath, or forgot the flow while it was idle) adopts the flow, seeded from the cwnd and
+//!   RTT in its report. A report from another program (a different agent version) re-programs
+//!   the flow and adopts it on its next report.
 //! - Malformed or unexpected messages are logged and counted, never fatal.
-//! - Commands are deduplicated per field. What the agent wants (`desired`) is kept apart from
-//!   what the datapath has acknowledged receiving (`applied`), so a send that fails (a datapath's
-//!   socket queue is full: `net.unix.max_dgram_qlen` is 10 here) is retried on the next tick
-//!   rather than forgotten. A flow that has not reported within `PROGRAM_RETRY` of being
-//!   switched to the fold is switched again (a lost CHANGE_PROG would otherwise leave it silent).
+//! - CHANGE_PROG resets the program's control registers (interval, RTT threshold): after one the
+//!   adapter says `SettingsLost`, and the runtime's latch applies everything again. A flow that
+//!   has not reported within `PROGRAM_RETRY` of being switched to the fold is switched again (a
+//!   lost CHANGE_PROG would otherwise leave it silent).
+//!
+//! Per flow the adapter keeps only what the protocol needs: the fold's decoder (its smoothed
+//! RTT) and the state of the program switch. What the flow should hold, and whether the datapath
+//! has it, are the runtime's (`crate::flows`, `datapath/latch.rs`).
 //!
 //! libccp has no app-limited primitive, so reports from these datapaths never set `app_limited`.
 
 pub mod fold;
 pub mod netlink;
+mod settings;
 pub mod transport;
 pub mod unix;
 
@@ -32,12 +37,13 @@ mod tests;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use ccp_algorithms::Seed;
+use ccp_contract::{Capabilities, Command, PacingCommand, ReportPolicy, Seed, Settings};
 use ccp_wire::{ChangeProg, Create, Msg, RegKind, UpdateField, UpdateFields};
 use tracing::{debug, info, warn};
 
-use super::{ApplyError, Capabilities, CloseReason, Command, Datapath, DatapathEvent, FlowInfo, FlowRef, PacingCommand};
+use super::{ApplyError, CloseReason, Datapath, DatapathEvent, FlowInfo, FlowRef};
 use fold::{FlowDecoder, Fold};
+pub use settings::{NetlinkSettings, UnixSettings, NETLINK, UNIX};
 use transport::{peer_is_gone, Transport};
 
 /// The uid of the standard fold on every datapath.
@@ -71,50 +77,25 @@ pub struct LibccpStats {
     pub send_errors: u64,
 }
 
-/// Register values of one flow, `None` where unknown or not set.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Registers {
-    cwnd: Option<u64>,
-    rate: Option<u64>,
-    interval_us: Option<u64>,
-    rtt_threshold_us: Option<u64>,
-}
-
-impl Registers {
-    /// CHANGE_PROG resets the program's control variables to their defaults (Cwnd and Rate are
-    /// the datapath's own and survive), so they must be sent again.
-    fn after_change_prog(self) -> Registers {
-        Registers { cwnd: self.cwnd, rate: self.rate, interval_us: None, rtt_threshold_us: None }
-    }
-}
-
-struct FlowState {
+/// What the protocol needs to remember of one flow.
+struct Session {
     decoder: FlowDecoder,
-    /// What the agent wants the datapath to hold.
-    desired: Registers,
-    /// What has been sent successfully.
-    applied: Registers,
+    /// The report interval last sent, for the patience of the re-switch.
+    interval_us: u64,
     /// When the flow was last switched to the fold without reporting since.
     awaiting_report_since: Option<Instant>,
     /// Silence tolerated before the next re-switch.
     retry_after: Duration,
 }
 
-impl FlowState {
-    fn new(decoder: FlowDecoder, now: Instant) -> FlowState {
-        FlowState {
-            decoder,
-            desired: Registers::default(),
-            applied: Registers::default(),
-            awaiting_report_since: Some(now),
-            retry_after: PROGRAM_RETRY,
-        }
+impl Session {
+    fn new(decoder: FlowDecoder, switched_at: Option<Instant>) -> Session {
+        Session { decoder, interval_us: FOLD_DEFAULT_INTERVAL_US, awaiting_report_since: switched_at, retry_after: PROGRAM_RETRY }
     }
 
     /// True when the flow has been silent long enough since its switch to be switched again.
     fn needs_reprogram(&self, now: Instant) -> bool {
-        let interval = Duration::from_micros(self.desired.interval_us.unwrap_or(FOLD_DEFAULT_INTERVAL_US));
-        let patience = self.retry_after.max(3 * interval);
+        let patience = self.retry_after.max(3 * Duration::from_micros(self.interval_us));
         self.awaiting_report_since.is_some_and(|t| now.duration_since(t) >= patience)
     }
 }
@@ -122,7 +103,7 @@ impl FlowState {
 struct Peer<A> {
     addr: A,
     installed: bool,
-    flows: HashMap<u32, FlowState>,
+    sessions: HashMap<u32, Session>,
     /// Flows asked to switch from a foreign program, and when.
     reprogrammed: HashMap<u32, Instant>,
 }
@@ -134,7 +115,8 @@ pub struct LibccpDatapath<T: Transport> {
     peers: Vec<Peer<T::Addr>>,
     peer_ids: HashMap<T::Addr, u32>,
     rx: Vec<u8>,
-    /// Events produced outside `poll_events` (a peer found gone during `apply`).
+    /// Events produced outside `poll_events` (a peer found gone during `apply`, a re-switch on
+    /// a tick).
     deferred: Vec<DatapathEvent>,
     address_order: AddressOrder,
     stats: LibccpStats,
@@ -173,7 +155,7 @@ impl<T: Transport> LibccpDatapath<T> {
         }
         let id = self.peers.len() as u32;
         info!(datapath = %self.transport.addr_name(addr), peer = id, "new datapath");
-        self.peers.push(Peer { addr: addr.clone(), installed: false, flows: HashMap::new(), reprogrammed: HashMap::new() });
+        self.peers.push(Peer { addr: addr.clone(), installed: false, sessions: HashMap::new(), reprogrammed: HashMap::new() });
         self.peer_ids.insert(addr.clone(), id);
         id
     }
@@ -193,13 +175,13 @@ impl<T: Transport> LibccpDatapath<T> {
     /// The datapath behind `peer` no longer exists: its flows are gone with it.
     fn peer_gone(&mut self, peer: u32, err: &std::io::Error) {
         let p = &mut self.peers[peer as usize];
-        if p.flows.is_empty() && !p.installed {
+        if p.sessions.is_empty() && !p.installed {
             return;
         }
-        warn!(datapath = %self.transport.addr_name(&p.addr), error = %err, flows = p.flows.len(), "datapath unreachable; dropping its flows");
+        warn!(datapath = %self.transport.addr_name(&p.addr), error = %err, flows = p.sessions.len(), "datapath unreachable; dropping its flows");
         p.installed = false;
         p.reprogrammed.clear();
-        for sid in p.flows.drain().map(|(sid, _)| sid) {
+        for sid in p.sessions.drain().map(|(sid, _)| sid) {
             self.deferred.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid }, reason: CloseReason::DatapathGone });
         }
     }
@@ -236,12 +218,12 @@ impl<T: Transport> LibccpDatapath<T> {
         }
     }
 
-    fn handle(&mut self, peer: u32, msg: Msg, now: Instant, out: &mut Vec<DatapathEvent>) {
+    fn handle(&mut self, peer: u32, msg: Msg, known: &dyn Fn(FlowRef) -> bool, now: Instant, out: &mut Vec<DatapathEvent>) {
         match msg {
             Msg::Ready(r) => {
                 let p = &mut self.peers[peer as usize];
                 info!(datapath = %self.transport.addr_name(&p.addr), id = r.datapath_id, "datapath ready");
-                for sid in p.flows.drain().map(|(sid, _)| sid) {
+                for sid in p.sessions.drain().map(|(sid, _)| sid) {
                     out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid }, reason: CloseReason::DatapathGone });
                 }
                 p.reprogrammed.clear();
@@ -252,8 +234,10 @@ impl<T: Transport> LibccpDatapath<T> {
             Msg::Measure(m) if m.is_close() => {
                 let p = &mut self.peers[peer as usize];
                 p.reprogrammed.remove(&m.sid);
-                if p.flows.remove(&m.sid).is_some() {
-                    out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid: m.sid }, reason: CloseReason::Closed });
+                p.sessions.remove(&m.sid);
+                let flow = FlowRef { peer, sid: m.sid };
+                if known(flow) {
+                    out.push(DatapathEvent::FlowClosed { flow, reason: CloseReason::Closed });
                 }
             }
             Msg::Measure(m) if m.is_empty_report() => {
@@ -265,7 +249,7 @@ impl<T: Transport> LibccpDatapath<T> {
                     "ignoring an empty report (libccp right after a program reinstall)"
                 );
             }
-            Msg::Measure(m) => self.on_measure(peer, m.sid, m.program_uid, &m.fields, now, out),
+            Msg::Measure(m) => self.on_measure(FlowRef { peer, sid: m.sid }, m.program_uid, &m.fields, known, now, out),
             other @ (Msg::Install(_) | Msg::UpdateFields(_) | Msg::ChangeProg(_)) => {
                 self.stats.unexpected_messages += 1;
                 warn!(peer, msg = ?std::mem::discriminant(&other), "ignoring agent-bound message type sent by a datapath");
@@ -277,10 +261,7 @@ impl<T: Transport> LibccpDatapath<T> {
         self.ensure_installed(peer);
         let p = &mut self.peers[peer as usize];
         p.reprogrammed.remove(&c.sid);
-        let state = FlowState::new(FlowDecoder::new(c.mss.max(1), now), now);
-        if p.flows.insert(c.sid, state).is_some() {
-            out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid: c.sid }, reason: CloseReason::Replaced });
-        }
+        p.sessions.insert(c.sid, Session::new(FlowDecoder::new(c.mss.max(1), now), Some(now)));
         self.change_prog(peer, c.sid);
         let info = FlowInfo {
             mss_bytes: c.mss,
@@ -294,8 +275,16 @@ impl<T: Transport> LibccpDatapath<T> {
         out.push(DatapathEvent::FlowStarted { flow: FlowRef { peer, sid: c.sid }, info });
     }
 
-    fn on_measure(&mut self, peer: u32, sid: u32, uid: u32, fields: &[u64], now: Instant, out: &mut Vec<DatapathEvent>) {
-        let flow = FlowRef { peer, sid };
+    fn on_measure(
+        &mut self,
+        flow: FlowRef,
+        uid: u32,
+        fields: &[u64],
+        known: &dyn Fn(FlowRef) -> bool,
+        now: Instant,
+        out: &mut Vec<DatapathEvent>,
+    ) {
+        let (peer, sid) = (flow.peer, flow.sid);
         if uid != FOLD_UID || fields.len() != self.fold.layout.num_fields {
             // Another program's report: a previous agent's flow, or a table we have not written.
             self.stats.foreign_program_reports += 1;
@@ -304,17 +293,16 @@ impl<T: Transport> LibccpDatapath<T> {
             if due {
                 debug!(%flow, uid, fields = fields.len(), "report from a foreign program; switching flow to the standard fold");
                 self.peers[peer as usize].reprogrammed.insert(sid, now);
-                if self.change_prog(peer, sid) {
-                    if let Some(state) = self.peers[peer as usize].flows.get_mut(&sid) {
-                        state.applied = state.applied.after_change_prog();
-                    }
+                if self.change_prog(peer, sid) && known(flow) {
+                    out.push(DatapathEvent::SettingsLost { flow });
                 }
             }
             return;
         }
-        if !self.peers[peer as usize].flows.contains_key(&sid) {
-            // A running flow we never saw created: adopt it, continuing from its current state.
-            self.ensure_installed(peer);
+        let p = &mut self.peers[peer as usize];
+        p.reprogrammed.remove(&sid);
+        if !known(flow) {
+            // A running flow the agent does not control: adopt it, continuing from its state.
             self.stats.adopted_flows += 1;
             let mut decoder = FlowDecoder::new(DEFAULT_MSS, now);
             let first = decoder.decode(&self.fold.layout, fields, now);
@@ -331,65 +319,43 @@ impl<T: Transport> LibccpDatapath<T> {
                 ..FlowInfo::default()
             };
             info!(%flow, cwnd_bytes = first.cwnd_bytes, "adopting a running flow");
-            let p = &mut self.peers[peer as usize];
-            p.reprogrammed.remove(&sid);
-            let known = Registers { cwnd: Some(first.cwnd_bytes), ..Registers::default() };
-            p.flows.insert(
-                sid,
-                FlowState { decoder, desired: known, applied: known, awaiting_report_since: None, retry_after: PROGRAM_RETRY },
-            );
+            p.sessions.insert(sid, Session::new(decoder, None));
+            self.ensure_installed(peer);
             out.push(DatapathEvent::FlowStarted { flow, info });
             out.push(DatapathEvent::Report { flow, report: first });
             return;
         }
-        let p = &mut self.peers[peer as usize];
-        p.reprogrammed.remove(&sid);
-        if let Some(state) = p.flows.get_mut(&sid) {
-            state.awaiting_report_since = None;
-            state.retry_after = PROGRAM_RETRY;
-            let report = state.decoder.decode(&self.fold.layout, fields, now);
-            out.push(DatapathEvent::Report { flow, report });
-        }
+        let layout = &self.fold.layout;
+        let session = p.sessions.entry(sid).or_insert_with(|| Session::new(FlowDecoder::new(DEFAULT_MSS, now), None));
+        session.awaiting_report_since = None;
+        session.retry_after = PROGRAM_RETRY;
+        let report = session.decoder.decode(layout, fields, now);
+        out.push(DatapathEvent::Report { flow, report });
     }
 
-    /// The register updates that take `applied` to `desired`.
-    fn diff(&self, applied: &Registers, desired: &Registers) -> Result<Vec<UpdateField>, String> {
+    /// The register updates that carry `changed`.
+    fn updates(&self, flow: FlowRef, changed: &Command) -> Result<Vec<UpdateField>, ApplyError> {
+        let encode = |reason: String| ApplyError::Encode { flow, reason };
         let mut updates = Vec::new();
-        if let Some(c) = desired.cwnd.filter(|c| applied.cwnd != Some(*c)) {
-            updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::CWND, value: c });
+        if let Some(c) = changed.cwnd_bytes {
+            updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::CWND, value: c.min(LIBCCP_MAX_U32) });
         }
-        if let Some(r) = desired.rate.filter(|r| applied.rate != Some(*r)) {
-            updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::RATE, value: r });
+        // PacingCommand::Off: libccp ignores a zero rate, so pacing cannot be cleared; the
+        // capabilities say so and the controller does not ask.
+        if let Some(PacingCommand::BytesPerSec(r)) = changed.pacing {
+            updates.push(UpdateField { kind: RegKind::Implicit, index: ccp_wire::implicit::RATE, value: r.min(LIBCCP_MAX_U32) });
         }
-        for (want, have, name) in [
-            (desired.interval_us, applied.interval_us, fold::CTL_INTERVAL_US),
-            (desired.rtt_threshold_us, applied.rtt_threshold_us, fold::CTL_RTT_THRESHOLD_US),
-        ] {
-            if let Some(v) = want.filter(|v| have != Some(*v)) {
-                updates.push(self.fold.program.control_update(name, v).map_err(|e| e.to_string())?);
+        match changed.report {
+            Some(ReportPolicy::EveryUs(us)) => {
+                updates.push(self.fold.program.control_update(fold::CTL_INTERVAL_US, us).map_err(|e| encode(e.to_string()))?)
             }
+            Some(ReportPolicy::PerRtt { .. }) => return Err(encode("libccp datapaths cannot count RTTs".into())),
+            None => {}
+        }
+        if let Some(t) = changed.rtt_threshold_us {
+            updates.push(self.fold.program.control_update(fold::CTL_RTT_THRESHOLD_US, t).map_err(|e| encode(e.to_string()))?);
         }
         Ok(updates)
-    }
-
-    /// Sends whatever `desired` holds that `applied` does not.
-    fn flush(&mut self, flow: FlowRef) -> Result<(), ApplyError> {
-        let Some(state) = self.peers.get(flow.peer as usize).and_then(|p| p.flows.get(&flow.sid)) else {
-            return Err(ApplyError::UnknownFlow(flow));
-        };
-        let desired = state.desired;
-        let updates = self.diff(&state.applied, &desired).map_err(|reason| ApplyError::Encode { flow, reason })?;
-        if updates.is_empty() {
-            return Ok(());
-        }
-        let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
-            .to_bytes()
-            .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
-        self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
-        if let Some(state) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.flows.get_mut(&flow.sid)) {
-            state.applied = desired;
-        }
-        Ok(())
     }
 }
 
@@ -419,15 +385,21 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { max_cwnd_bytes: LIBCCP_MAX_U32, max_rate_bytes_per_s: LIBCCP_MAX_U32, can_clear_pacing: false }
+        Capabilities {
+            max_cwnd_bytes: LIBCCP_MAX_U32,
+            max_rate_bytes_per_s: LIBCCP_MAX_U32,
+            can_clear_pacing: false,
+            per_rtt_reports: false,
+        }
     }
 
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()> {
         self.transport.register(registry, token)
     }
 
-    fn poll_events(&mut self, out: &mut Vec<DatapathEvent>) {
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>) {
         out.append(&mut self.deferred);
+        let mut batch: HashMap<FlowRef, bool> = HashMap::new();
         let mut rx = std::mem::take(&mut self.rx);
         loop {
             let received = match self.transport.recv(&mut rx) {
@@ -455,7 +427,18 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
                 match msg {
                     Ok(m) => {
                         self.stats.messages += 1;
-                        self.handle(peer, m, now, out);
+                        let before = out.len();
+                        let known = |f: FlowRef| batch.get(&f).copied().unwrap_or_else(|| known(f));
+                        self.handle(peer, m, &known, now, out);
+                        // What this batch started or ended counts from here on, whatever the
+                        // runtime has seen yet.
+                        for e in &out[before..] {
+                            match e {
+                                DatapathEvent::FlowStarted { flow, .. } => batch.insert(*flow, true),
+                                DatapathEvent::FlowClosed { flow, .. } => batch.insert(*flow, false),
+                                _ => None,
+                            };
+                        }
                     }
                     Err(e) => {
                         self.stats.decode_errors += 1;
@@ -468,45 +451,39 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         out.append(&mut self.deferred);
     }
 
-    fn apply(&mut self, flow: FlowRef, cmd: &Command) -> Result<(), ApplyError> {
-        let Some(state) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.flows.get_mut(&flow.sid)) else {
+    fn apply(&mut self, flow: FlowRef, _want: &Settings, changed: &Command) -> Result<(), ApplyError> {
+        if !self.peers.get(flow.peer as usize).is_some_and(|p| p.sessions.contains_key(&flow.sid)) {
             return Err(ApplyError::UnknownFlow(flow));
-        };
-        let d = &mut state.desired;
-        if let Some(c) = cmd.cwnd_bytes {
-            d.cwnd = Some(c.min(LIBCCP_MAX_U32));
         }
-        // PacingCommand::Off: libccp ignores a zero rate, so pacing cannot be cleared; the
-        // capabilities say so and the controller does not send it.
-        if let Some(PacingCommand::BytesPerSec(r)) = cmd.pacing {
-            d.rate = Some(r.min(LIBCCP_MAX_U32));
+        let updates = self.updates(flow, changed)?;
+        if updates.is_empty() {
+            return Ok(());
         }
-        if let Some(us) = cmd.report_interval_us {
-            d.interval_us = Some(us);
+        let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
+            .to_bytes()
+            .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
+        self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
+        if let Some(ReportPolicy::EveryUs(us)) = changed.report {
+            if let Some(s) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.sessions.get_mut(&flow.sid)) {
+                s.interval_us = us;
+            }
         }
-        if let Some(t) = cmd.rtt_threshold_us {
-            d.rtt_threshold_us = Some(t);
-        }
-        self.flush(flow)
+        Ok(())
     }
 
     fn forget(&mut self, flow: FlowRef) {
         if let Some(p) = self.peers.get_mut(flow.peer as usize) {
-            p.flows.remove(&flow.sid);
+            p.sessions.remove(&flow.sid);
             p.reprogrammed.remove(&flow.sid);
         }
     }
 
     fn tick(&mut self, now: Instant) {
         let mut reprogram = Vec::new();
-        let mut unflushed = Vec::new();
         for (peer, p) in self.peers.iter().enumerate() {
-            for (sid, state) in &p.flows {
-                let flow = FlowRef { peer: peer as u32, sid: *sid };
-                if state.needs_reprogram(now) {
-                    reprogram.push(flow);
-                } else if state.desired != state.applied {
-                    unflushed.push(flow);
+            for (sid, session) in &p.sessions {
+                if session.needs_reprogram(now) {
+                    reprogram.push(FlowRef { peer: peer as u32, sid: *sid });
                 }
             }
         }
@@ -514,17 +491,12 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
             debug!(%flow, "no report since the switch to the standard fold; switching again");
             self.ensure_installed(flow.peer);
             if self.change_prog(flow.peer, flow.sid) {
-                if let Some(state) = self.peers[flow.peer as usize].flows.get_mut(&flow.sid) {
-                    state.applied = state.applied.after_change_prog();
-                    state.awaiting_report_since = Some(now);
-                    state.retry_after = (state.retry_after * 2).min(PROGRAM_RETRY_MAX);
+                if let Some(s) = self.peers[flow.peer as usize].sessions.get_mut(&flow.sid) {
+                    s.awaiting_report_since = Some(now);
+                    s.retry_after = (s.retry_after * 2).min(PROGRAM_RETRY_MAX);
+                    s.interval_us = FOLD_DEFAULT_INTERVAL_US;
                 }
-            }
-            unflushed.push(flow);
-        }
-        for flow in unflushed {
-            if let Err(e) = self.flush(flow) {
-                debug!(%flow, error = %e, "retry of an undelivered command failed");
+                self.deferred.push(DatapathEvent::SettingsLost { flow });
             }
         }
     }

@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 
 use ccp_wire::{implicit, ChangeProg, Create, Measure, Msg, Ready, RegKind, UpdateFields};
 
+use std::collections::HashSet;
+
 use super::transport::{Received, Transport};
 use super::*;
-use crate::datapath::{CloseReason, Command, Datapath, DatapathEvent, FlowRef};
+use crate::datapath::{CloseReason, Datapath, DatapathEvent, FlowRef};
 
 #[derive(Default)]
 struct Wire {
@@ -57,13 +59,15 @@ const DP: &str = "/tmp/ccp/dp";
 struct T {
     wire: Mock,
     dp: LibccpDatapath<Mock>,
+    /// The flows the runtime would control after the events so far.
+    known: HashSet<FlowRef>,
 }
 
 impl T {
     fn new() -> T {
         let wire = Mock::default();
         let dp = LibccpDatapath::new(wire.clone(), AddressOrder::Host).unwrap();
-        T { wire, dp }
+        T { wire, dp, known: HashSet::new() }
     }
 
     fn push_raw(&self, bytes: Vec<u8>) {
@@ -76,8 +80,22 @@ impl T {
 
     fn poll(&mut self) -> Vec<DatapathEvent> {
         let mut out = Vec::new();
-        self.dp.poll_events(&mut out);
+        let known = self.known.clone();
+        self.dp.poll_events(&|f| known.contains(&f), &mut out);
+        for e in &out {
+            match e {
+                DatapathEvent::FlowStarted { flow, .. } => self.known.insert(*flow),
+                DatapathEvent::FlowClosed { flow, .. } => self.known.remove(flow),
+                _ => false,
+            };
+        }
         out
+    }
+
+    /// Applies the fields of `changed` (libccp sends only those).
+    fn apply(&mut self, sid: u32, changed: Command) -> Result<(), ApplyError> {
+        let want = Settings { cwnd_bytes: 1, pacing: None, report: ReportPolicy::EveryUs(10_000), rtt_threshold_us: None };
+        self.dp.apply(FlowRef { peer: 0, sid }, &want, &changed)
     }
 
     fn sent(&self) -> Vec<Msg> {
@@ -192,9 +210,33 @@ fn unknown_flow_with_our_layout_is_adopted_from_its_report() {
     }
     assert!(is_install(&t.sent()[0]), "the datapath's table is rewritten on first contact");
     assert_eq!(t.dp.stats().adopted_flows, 1);
-    // Adoption knows the datapath's cwnd, so repeating it sends nothing.
-    t.dp.apply(FlowRef { peer: 0, sid: 4 }, &Command { cwnd_bytes: Some(90_000), ..Command::default() }).unwrap();
-    assert!(t.sent().is_empty());
+    // Once adopted, its reports are plain reports.
+    let f = t.fields(&[("cwnd_bytes", 91_000)]);
+    t.push(Msg::Measure(Measure { sid: 4, program_uid: 1, fields: f }));
+    assert!(matches!(&t.poll()[..], [DatapathEvent::Report { report, .. }] if report.cwnd_bytes == 91_000));
+}
+
+#[test]
+fn a_create_and_a_report_in_one_batch_are_not_an_adoption() {
+    let mut t = T::new();
+    t.push(Msg::Create(Create {
+        sid: 2,
+        init_cwnd: 14480,
+        mss: 1448,
+        src_ip: 1,
+        src_port: 2,
+        dst_ip: 3,
+        dst_port: 4,
+        cong_alg: None,
+    }));
+    let f = t.fields(&[("cwnd_bytes", 14480)]);
+    t.push(Msg::Measure(Measure { sid: 2, program_uid: 1, fields: f }));
+    let ev = t.poll();
+    assert!(
+        matches!(&ev[..], [DatapathEvent::FlowStarted { info, .. }, DatapathEvent::Report { .. }] if info.existing.is_none()),
+        "{ev:?}"
+    );
+    assert_eq!(t.dp.stats().adopted_flows, 0);
 }
 
 #[test]
@@ -214,6 +256,18 @@ fn foreign_program_is_switched_then_adopted() {
     assert_eq!(t.dp.stats().foreign_program_reports, 2);
 }
 
+#[test]
+fn a_known_flow_switched_back_to_the_fold_has_lost_its_settings() {
+    let mut t = T::new();
+    t.create(3);
+    t.sent();
+    // Another agent re-programmed it meanwhile: switching back resets the fold's registers.
+    t.push(Msg::Measure(Measure { sid: 3, program_uid: 7, fields: vec![1] }));
+    let ev = t.poll();
+    assert!(matches!(&ev[..], [DatapathEvent::SettingsLost { flow }] if flow.sid == 3), "{ev:?}");
+    assert!(t.sent().iter().any(|m| matches!(m, Msg::ChangeProg(c) if c.sid == 3)));
+}
+
 fn cwnd_of(m: &Msg) -> Option<u64> {
     match m {
         Msg::UpdateFields(UpdateFields { fields, .. }) => {
@@ -224,25 +278,30 @@ fn cwnd_of(m: &Msg) -> Option<u64> {
 }
 
 #[test]
-fn commands_are_deduplicated_and_failed_sends_retried() {
+fn only_the_changed_fields_are_sent_and_a_failed_send_is_an_error() {
     let mut t = T::new();
     t.create(1);
     t.sent();
-    let flow = FlowRef { peer: 0, sid: 1 };
-    let cmd = |c| Command { cwnd_bytes: Some(c), ..Command::default() };
-    t.dp.apply(flow, &cmd(30_000)).unwrap();
-    assert_eq!(t.sent().iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![30_000]);
-    t.dp.apply(flow, &cmd(30_000)).unwrap();
-    assert!(t.sent().is_empty(), "unchanged value not re-sent");
+    t.apply(1, Command { cwnd_bytes: Some(30_000), ..Command::default() }).unwrap();
+    let sent = t.sent();
+    assert_eq!(sent.iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![30_000]);
+    let Msg::UpdateFields(u) = &sent[0] else { panic!("{sent:?}") };
+    assert_eq!(u.fields.len(), 1, "nothing but the window: {u:?}");
+    t.apply(1, Command::default()).unwrap();
+    assert!(t.sent().is_empty(), "nothing changed, nothing sent");
 
-    // The datapath's queue is full: the send fails, the value is kept and retried.
+    // The datapath's queue is full: the send fails and says so (the runtime's latch retries);
+    // the adapter does not resend on its own.
     t.wire.0.borrow_mut().fail.push_back(libc::EAGAIN);
-    assert!(t.dp.apply(flow, &cmd(40_000)).is_err());
+    assert!(matches!(
+        t.apply(1, Command { cwnd_bytes: Some(40_000), ..Command::default() }),
+        Err(ApplyError::Unreachable { .. })
+    ));
+    t.dp.tick(Instant::now());
     assert!(t.sent().is_empty());
-    t.dp.tick(Instant::now());
-    assert_eq!(t.sent().iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![40_000]);
-    t.dp.tick(Instant::now());
-    assert!(t.sent().is_empty(), "nothing left to retry");
+    assert!(matches!(t.apply(9, Command { cwnd_bytes: Some(1), ..Command::default() }), Err(ApplyError::UnknownFlow(_))));
+    let e = t.apply(1, Command { report: Some(ReportPolicy::PerRtt { rtts: 1.0 }), ..Command::default() }).unwrap_err();
+    assert!(e.to_string().contains("cannot count RTTs"), "{e}");
 }
 
 #[test]
@@ -251,7 +310,7 @@ fn oversized_values_are_clamped_to_libccp_registers() {
     t.create(1);
     t.sent();
     let cmd = Command { cwnd_bytes: Some(1 << 40), pacing: Some(PacingCommand::BytesPerSec(1 << 40)), ..Command::default() };
-    t.dp.apply(FlowRef { peer: 0, sid: 1 }, &cmd).unwrap();
+    t.apply(1, cmd).unwrap();
     let sent = t.sent();
     let Msg::UpdateFields(u) = &sent[0] else { panic!("{sent:?}") };
     assert!(u.fields.iter().all(|f| f.value <= u64::from(u32::MAX)), "{u:?}");
@@ -268,6 +327,7 @@ fn silent_flow_is_switched_again_with_backoff() {
     assert_eq!(change_progs(&t), 0);
     t.dp.tick(t0 + Duration::from_millis(300));
     assert_eq!(change_progs(&t), 1, "silent past 250 ms: switched again");
+    assert!(matches!(&t.poll()[..], [DatapathEvent::SettingsLost { .. }]), "the switch reset the fold's registers");
     t.dp.tick(t0 + Duration::from_millis(600));
     assert_eq!(change_progs(&t), 0, "backoff doubled to 500 ms");
     t.dp.tick(t0 + Duration::from_millis(850));
@@ -284,8 +344,7 @@ fn silent_flow_is_switched_again_with_backoff() {
 fn slow_report_interval_is_not_mistaken_for_silence() {
     let mut t = T::new();
     t.create(1);
-    let flow = FlowRef { peer: 0, sid: 1 };
-    t.dp.apply(flow, &Command { report_interval_us: Some(1_000_000), ..Command::default() }).unwrap();
+    t.apply(1, Command { report: Some(ReportPolicy::EveryUs(1_000_000)), ..Command::default() }).unwrap();
     t.sent();
     t.dp.tick(Instant::now() + Duration::from_secs(2));
     assert!(!t.sent().iter().any(|m| matches!(m, Msg::ChangeProg(_))), "3 intervals have not passed");
@@ -297,7 +356,7 @@ fn vanished_datapath_closes_its_flows() {
     t.create(1);
     t.create(2);
     t.wire.0.borrow_mut().fail.push_back(libc::ECONNREFUSED);
-    let err = t.dp.apply(FlowRef { peer: 0, sid: 1 }, &Command { cwnd_bytes: Some(1), ..Command::default() });
+    let err = t.apply(1, Command { cwnd_bytes: Some(1), ..Command::default() });
     assert!(err.is_err());
     let mut ev = t.poll();
     ev.sort_by_key(|e| format!("{e:?}"));

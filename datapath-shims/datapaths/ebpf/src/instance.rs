@@ -326,6 +326,12 @@ impl Instance {
         self.flow_info.lookup(&fid.to_ne_bytes(), MapFlags::ANY).ok().flatten().and_then(|v| decode_create(&v))
     }
 
+    /// How many flows run on this congestion control now (the kernel keeps a create record per
+    /// live flow and deletes it on release).
+    pub fn live_flows(&self) -> usize {
+        self.flow_info.keys().count()
+    }
+
     pub fn counters(&self) -> Counters {
         sum_counters(&self.counters)
     }

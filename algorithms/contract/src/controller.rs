@@ -1,32 +1,32 @@
-//! One flow's controller: an algorithm instance inside a containment boundary.
+//! One flow's controller: an algorithm instance inside the containment boundary.
 //!
 //! The algorithm is untrusted code as far as the flow is concerned. Every call runs under
-//! `catch_unwind`; every `Action` is checked before it becomes a datapath `Command`:
-//! - non-finite or non-positive windows/rates are refused (the flow keeps its last sane values);
+//! `catch_unwind`; every `Action` is checked before it becomes datapath [`Settings`]:
+//! - non-finite or non-positive windows, rates and per-RTT policies are refused: the whole action
+//!   is dropped and the flow keeps its last sane settings;
 //! - finite values outside what is safe or representable are clamped (window ≥ `min_cwnd_pkts`
-//!   MSS so the flow can never stall, rates and windows within the datapath's registers);
+//!   MSS so the flow can never stall, windows and rates within the datapath's registers, report
+//!   intervals within the limits);
 //! - a panic rebuilds the algorithm, seeded from the flow's last sane state;
-//! - too many faults within a window of time replace the algorithm with the fallback.
+//! - more than `max_faults` faults within `fault_window_us` replace the algorithm with the fallback.
 //!
-//! Commands carry only what changed, so an algorithm that repeats itself costs no datapath traffic.
+//! The report policy is kept in the datapath's own terms: a per-RTT policy goes to a datapath
+//! that counts RTTs as it is, and to any other as an interval that follows the smoothed RTT.
+//!
+//! Every caller — the agent for each datapath adapter, the simulator — drives its flows through
+//! this type; nothing else may turn an `Action` into datapath settings.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use ccp_algorithms::{Action, Algorithm, AlgorithmFactory, FlowStart, Pacing, Report, ReportPolicy, Seed, StateVar};
+use crate::action::{Action, Pacing, ReportPolicy};
+use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};
+use crate::limits::{Limits, INTERVAL_BEFORE_RTT_US, MAX_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
+use crate::report::Report;
+use crate::settings::{Capabilities, Command, PacingCommand, Settings};
 
-use crate::datapath::{Capabilities, Command, FlowInfo, PacingCommand};
-
-/// The shortest report interval the agent will ask for, µs.
-pub const MIN_REPORT_INTERVAL_US: u64 = 1_000;
-/// The longest report interval the agent will ask for, µs.
-pub const MAX_REPORT_INTERVAL_US: u64 = 10_000_000;
-/// Bounds on a per-RTT report policy, in RTTs.
-const REPORT_RTTS_RANGE: (f64, f64) = (0.1, 100.0);
-
-/// An algorithm chosen for a flow, with the rule that chose it.
+/// An algorithm chosen for a flow, with the parameters and the rule that chose it.
 #[derive(Clone)]
 pub struct Choice {
     pub factory: Arc<dyn AlgorithmFactory>,
@@ -37,14 +37,8 @@ pub struct Choice {
 }
 
 impl Choice {
-    /// Validates `params` for `algorithm` and builds the choice.
-    pub fn configure(
-        algorithm: &str,
-        params: toml::Table,
-        origin: impl Into<String>,
-    ) -> Result<Choice, ccp_algorithms::ParamError> {
-        let factory = ccp_algorithms::registry::configure(algorithm, &params)?;
-        Ok(Choice { factory, params, origin: origin.into() })
+    pub fn new(factory: Arc<dyn AlgorithmFactory>, params: toml::Table, origin: impl Into<String>) -> Choice {
+        Choice { factory, params, origin: origin.into() }
     }
 
     pub fn algorithm(&self) -> &'static str {
@@ -60,30 +54,6 @@ impl Choice {
 impl std::fmt::Debug for Choice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{} ({})", self.factory.name(), self.origin)
-    }
-}
-
-/// Safety limits applied to every flow.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    pub min_cwnd_pkts: f64,
-    pub min_pacing_rate_bytes_per_s: u64,
-    /// Faults tolerated within `fault_window` before the fallback algorithm takes over.
-    pub max_faults: u32,
-    pub fault_window: Duration,
-    /// Report interval used until an algorithm asks for another one, µs.
-    pub default_report_interval_us: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            min_cwnd_pkts: 2.0,
-            min_pacing_rate_bytes_per_s: 12_500,
-            max_faults: 3,
-            fault_window: Duration::from_secs(60),
-            default_report_interval_us: 10_000,
-        }
     }
 }
 
@@ -107,9 +77,10 @@ impl std::fmt::Display for Fault {
     }
 }
 
-/// What happened when a report was processed, for counting and logging.
+/// What happened when the controller ran the algorithm, for applying, counting and logging.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Outcome {
+    /// The settings that changed (everything, when the flow starts).
     pub command: Command,
     pub fault: Option<Fault>,
     /// Values that were finite but had to be clamped.
@@ -120,15 +91,6 @@ pub struct Outcome {
     pub restarted: bool,
 }
 
-/// The last sane values commanded to the datapath.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Commanded {
-    cwnd_bytes: u64,
-    pacing: Option<PacingCommand>,
-    report_interval_us: u64,
-    rtt_threshold_us: Option<u64>,
-}
-
 pub struct Controller {
     choice: Choice,
     fallback: Choice,
@@ -136,12 +98,14 @@ pub struct Controller {
     caps: Capabilities,
     limits: Limits,
     mss: u32,
+    /// The report policy as the algorithm asked for it (sanitized); `settings.report` is the
+    /// same in the datapath's terms.
     report_policy: ReportPolicy,
-    commanded: Commanded,
+    settings: Settings,
     srtt_us: Option<u64>,
     min_rtt_us: Option<u64>,
     last_report: Option<Report>,
-    faults: VecDeque<Instant>,
+    faults: VecDeque<u64>,
     total_faults: u64,
 }
 
@@ -156,10 +120,18 @@ fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Controller {
-    /// Creates the controller for a new (or adopted) flow and the first command to send.
-    pub fn start(choice: Choice, fallback: Choice, caps: Capabilities, limits: Limits, info: &FlowInfo) -> (Controller, Outcome) {
-        let mss = info.mss_bytes.max(1);
-        let start_cwnd = info.existing.as_ref().map_or(info.init_cwnd_bytes, |s| s.cwnd_bytes);
+    /// Creates the controller for a new (or adopted: `start.seed`) flow. The outcome's command
+    /// holds every setting: the datapath holds nothing of this controller's yet.
+    pub fn start(
+        choice: Choice,
+        fallback: Choice,
+        caps: Capabilities,
+        limits: Limits,
+        start: &FlowStart,
+        now_us: u64,
+    ) -> (Controller, Outcome) {
+        let mss = start.mss_bytes.max(1);
+        let seed = start.seed.as_ref();
         let algorithm = choice.factory.create();
         let mut c = Controller {
             choice,
@@ -167,27 +139,24 @@ impl Controller {
             algorithm,
             caps,
             mss,
-            report_policy: ReportPolicy::EveryUs(limits.default_report_interval_us),
-            commanded: Commanded {
-                cwnd_bytes: start_cwnd.max(1),
+            report_policy: limits.default_report,
+            settings: Settings {
+                cwnd_bytes: start.start_cwnd_bytes().max(1),
                 pacing: None,
-                report_interval_us: limits.default_report_interval_us,
+                report: ReportPolicy::EveryUs(INTERVAL_BEFORE_RTT_US),
                 rtt_threshold_us: None,
             },
             limits,
-            srtt_us: info.existing.as_ref().and_then(|s| s.srtt_us),
-            min_rtt_us: info.existing.as_ref().and_then(|s| s.min_rtt_us),
-            last_report: info.existing.as_ref().and_then(|s| s.last_report.clone()),
+            srtt_us: seed.and_then(|s| s.srtt_us),
+            min_rtt_us: seed.and_then(|s| s.min_rtt_us),
+            last_report: seed.and_then(|s| s.last_report.clone()),
             faults: VecDeque::new(),
             total_faults: 0,
         };
-        let start = FlowStart { now_us: 0, mss_bytes: mss, init_cwnd_bytes: info.init_cwnd_bytes, seed: info.existing.clone() };
-        let mut outcome = c.run(Instant::now(), |alg| alg.init(&start));
-        // The datapath starts with the default interval; say so explicitly so that a datapath
-        // program left over from elsewhere cannot keep a different one.
-        if outcome.command.report_interval_us.is_none() {
-            outcome.command.report_interval_us = Some(c.commanded.report_interval_us);
-        }
+        c.settings.report = c.in_datapath_terms(c.report_policy).unwrap_or(c.settings.report);
+        let start = FlowStart { mss_bytes: mss, ..start.clone() };
+        let mut outcome = c.run(now_us, |alg| alg.init(&start));
+        outcome.command = c.settings.changes_from(None);
         (c, outcome)
     }
 
@@ -199,20 +168,21 @@ impl Controller {
         self.algorithm.name()
     }
 
+    /// The settings the flow's datapath should hold: the last sane values.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     pub fn cwnd_bytes(&self) -> u64 {
-        self.commanded.cwnd_bytes
+        self.settings.cwnd_bytes
     }
 
     pub fn pacing(&self) -> Option<PacingCommand> {
-        self.commanded.pacing
+        self.settings.pacing
     }
 
     pub fn srtt_us(&self) -> Option<u64> {
         self.srtt_us
-    }
-
-    pub fn report_interval_us(&self) -> u64 {
-        self.commanded.report_interval_us
     }
 
     pub fn total_faults(&self) -> u64 {
@@ -223,8 +193,8 @@ impl Controller {
         catch_unwind(AssertUnwindSafe(|| self.algorithm.state())).unwrap_or_default()
     }
 
-    /// Feeds one report to the algorithm.
-    pub fn on_report(&mut self, report: &Report, now: Instant) -> Outcome {
+    /// Feeds one report to the algorithm. `now_us` is the caller's clock (fault windows).
+    pub fn on_report(&mut self, report: &Report, now_us: u64) -> Outcome {
         if report.mss_bytes > 0 {
             self.mss = report.mss_bytes;
         }
@@ -233,15 +203,15 @@ impl Controller {
             self.min_rtt_us = Some(self.min_rtt_us.map_or(rtt.min_us, |m| m.min(rtt.min_us)));
         }
         self.last_report = Some(report.clone());
-        let mut outcome = self.run(now, |alg| alg.on_report(report));
-        // A per-RTT policy follows the RTT even when the algorithm says nothing new.
-        if outcome.command.report_interval_us.is_none() {
-            if let ReportPolicy::PerRtt { rtts } = self.report_policy {
+        let mut outcome = self.run(now_us, |alg| alg.on_report(report));
+        // An interval standing in for a per-RTT policy follows the RTT even when the algorithm
+        // says nothing new; within an eighth it is not worth a message.
+        if outcome.command.report.is_none() && !self.caps.per_rtt_reports {
+            if let (ReportPolicy::PerRtt { rtts }, ReportPolicy::EveryUs(cur)) = (self.report_policy, self.settings.report) {
                 if let Some(us) = self.per_rtt_interval(rtts) {
-                    let cur = self.commanded.report_interval_us as f64;
-                    if (us as f64 - cur).abs() > cur / 8.0 {
-                        self.commanded.report_interval_us = us;
-                        outcome.command.report_interval_us = Some(us);
+                    if (us as f64 - cur as f64).abs() > cur as f64 / 8.0 {
+                        self.settings.report = ReportPolicy::EveryUs(us);
+                        outcome.command.report = Some(self.settings.report);
                     }
                 }
             }
@@ -250,18 +220,18 @@ impl Controller {
     }
 
     /// Replaces the algorithm, seeding the new one from the flow's current state.
-    pub fn swap(&mut self, choice: Choice, now: Instant) -> Outcome {
+    pub fn swap(&mut self, choice: Choice, now_us: u64) -> Outcome {
         self.choice = choice;
         self.algorithm = self.choice.factory.create();
         self.faults.clear();
         let start = self.seeded_start();
-        self.run(now, |alg| alg.init(&start))
+        self.run(now_us, |alg| alg.init(&start))
     }
 
     fn seed(&self) -> Seed {
         Seed {
-            cwnd_bytes: self.commanded.cwnd_bytes,
-            pacing_rate_bytes_per_s: match self.commanded.pacing {
+            cwnd_bytes: self.settings.cwnd_bytes,
+            pacing_rate_bytes_per_s: match self.settings.pacing {
                 Some(PacingCommand::BytesPerSec(r)) => Some(r),
                 _ => None,
             },
@@ -275,21 +245,19 @@ impl Controller {
         FlowStart {
             now_us: self.last_report.as_ref().map_or(0, |r| r.now_us),
             mss_bytes: self.mss,
-            init_cwnd_bytes: self.commanded.cwnd_bytes,
+            init_cwnd_bytes: self.settings.cwnd_bytes,
             seed: Some(self.seed()),
         }
     }
 
-    /// Runs one algorithm call under containment and converts its action.
-    fn run(&mut self, now: Instant, call: impl FnOnce(&mut dyn Algorithm) -> Action) -> Outcome {
+    /// Runs one algorithm call under containment and applies its action.
+    fn run(&mut self, now_us: u64, call: impl FnOnce(&mut dyn Algorithm) -> Action) -> Outcome {
+        let entry = self.settings;
         let result = catch_unwind(AssertUnwindSafe(|| call(self.algorithm.as_mut())));
         let mut outcome = Outcome::default();
         match result {
             Ok(action) => match self.sanitize(&action) {
-                Ok((command, clamped)) => {
-                    outcome.command = command;
-                    outcome.clamped = clamped;
-                }
+                Ok(clamped) => outcome.clamped = clamped,
                 Err(fault) => outcome.fault = Some(fault),
             },
             Err(payload) => {
@@ -300,39 +268,44 @@ impl Controller {
                 self.algorithm = self.choice.factory.create();
                 let start = self.seeded_start();
                 if let Ok(action) = catch_unwind(AssertUnwindSafe(|| self.algorithm.init(&start))) {
-                    if let Ok((command, clamped)) = self.sanitize(&action) {
-                        outcome.command = command;
-                        outcome.clamped += clamped;
-                    }
+                    outcome.clamped += self.sanitize(&action).unwrap_or(0);
                 }
             }
         }
         if outcome.fault.is_some() {
             self.total_faults += 1;
-            self.faults.push_back(now);
-            while self.faults.front().is_some_and(|t| now.duration_since(*t) > self.limits.fault_window) {
+            self.faults.push_back(now_us);
+            while self.faults.front().is_some_and(|t| now_us.saturating_sub(*t) > self.limits.fault_window_us) {
                 self.faults.pop_front();
             }
             if self.faults.len() as u32 > self.limits.max_faults && self.choice.algorithm() != self.fallback.algorithm() {
                 let fallback = self.fallback.clone();
-                let name = fallback.algorithm();
-                let swapped = self.swap(fallback, now);
-                outcome.command = swapped.command;
-                outcome.fell_back_to = Some(name);
+                outcome.fell_back_to = Some(fallback.algorithm());
+                outcome.clamped += self.swap(fallback, now_us).clamped;
             }
         }
+        outcome.command = self.settings.changes_from(Some(&entry));
         outcome
     }
 
     fn per_rtt_interval(&self, rtts: f64) -> Option<u64> {
         let srtt = self.srtt_us? as f64;
         let us = (rtts * srtt).round() as u64;
-        Some(us.clamp(MIN_REPORT_INTERVAL_US, MAX_REPORT_INTERVAL_US))
+        Some(us.clamp(self.limits.min_report_interval_us, MAX_REPORT_INTERVAL_US))
     }
 
-    /// Checks an action and turns it into a command holding only the fields that change.
+    /// A sanitized policy in the datapath's terms; `None` when a per-RTT policy must wait for the
+    /// first RTT sample on a datapath that cannot count RTTs.
+    fn in_datapath_terms(&self, policy: ReportPolicy) -> Option<ReportPolicy> {
+        match policy {
+            ReportPolicy::PerRtt { rtts } if !self.caps.per_rtt_reports => self.per_rtt_interval(rtts).map(ReportPolicy::EveryUs),
+            p => Some(p),
+        }
+    }
+
+    /// Checks an action and applies it to the settings; returns how many values were clamped.
     /// Refuses the whole action if any value is non-finite or non-positive.
-    fn sanitize(&mut self, action: &Action) -> Result<(Command, u32), Fault> {
+    fn sanitize(&mut self, action: &Action) -> Result<u32, Fault> {
         let mss = f64::from(self.mss);
         let mut clamped = 0;
         let mut clamp = |v: f64, lo: f64, hi: f64| {
@@ -363,59 +336,41 @@ impl Controller {
                 let lo = (self.limits.min_pacing_rate_bytes_per_s as f64).min(hi);
                 Some(PacingCommand::BytesPerSec(clamp(r, lo, hi).round() as u64))
             }
-            Some(Pacing::Off) => Some(PacingCommand::Off),
-            None => None,
+            // A datapath that cannot clear pacing keeps its old rate.
+            Some(Pacing::Off) if self.caps.can_clear_pacing => Some(PacingCommand::Off),
+            Some(Pacing::Off) | None => None,
         };
-        let interval = match action.report {
+        let policy = match action.report {
             Some(ReportPolicy::PerRtt { rtts }) if !rtts.is_finite() || rtts <= 0.0 => {
                 return Err(Fault::InvalidReportRtts(rtts))
             }
             Some(ReportPolicy::PerRtt { rtts }) => {
-                let rtts = clamp(rtts, REPORT_RTTS_RANGE.0, REPORT_RTTS_RANGE.1);
-                self.report_policy = ReportPolicy::PerRtt { rtts };
-                self.per_rtt_interval(rtts)
+                Some(ReportPolicy::PerRtt { rtts: clamp(rtts, REPORT_RTTS_RANGE.0, REPORT_RTTS_RANGE.1) })
             }
-            Some(ReportPolicy::EveryUs(us)) => {
-                let us = clamp(us as f64, MIN_REPORT_INTERVAL_US as f64, MAX_REPORT_INTERVAL_US as f64) as u64;
-                self.report_policy = ReportPolicy::EveryUs(us);
-                Some(us)
-            }
+            Some(ReportPolicy::EveryUs(us)) => Some(ReportPolicy::EveryUs(clamp(
+                us as f64,
+                self.limits.min_report_interval_us as f64,
+                MAX_REPORT_INTERVAL_US as f64,
+            ) as u64)),
             None => None,
         };
 
-        let mut cmd = Command::default();
         if let Some(c) = cwnd {
-            if c != self.commanded.cwnd_bytes || self.last_report.is_none() {
-                cmd.cwnd_bytes = Some(c);
-            }
-            self.commanded.cwnd_bytes = c;
+            self.settings.cwnd_bytes = c;
         }
-        if let Some(p) = pacing {
-            let p = match p {
-                // A datapath that cannot clear pacing gets no command; the old rate stays.
-                PacingCommand::Off if !self.caps.can_clear_pacing => None,
-                p => Some(p),
-            };
-            if let Some(p) = p {
-                if self.commanded.pacing != Some(p) {
-                    cmd.pacing = Some(p);
-                }
-                self.commanded.pacing = Some(p);
+        if pacing.is_some() {
+            self.settings.pacing = pacing;
+        }
+        if let Some(p) = policy {
+            self.report_policy = p;
+            if let Some(r) = self.in_datapath_terms(p) {
+                self.settings.report = r;
             }
         }
-        if let Some(us) = interval {
-            if us != self.commanded.report_interval_us {
-                cmd.report_interval_us = Some(us);
-            }
-            self.commanded.report_interval_us = us;
+        if action.rtt_threshold_us.is_some() {
+            self.settings.rtt_threshold_us = action.rtt_threshold_us;
         }
-        if let Some(t) = action.rtt_threshold_us {
-            if self.commanded.rtt_threshold_us != Some(t) {
-                cmd.rtt_threshold_us = Some(t);
-            }
-            self.commanded.rtt_threshold_us = Some(t);
-        }
-        Ok((cmd, clamped))
+        Ok(clamped)
     }
 }
 

@@ -69,6 +69,12 @@ impl ParamSpec {
         ParamSpec { name, kind: ParamKind::Choice { default, options }, unit: "", doc }
     }
 
+    /// The same parameter with another description (a shared spec whose default means something
+    /// particular to one algorithm).
+    pub const fn with_doc(self, doc: &'static str) -> Self {
+        ParamSpec { doc, ..self }
+    }
+
     /// The default, as a value.
     pub fn default_value(&self) -> ParamValue {
         match self.kind {
@@ -152,6 +158,57 @@ impl ParamSpec {
             }
         }
     }
+}
+
+/// Parameters several algorithms declare: one definition each, so that a name means the same
+/// thing, in the same unit and range, wherever it appears.
+pub mod shared {
+    use super::{Bound, ParamSpec};
+    use crate::limits::MIN_CWND_PKTS;
+
+    /// The initial window, packets (RFC 6928: 10).
+    pub const INIT_CWND_PKTS: ParamSpec = ParamSpec::float(
+        "init_cwnd_pkts",
+        10.0,
+        Bound::Inclusive(MIN_CWND_PKTS),
+        Bound::Inclusive(1000.0),
+        "packets",
+        "initial window for new flows (RFC 6928: 10); a flow the datapath started with its own window keeps it",
+    );
+
+    /// Header bytes per packet beyond the MSS in the wire bytes a configured link rate counts.
+    /// 52: ccp-kernel's 1500 bytes per 1448-byte segment.
+    pub const HEADER_BYTES_DEFAULT: f64 = 52.0;
+
+    /// The bottleneck rate μ, Mbit/s of wire bytes; 0 = estimated.
+    pub const MU_MBIT_PER_S: ParamSpec = ParamSpec::float(
+        "mu_mbit_per_s",
+        0.0,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0e7),
+        "Mbit/s",
+        "bottleneck rate mu; 0 = estimate as the maximum EWMA-smoothed receive rate (Nimbus paper §3.1; emulations supplied it)",
+    );
+
+    /// The window of μ's maximum-receive-rate estimate, s; 0 = all-time.
+    pub const MU_WINDOW_S: ParamSpec = ParamSpec::float(
+        "mu_window_s",
+        0.0,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(86_400.0),
+        "s",
+        "window of the maximum-receive-rate estimate of mu; 0 = all-time (the Nimbus authors' code)",
+    );
+
+    /// How a configured μ (wire bytes) is scaled to the payload bytes reports count.
+    pub const HEADER_BYTES: ParamSpec = ParamSpec::float(
+        "header_bytes",
+        HEADER_BYTES_DEFAULT,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1000.0),
+        "bytes",
+        "header bytes per packet beyond the MSS: a configured mu (wire bytes) is scaled by MSS/(MSS + this) to the payload bytes S and R count; 0 = mu counts payload",
+    );
 }
 
 fn describe_toml(v: &toml::Value) -> String {

@@ -1,0 +1,56 @@
+//! Switching existing kernel flows to the agent and back: the capability a datapath offers when
+//! its flows live in this kernel (`Datapath::attach_control`), and what an attach or detach
+//! covers, as one serialisable value built from `ccp-agent attach`'s and `ccp-agent ctl
+//! attach`'s flags and carried over the control socket.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// Which flows, namespaces and cgroups an attach or detach covers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Selection {
+    /// Every flow.
+    pub all: bool,
+    /// Flows with either end on one of these ports.
+    pub ports: Vec<u16>,
+    /// Flows with either end in one of these addresses or prefixes.
+    pub addrs: Vec<String>,
+    /// Namespace paths (/run/netns/NAME, /proc/PID/ns/net); none: the agent's own.
+    pub netns: Vec<PathBuf>,
+    /// Every namespace that can be named.
+    pub all_netns: bool,
+    /// cgroup v2 directories: attach puts their new flows on the agent; detach removes them.
+    pub cgroups: Vec<PathBuf>,
+    /// Attach only: make the agent's congestion control the namespaces' default.
+    pub set_default: bool,
+}
+
+/// One flow an attach or detach tried to switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Switched {
+    pub netns: String,
+    pub local: Option<String>,
+    pub remote: Option<String>,
+    pub from: String,
+    pub to: String,
+    /// Why the switch failed, if it did.
+    pub error: Option<String>,
+}
+
+/// What an attach or detach did, for the caller and the log.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AttachReport {
+    pub switched: Vec<Switched>,
+    pub failed: usize,
+    pub cgroups: Vec<PathBuf>,
+    pub defaults: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Attach and detach, offered by datapaths whose flows live in this kernel.
+pub trait AttachControl {
+    fn attach(&mut self, selection: &Selection) -> Result<AttachReport, String>;
+    fn detach(&mut self, selection: &Selection) -> Result<AttachReport, String>;
+}

@@ -1,0 +1,371 @@
+//! The agent's one flow table: every flow of every datapath, its controller, and what its
+//! datapath holds of the controller's settings.
+//!
+//! Datapath events come in (`handle`), each flow's `Controller` (the containment boundary of
+//! `ccp-contract`) turns reports into settings, and the flow's latch applies what changed through
+//! the flow's adapter; what could not be applied is retried on the next tick (`retry`). Flows
+//! that stop reporting are forgotten after the idle timeout (`expire`); one that reports again is
+//! adopted again by its adapter, like a flow running before the agent started. Adapters keep no
+//! flow lifecycle of their own: `contains` is what they ask.
+//!
+//! Time comes in as `now_us`, the runtime's clock (microseconds since the agent started).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ccp_contract::{Controller, Limits, Outcome, PacingCommand, ReportPolicy};
+use serde::Serialize;
+use tracing::{debug, info, warn};
+
+use crate::datapath::latch::Latch;
+use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
+use crate::rules::Policy;
+use crate::runtime::FlowTrace;
+
+/// A flow: the index of its datapath adapter and the adapter's reference.
+pub type FlowKey = (usize, FlowRef);
+
+/// Agent-wide counters.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Counters {
+    pub flows_started: u64,
+    pub flows_adopted: u64,
+    pub flows_closed: u64,
+    pub flows_forgotten: u64,
+    pub reports: u64,
+    pub reports_for_unknown_flows: u64,
+    pub commands_sent: u64,
+    pub apply_errors: u64,
+    pub algorithm_faults: u64,
+    pub algorithm_panics: u64,
+    pub clamped_values: u64,
+    pub fallbacks: u64,
+    pub swaps: u64,
+    pub control_requests: u64,
+}
+
+/// One flow's row in a status snapshot.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowStatus {
+    pub id: u64,
+    pub datapath: String,
+    pub sid: u32,
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    pub algorithm: &'static str,
+    pub chosen_by: String,
+    pub cwnd_bytes: u64,
+    pub pacing_rate_bytes_per_s: Option<u64>,
+    pub srtt_us: Option<u64>,
+    /// The report policy the datapath has: an interval, or a number of RTTs it counts itself.
+    pub report_interval_us: Option<u64>,
+    pub report_rtts: Option<f64>,
+    pub reports: u64,
+    pub report_age_ms: Option<u64>,
+    pub faults: u64,
+    /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode).
+    pub state: BTreeMap<&'static str, f64>,
+}
+
+/// What a flow's reports added up to, for the log line when it closes.
+#[derive(Debug, Clone, Copy, Default)]
+struct Totals {
+    acked_bytes: u64,
+    lost_pkts: u64,
+    ce_pkts: u64,
+    timeouts: u64,
+}
+
+pub struct Flow {
+    pub id: u64,
+    pub info: FlowInfo,
+    pub controller: Controller,
+    latch: Latch,
+    last_activity_us: u64,
+    last_report_us: Option<u64>,
+    reports: u64,
+    totals: Totals,
+}
+
+pub struct FlowTable {
+    flows: BTreeMap<FlowKey, Flow>,
+    /// Flows whose datapath does not hold their settings yet (an apply failed).
+    unapplied: BTreeSet<FlowKey>,
+    next_id: u64,
+    pub policy: Policy,
+    pub limits: Limits,
+    pub idle_timeout_us: u64,
+    pub counters: Counters,
+}
+
+impl FlowTable {
+    pub fn new(policy: Policy, limits: Limits, idle_timeout_us: u64) -> FlowTable {
+        FlowTable {
+            flows: BTreeMap::new(),
+            unapplied: BTreeSet::new(),
+            next_id: 1,
+            policy,
+            limits,
+            idle_timeout_us,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn contains(&self, dp: usize, flow: FlowRef) -> bool {
+        self.flows.contains_key(&(dp, flow))
+    }
+
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> {
+        self.flows.iter()
+    }
+
+    pub fn get(&self, key: &FlowKey) -> Option<&Flow> {
+        self.flows.get(key)
+    }
+
+    /// One datapath event for the flows of adapter `dp`.
+    pub fn handle(
+        &mut self,
+        dp: usize,
+        adapter: &mut dyn Datapath,
+        ev: DatapathEvent,
+        now_us: u64,
+        trace: Option<&mut FlowTrace>,
+    ) {
+        match ev {
+            DatapathEvent::FlowStarted { flow, info } => self.start(dp, adapter, flow, info, now_us),
+            DatapathEvent::Report { flow, report } => {
+                self.counters.reports += 1;
+                let key = (dp, flow);
+                let Some(f) = self.flows.get_mut(&key) else {
+                    self.counters.reports_for_unknown_flows += 1;
+                    debug!(%flow, "report for a flow the adapter did not announce");
+                    return;
+                };
+                f.reports += 1;
+                f.last_report_us = Some(now_us);
+                f.last_activity_us = now_us;
+                f.totals.acked_bytes += report.acked_bytes;
+                f.totals.lost_pkts += report.lost_pkts;
+                f.totals.ce_pkts += report.ce_pkts;
+                f.totals.timeouts += u64::from(report.timeouts);
+                let outcome = f.controller.on_report(&report, now_us);
+                if let Some(t) = trace {
+                    t.record(now_us, f.id, &report, &f.controller);
+                }
+                self.account(key, adapter, &outcome);
+            }
+            DatapathEvent::FlowClosed { flow, reason } => {
+                let key = (dp, flow);
+                self.unapplied.remove(&key);
+                if let Some(f) = self.flows.remove(&key) {
+                    self.counters.flows_closed += 1;
+                    let t = f.totals;
+                    info!(
+                        flow = f.id, datapath_flow = %flow, ?reason, reports = f.reports, acked_bytes = t.acked_bytes,
+                        lost_pkts = t.lost_pkts, ce_pkts = t.ce_pkts, timeouts = t.timeouts, "flow closed"
+                    );
+                }
+            }
+            DatapathEvent::SettingsLost { flow } => {
+                let key = (dp, flow);
+                if let Some(f) = self.flows.get_mut(&key) {
+                    f.latch.reset();
+                    self.flush(key, adapter, false);
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, info: FlowInfo, now_us: u64) {
+        let key = (dp, flow);
+        if let Some(old) = self.flows.remove(&key) {
+            debug!(flow = old.id, "flow id re-used by the datapath");
+        }
+        let choice = self.policy.select(&info).clone();
+        let start = ccp_contract::FlowStart {
+            now_us: info.existing.as_ref().and_then(|s| s.last_report.as_ref()).map_or(0, |r| r.now_us),
+            mss_bytes: info.mss_bytes,
+            init_cwnd_bytes: info.init_cwnd_bytes,
+            seed: info.existing.clone(),
+        };
+        let (controller, outcome) =
+            Controller::start(choice, self.policy.fallback.clone(), adapter.capabilities(), self.limits.clone(), &start, now_us);
+        let id = self.next_id;
+        self.next_id += 1;
+        if info.existing.is_some() {
+            self.counters.flows_adopted += 1;
+        } else {
+            self.counters.flows_started += 1;
+        }
+        info!(
+            flow = id,
+            datapath = %adapter.peer_name(flow.peer),
+            sid = flow.sid,
+            src = ?info.src,
+            dst = ?info.dst,
+            mss = info.mss_bytes,
+            algorithm = controller.algorithm_name(),
+            chosen_by = %controller.choice().origin,
+            adopted = info.existing.is_some(),
+            "flow started"
+        );
+        let flow = Flow {
+            id,
+            info,
+            controller,
+            latch: Latch::default(),
+            last_activity_us: now_us,
+            last_report_us: None,
+            reports: 0,
+            totals: Totals::default(),
+        };
+        self.flows.insert(key, flow);
+        self.account(key, adapter, &outcome);
+    }
+
+    /// Counts and logs what a controller did, and applies the flow's settings.
+    fn account(&mut self, key: FlowKey, adapter: &mut dyn Datapath, outcome: &Outcome) {
+        let id = self.flows.get(&key).map_or(0, |f| f.id);
+        self.counters.clamped_values += u64::from(outcome.clamped);
+        if let Some(fault) = &outcome.fault {
+            self.counters.algorithm_faults += 1;
+            if outcome.restarted {
+                self.counters.algorithm_panics += 1;
+            }
+            warn!(flow = id, %fault, restarted = outcome.restarted, "algorithm fault contained; flow keeps its last sane window");
+        }
+        if let Some(to) = outcome.fell_back_to {
+            self.counters.fallbacks += 1;
+            warn!(flow = id, fallback = to, "algorithm replaced after repeated faults");
+        }
+        self.flush(key, adapter, false);
+    }
+
+    /// Applies what the flow's datapath does not hold yet.
+    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, retry: bool) {
+        let Some(f) = self.flows.get_mut(&key) else {
+            self.unapplied.remove(&key);
+            return;
+        };
+        let want = *f.controller.settings();
+        let changed = f.latch.pending(&want);
+        if changed.is_empty() {
+            self.unapplied.remove(&key);
+            return;
+        }
+        match adapter.apply(key.1, &want, &changed) {
+            Ok(()) => {
+                f.latch.applied(want);
+                self.unapplied.remove(&key);
+                self.counters.commands_sent += 1;
+            }
+            Err(e) => {
+                self.counters.apply_errors += 1;
+                if matches!(e, ApplyError::UnknownFlow(_)) {
+                    // Nothing to retry: the adapter has no such flow (its close is on the way).
+                    self.unapplied.remove(&key);
+                } else {
+                    self.unapplied.insert(key);
+                }
+                if retry {
+                    debug!(flow = f.id, error = %e, "retry of undelivered settings failed");
+                } else {
+                    warn!(flow = f.id, error = %e, "could not deliver settings; will retry");
+                }
+            }
+        }
+    }
+
+    /// Retries what adapter `dp` could not apply.
+    pub fn retry(&mut self, dp: usize, adapter: &mut dyn Datapath) {
+        let keys: Vec<FlowKey> =
+            self.unapplied.range((dp, FlowRef { peer: 0, sid: 0 })..).take_while(|k| k.0 == dp).copied().collect();
+        for key in keys {
+            self.flush(key, adapter, true);
+        }
+    }
+
+    /// Forgets flows silent for longer than the idle timeout; returns them so that their
+    /// adapters can drop what they keep for them.
+    pub fn expire(&mut self, now_us: u64) -> Vec<FlowKey> {
+        let idle = self.idle_timeout_us;
+        let stale: Vec<FlowKey> =
+            self.flows.iter().filter(|(_, f)| now_us.saturating_sub(f.last_activity_us) > idle).map(|(k, _)| *k).collect();
+        for key in &stale {
+            if let Some(f) = self.flows.remove(key) {
+                self.unapplied.remove(key);
+                self.counters.flows_forgotten += 1;
+                warn!(flow = f.id, idle_s = idle / 1_000_000, "forgetting a flow that stopped reporting");
+            }
+        }
+        stale
+    }
+
+    /// Swaps each flow in `keys` to `choose(flow)`; returns the ids swapped.
+    pub fn swap(
+        &mut self,
+        keys: &[FlowKey],
+        choose: impl Fn(&Flow) -> ccp_contract::Choice,
+        adapters: &mut [Box<dyn Datapath>],
+        now_us: u64,
+    ) -> Vec<u64> {
+        let mut ids = Vec::with_capacity(keys.len());
+        for key in keys {
+            let Some(f) = self.flows.get_mut(key) else { continue };
+            let choice = choose(f);
+            let outcome = f.controller.swap(choice, now_us);
+            ids.push(f.id);
+            self.counters.swaps += 1;
+            self.account(*key, adapters[key.0].as_mut(), &outcome);
+        }
+        ids
+    }
+
+    /// A snapshot of every flow.
+    pub fn status(&self, adapters: &[Box<dyn Datapath>], now_us: u64) -> Vec<FlowStatus> {
+        self.flows
+            .iter()
+            .map(|((dp, fref), f)| {
+                let settings = f.controller.settings();
+                FlowStatus {
+                    id: f.id,
+                    datapath: adapters[*dp].peer_name(fref.peer),
+                    sid: fref.sid,
+                    src: f.info.src.map(|(a, p)| format!("{a}:{p}")),
+                    dst: f.info.dst.map(|(a, p)| format!("{a}:{p}")),
+                    algorithm: f.controller.algorithm_name(),
+                    chosen_by: f.controller.choice().origin.clone(),
+                    cwnd_bytes: settings.cwnd_bytes,
+                    pacing_rate_bytes_per_s: match settings.pacing {
+                        Some(PacingCommand::BytesPerSec(r)) => Some(r),
+                        _ => None,
+                    },
+                    srtt_us: f.controller.srtt_us(),
+                    report_interval_us: match settings.report {
+                        ReportPolicy::EveryUs(us) => Some(us),
+                        ReportPolicy::PerRtt { .. } => None,
+                    },
+                    report_rtts: match settings.report {
+                        ReportPolicy::PerRtt { rtts } => Some(rtts),
+                        ReportPolicy::EveryUs(_) => None,
+                    },
+                    reports: f.reports,
+                    report_age_ms: f.last_report_us.map(|t| now_us.saturating_sub(t) / 1000),
+                    faults: f.controller.total_faults(),
+                    state: f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

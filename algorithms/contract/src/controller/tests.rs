@@ -1,0 +1,306 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::limits::{MIN_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
+use crate::report::RttStats;
+
+/// An algorithm that plays back a script of behaviours, one per call.
+#[derive(Clone)]
+enum Step {
+    Act(Action),
+    Panic,
+}
+
+/// The script position is shared by every instance a factory makes, so a restarted algorithm
+/// carries on where the faulty one stopped (a bug that reproduces), instead of replaying.
+struct Scripted {
+    steps: Arc<Vec<Step>>,
+    at: Arc<AtomicUsize>,
+}
+
+impl Algorithm for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn init(&mut self, start: &FlowStart) -> Action {
+        Action::cwnd(start.seed.as_ref().map_or(10_000.0, |s| s.cwnd_bytes as f64))
+    }
+    fn on_report(&mut self, _: &Report) -> Action {
+        let at = self.at.fetch_add(1, Ordering::SeqCst);
+        let step = self.steps.get(at).cloned().unwrap_or(Step::Act(Action::default()));
+        match step {
+            Step::Act(a) => a,
+            Step::Panic => panic!("scripted panic"),
+        }
+    }
+    fn state(&self) -> Vec<StateVar> {
+        vec![StateVar { name: "at", value: self.at.load(Ordering::SeqCst) as f64 }]
+    }
+}
+
+struct ScriptFactory(Arc<Vec<Step>>, Arc<AtomicUsize>);
+
+impl AlgorithmFactory for ScriptFactory {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        Box::new(Scripted { steps: Arc::clone(&self.0), at: Arc::clone(&self.1) })
+    }
+}
+
+/// The fallback of these tests: starts from the flow's window and adds one MSS per report.
+struct Additive {
+    cwnd: f64,
+    mss: f64,
+}
+
+impl Algorithm for Additive {
+    fn name(&self) -> &'static str {
+        "additive"
+    }
+    fn init(&mut self, start: &FlowStart) -> Action {
+        self.mss = start.mss();
+        self.cwnd = start.start_cwnd_bytes() as f64;
+        Action::cwnd(self.cwnd)
+    }
+    fn on_report(&mut self, _: &Report) -> Action {
+        self.cwnd += self.mss;
+        Action::cwnd(self.cwnd)
+    }
+}
+
+struct AdditiveFactory;
+
+impl AlgorithmFactory for AdditiveFactory {
+    fn name(&self) -> &'static str {
+        "additive"
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        Box::new(Additive { cwnd: 0.0, mss: 1.0 })
+    }
+}
+
+fn choice(steps: Vec<Step>) -> Choice {
+    Choice::new(Arc::new(ScriptFactory(Arc::new(steps), Arc::default())), toml::Table::new(), "test")
+}
+
+fn additive() -> Choice {
+    Choice::new(Arc::new(AdditiveFactory), toml::Table::new(), "fallback")
+}
+
+const CAPS: Capabilities =
+    Capabilities { max_cwnd_bytes: 1 << 32, max_rate_bytes_per_s: 1 << 32, can_clear_pacing: false, per_rtt_reports: false };
+
+fn flow() -> FlowStart {
+    FlowStart::new(1000, 10_000)
+}
+
+fn report(now_us: u64) -> Report {
+    Report {
+        now_us,
+        interval_us: 10_000,
+        mss_bytes: 1000,
+        acked_bytes: 5000,
+        rtt: Some(RttStats { min_us: 20_000, max_us: 20_000, last_us: 20_000, srtt_us: 20_000, mean_us: 20_000, samples: 5 }),
+        ..Report::default()
+    }
+}
+
+fn start_with(steps: Vec<Step>, caps: Capabilities) -> (Controller, Outcome) {
+    Controller::start(choice(steps), additive(), caps, Limits::default(), &flow(), 0)
+}
+
+fn start(steps: Vec<Step>) -> (Controller, Outcome) {
+    start_with(steps, CAPS)
+}
+
+#[test]
+fn first_command_carries_every_setting() {
+    let (c, out) = start(vec![]);
+    assert_eq!(out.command.cwnd_bytes, Some(10_000));
+    assert_eq!(out.command.report, Some(ReportPolicy::EveryUs(10_000)));
+    assert_eq!(c.cwnd_bytes(), 10_000);
+    assert_eq!(out.command, c.settings().changes_from(None));
+}
+
+#[test]
+fn unchanged_values_are_not_resent() {
+    let (mut c, _) = start(vec![Step::Act(Action::cwnd(20_000.0)), Step::Act(Action::cwnd(20_000.0))]);
+    assert_eq!(c.on_report(&report(1), 1).command.cwnd_bytes, Some(20_000));
+    assert!(c.on_report(&report(2), 2).command.is_empty());
+}
+
+#[test]
+fn nan_infinite_and_nonpositive_windows_are_refused() {
+    for bad in [f64::NAN, f64::INFINITY, -5.0, 0.0] {
+        let (mut c, _) = start(vec![Step::Act(Action::cwnd(bad).with_pacing(Pacing::BytesPerSec(1e6)))]);
+        let out = c.on_report(&report(1), 1);
+        assert!(matches!(out.fault, Some(Fault::InvalidCwnd(_))), "{bad}: {out:?}");
+        assert!(out.command.is_empty(), "the whole action is refused, pacing too");
+        assert_eq!(c.cwnd_bytes(), 10_000, "the flow keeps its last sane window");
+        assert_eq!(c.pacing(), None);
+    }
+}
+
+#[test]
+fn tiny_and_huge_windows_are_clamped() {
+    let (mut c, _) = start(vec![Step::Act(Action::cwnd(1.0)), Step::Act(Action::cwnd(1e30))]);
+    let out = c.on_report(&report(1), 1);
+    assert_eq!(out.command.cwnd_bytes, Some(2000), "two packets at MSS 1000");
+    assert_eq!(out.clamped, 1);
+    let out = c.on_report(&report(2), 2);
+    assert_eq!(out.command.cwnd_bytes, Some(1 << 32));
+}
+
+#[test]
+fn pacing_is_clamped_and_off_is_dropped_where_unsupported() {
+    let (mut c, _) = start(vec![
+        Step::Act(Action::default().with_pacing(Pacing::BytesPerSec(1.0))),
+        Step::Act(Action::default().with_pacing(Pacing::Off)),
+        Step::Act(Action::default().with_pacing(Pacing::BytesPerSec(f64::NAN))),
+    ]);
+    let out = c.on_report(&report(1), 1);
+    assert_eq!(out.command.pacing, Some(PacingCommand::BytesPerSec(12_500)));
+    assert!(c.on_report(&report(2), 2).command.is_empty());
+    let out = c.on_report(&report(3), 3);
+    assert!(matches!(out.fault, Some(Fault::InvalidPacingRate(_))));
+    assert_eq!(c.pacing(), Some(PacingCommand::BytesPerSec(12_500)));
+}
+
+#[test]
+fn pacing_off_reaches_datapaths_that_can_clear_it() {
+    let caps = Capabilities { can_clear_pacing: true, ..CAPS };
+    let (mut c, _) = start_with(
+        vec![
+            Step::Act(Action::default().with_pacing(Pacing::BytesPerSec(1e6))),
+            Step::Act(Action::default().with_pacing(Pacing::Off)),
+        ],
+        caps,
+    );
+    c.on_report(&report(1), 1);
+    assert_eq!(c.on_report(&report(2), 2).command.pacing, Some(PacingCommand::Off));
+    assert_eq!(c.pacing(), Some(PacingCommand::Off));
+}
+
+#[test]
+fn panic_keeps_window_restarts_then_falls_back() {
+    let (mut c, _) = start(vec![Step::Act(Action::cwnd(30_000.0)), Step::Panic, Step::Panic, Step::Panic, Step::Panic]);
+    c.on_report(&report(1), 1);
+    assert_eq!(c.cwnd_bytes(), 30_000);
+    for i in 0..3 {
+        let out = c.on_report(&report(2 + i), 2 + i);
+        assert!(matches!(out.fault, Some(Fault::Panicked(ref m)) if m == "scripted panic"), "{out:?}");
+        assert!(out.restarted, "a panicked instance is rebuilt");
+        assert!(out.fell_back_to.is_none());
+        assert_eq!(c.algorithm_name(), "scripted");
+        assert_eq!(c.cwnd_bytes(), 30_000, "the rebuilt instance is seeded with the flow's window");
+    }
+    // The fourth fault inside the window exceeds max_faults = 3.
+    let out = c.on_report(&report(10), 10);
+    assert_eq!(out.fell_back_to, Some("additive"));
+    assert_eq!(c.algorithm_name(), "additive");
+    assert_eq!(c.cwnd_bytes(), 30_000, "the fallback continues from the flow's window");
+    assert_eq!(c.total_faults(), 4);
+    // And the fallback now drives the flow.
+    assert_eq!(c.on_report(&report(11), 11).command.cwnd_bytes, Some(31_000));
+}
+
+#[test]
+fn faults_outside_the_window_are_forgotten() {
+    let (mut c, _) = start(vec![Step::Panic; 10]);
+    for i in 0..10u64 {
+        let out = c.on_report(&report(i), 61_000_000 * i);
+        assert!(out.fault.is_some());
+        assert!(out.fell_back_to.is_none());
+    }
+    assert_eq!(c.algorithm_name(), "scripted");
+}
+
+#[test]
+fn per_rtt_reports_follow_the_rtt_where_the_datapath_cannot_count_rtts() {
+    let steps = vec![Step::Act(Action::default().with_report(ReportPolicy::PerRtt { rtts: 1.0 }))];
+    let (mut c, _) = start(steps);
+    let out = c.on_report(&report(1), 1);
+    assert_eq!(out.command.report, Some(ReportPolicy::EveryUs(20_000)));
+    let mut r = report(2);
+    r.rtt = Some(RttStats { srtt_us: 21_000, ..r.rtt.unwrap() });
+    assert_eq!(c.on_report(&r, 2).command.report, None, "within 1/8: not resent");
+    r.rtt = Some(RttStats { srtt_us: 40_000, ..r.rtt.unwrap() });
+    assert_eq!(c.on_report(&r, 3).command.report, Some(ReportPolicy::EveryUs(40_000)));
+}
+
+#[test]
+fn per_rtt_reports_go_as_such_to_datapaths_that_count_rtts() {
+    let caps = Capabilities { per_rtt_reports: true, ..CAPS };
+    let steps = vec![
+        Step::Act(Action::default().with_report(ReportPolicy::PerRtt { rtts: 0.125 })),
+        Step::Act(Action::default().with_report(ReportPolicy::PerRtt { rtts: 1e9 })),
+    ];
+    let (mut c, _) = start_with(steps, caps);
+    assert_eq!(c.on_report(&report(1), 1).command.report, Some(ReportPolicy::PerRtt { rtts: 0.125 }));
+    let mut r = report(2);
+    r.rtt = Some(RttStats { srtt_us: 40_000, ..r.rtt.unwrap() });
+    let out = c.on_report(&r, 2);
+    assert_eq!(out.command.report, Some(ReportPolicy::PerRtt { rtts: REPORT_RTTS_RANGE.1 }));
+    assert_eq!(out.clamped, 1);
+}
+
+#[test]
+fn a_per_rtt_default_waits_for_an_rtt_on_datapaths_that_cannot_count_rtts() {
+    let limits = Limits { default_report: ReportPolicy::PerRtt { rtts: 1.0 }, ..Limits::default() };
+    let (c, out) = Controller::start(choice(vec![]), additive(), CAPS, limits.clone(), &flow(), 0);
+    assert_eq!(out.command.report, Some(ReportPolicy::EveryUs(INTERVAL_BEFORE_RTT_US)));
+    assert_eq!(c.settings().report, ReportPolicy::EveryUs(INTERVAL_BEFORE_RTT_US));
+    let native = Capabilities { per_rtt_reports: true, ..CAPS };
+    let (_, out) = Controller::start(choice(vec![]), additive(), native, limits, &flow(), 0);
+    assert_eq!(out.command.report, Some(ReportPolicy::PerRtt { rtts: 1.0 }));
+}
+
+#[test]
+fn invalid_per_rtt_policies_are_faults() {
+    for bad in [f64::NAN, 0.0, -1.0, f64::INFINITY] {
+        let (mut c, _) = start(vec![Step::Act(Action::default().with_report(ReportPolicy::PerRtt { rtts: bad }))]);
+        let out = c.on_report(&report(1), 1);
+        assert!(matches!(out.fault, Some(Fault::InvalidReportRtts(_))), "{bad}: {out:?}");
+        assert_eq!(c.settings().report, ReportPolicy::EveryUs(10_000));
+    }
+}
+
+#[test]
+fn report_interval_is_bounded() {
+    let (mut c, _) = start(vec![Step::Act(Action::default().with_report(ReportPolicy::EveryUs(1)))]);
+    let out = c.on_report(&report(1), 1);
+    assert_eq!(out.command.report, Some(ReportPolicy::EveryUs(MIN_REPORT_INTERVAL_US)));
+}
+
+#[test]
+fn swap_seeds_the_new_algorithm_from_the_flow() {
+    let (mut c, _) = start(vec![Step::Act(Action::cwnd(50_000.0))]);
+    c.on_report(&report(1), 1);
+    let out = c.swap(additive(), 2);
+    assert_eq!(c.algorithm_name(), "additive");
+    assert!(out.command.is_empty(), "{out:?}");
+    assert_eq!(c.cwnd_bytes(), 50_000);
+    assert_eq!(c.on_report(&report(2), 3).command.cwnd_bytes, Some(51_000));
+}
+
+#[test]
+fn adopted_flow_starts_from_its_reported_window() {
+    let mut f = flow();
+    f.seed = Some(Seed { cwnd_bytes: 77_000, srtt_us: Some(20_000), ..Seed::default() });
+    let (c, out) = Controller::start(additive(), additive(), CAPS, Limits::default(), &f, 0);
+    assert_eq!(c.cwnd_bytes(), 77_000);
+    assert_eq!(c.srtt_us(), Some(20_000));
+    assert_eq!(out.command.cwnd_bytes, Some(77_000));
+}
+
+#[test]
+fn settings_changes_name_only_what_differs() {
+    let a = Settings { cwnd_bytes: 10, pacing: None, report: ReportPolicy::EveryUs(5), rtt_threshold_us: Some(7) };
+    assert!(a.changes_from(Some(&a)).is_empty());
+    let b = Settings { cwnd_bytes: 11, ..a };
+    assert_eq!(b.changes_from(Some(&a)), Command { cwnd_bytes: Some(11), ..Command::default() });
+    let all = a.changes_from(None);
+    assert_eq!((all.cwnd_bytes, all.pacing, all.report, all.rtt_threshold_us), (Some(10), None, Some(a.report), Some(7)));
+}

@@ -1,0 +1,74 @@
+//! The datapath side of a decision: what the controller wants a datapath to hold for one flow
+//! ([`Settings`]), the fields of it that changed ([`Command`]), and what a datapath can carry
+//! ([`Capabilities`]). Values here are sanitized: finite, positive, clamped, integral.
+
+use crate::action::ReportPolicy;
+
+/// A sanitized pacing instruction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacingCommand {
+    Off,
+    BytesPerSec(u64),
+}
+
+/// Everything the controller wants the datapath to hold for a flow. The controller always has a
+/// complete set (a window, a report policy); pacing and the RTT threshold stay `None` until an
+/// algorithm first asks for them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    pub cwnd_bytes: u64,
+    pub pacing: Option<PacingCommand>,
+    /// In the datapath's own terms: `PerRtt` only for datapaths that count RTTs themselves
+    /// ([`Capabilities::per_rtt_reports`]); otherwise an interval the controller keeps in step
+    /// with the flow's smoothed RTT.
+    pub report: ReportPolicy,
+    pub rtt_threshold_us: Option<u64>,
+}
+
+impl Settings {
+    /// The fields of `self` that `from` does not hold (all of them when `from` is `None`).
+    pub fn changes_from(&self, from: Option<&Settings>) -> Command {
+        let Some(from) = from else {
+            return Command {
+                cwnd_bytes: Some(self.cwnd_bytes),
+                pacing: self.pacing,
+                report: Some(self.report),
+                rtt_threshold_us: self.rtt_threshold_us,
+            };
+        };
+        let changed = |new, old| (new != old).then_some(new);
+        Command {
+            cwnd_bytes: changed(self.cwnd_bytes, from.cwnd_bytes),
+            pacing: self.pacing.filter(|p| from.pacing != Some(*p)),
+            report: (self.report != from.report).then_some(self.report),
+            rtt_threshold_us: self.rtt_threshold_us.filter(|t| from.rtt_threshold_us != Some(*t)),
+        }
+    }
+}
+
+/// The fields of [`Settings`] that changed; `None` fields are left as they are.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Command {
+    pub cwnd_bytes: Option<u64>,
+    pub pacing: Option<PacingCommand>,
+    pub report: Option<ReportPolicy>,
+    pub rtt_threshold_us: Option<u64>,
+}
+
+impl Command {
+    pub fn is_empty(&self) -> bool {
+        self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report.is_none() && self.rtt_threshold_us.is_none()
+    }
+}
+
+/// What a datapath can carry: the controller clamps every value to these.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Capabilities {
+    pub max_cwnd_bytes: u64,
+    pub max_rate_bytes_per_s: u64,
+    /// Whether pacing, once set, can be switched off again.
+    pub can_clear_pacing: bool,
+    /// Whether the datapath counts RTTs itself, so a per-RTT report policy goes to it as such
+    /// rather than as an interval the controller recomputes from the smoothed RTT.
+    pub per_rtt_reports: bool,
+}

@@ -1,0 +1,553 @@
+//! NimbusCC's configuration: its declared parameters (one table drives validation, defaults and
+//! `ccp-agent algorithms`), the validated `NimbusConfig` with its cross-field checks, and the
+//! factory that builds flows. BasicDelay's parameters and the shared ones (μ, the initial window)
+//! are declared where they belong and only listed here.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use ccp_contract::params::shared;
+use ccp_contract::{Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, ParamError, ParamSpec, Params};
+
+use super::cross_traffic::{self, LinkRate};
+use super::elasticity::{self, EtaBands, EtaForm, Plans};
+use super::election;
+use super::mode::{self, Mode, ModeConfig};
+use super::pulse::{self, Pulse};
+use super::{NimbusCC, US_PER_S};
+use crate::basic_delay::{self, BasicDelayCore, TargetDelay};
+use crate::copa::CopaConfig;
+use crate::cubic::CubicConfig;
+use crate::reno::RenoConfig;
+use crate::vegas::VegasConfig;
+
+/// Report interval requested from the datapath, µs (paper §7: 10 ms).
+pub const REPORT_INTERVAL_US: u64 = 10_000;
+/// Grid step of the sampled series, µs (paper §7, spec A4: 10 ms).
+pub const SAMPLE_INTERVAL_US: u64 = 10_000;
+/// Pulse frequency in competitive mode, Hz (paper §3.4, §4.2: 5).
+pub const FREQ_COMPETITIVE_HZ: f64 = 5.0;
+/// Pulse frequency in delay mode, Hz (paper §4.2: 6).
+pub const FREQ_DELAY_HZ: f64 = 6.0;
+/// Entering competitive mode restores the rate from this long ago, s (paper §4.1: 5 s).
+pub const RESTORE_LOOKBACK_S: f64 = 5.0;
+/// Forced competitive when x_min exceeds this fraction of the competitive pulse period (spec A21).
+pub const MAX_RTT_PERIOD_FRACTION: f64 = 0.8;
+/// In delay mode, a loss rate above this over one loss period forces competitive mode (spec A22).
+pub const DELAY_LOSS_LIMIT: f64 = 0.01;
+/// No valid rate pair for this long: the detector has no evidence, ms.
+pub const STALE_RATE_MS: f64 = 500.0;
+/// Time constant of the watcher mode ratio and the multi-pulser ratio, s (authors: 0.02 per 5 ms).
+pub const ROLE_EWMA_TAU_S: f64 = 0.25;
+
+const COMPETITIVE_OPTIONS: &[&str] = &["cubic", "reno"];
+const DELAY_OPTIONS: &[&str] = &["basic_delay", "vegas", "copa"];
+const MODE_OPTIONS: &[&str] = &["competitive", "delay"];
+const ETA_FORM_OPTIONS: &[&str] = &["band", "bin"];
+const RESTORE_RTT_OPTIONS: &[&str] = &["current", "sample"];
+
+const PARAMS: &[ParamSpec] = &[
+    // The link and the cross-traffic estimate.
+    shared::MU_MBIT_PER_S,
+    shared::MU_WINDOW_S,
+    shared::HEADER_BYTES,
+    ParamSpec::bool("smooth_rates", false, "replace S and R by EWMAs (gain 0.2) before Eq. 1 (the authors' use_ewma; off)"),
+    ParamSpec::float(
+        "stale_rate_ms",
+        STALE_RATE_MS,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(60_000.0),
+        "ms",
+        "no valid send/receive rate pair for this long: the detector has no evidence and leans elastic",
+    ),
+    // The pulse.
+    ParamSpec::float(
+        "pulse_size",
+        pulse::PULSE_SIZE,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "pulse peak as a fraction of mu (paper Fig. 6: 1/4; trough = 1/3 of it)",
+    ),
+    ParamSpec::float(
+        "pulse_up_fraction",
+        pulse::UP_FRACTION,
+        Bound::Exclusive(0.0),
+        Bound::Exclusive(1.0),
+        "",
+        "fraction of the pulse period in the positive half-sine (paper Fig. 6: 1/4)",
+    ),
+    ParamSpec::float("freq_competitive_hz", FREQ_COMPETITIVE_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pc in competitive mode (paper: 5)"),
+    ParamSpec::float("freq_delay_hz", FREQ_DELAY_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pd in delay mode (paper §4.2: 6)"),
+    ParamSpec::bool(
+        "mode_dependent_frequency",
+        true,
+        "pulse at f_pd in delay mode even as a single flow (authors' code; spec A9); false = always f_pc",
+    ),
+    // The detector.
+    ParamSpec::int("sample_interval_us", SAMPLE_INTERVAL_US as i64, 1_000, 50_000, "µs", "grid step of the sampled series (paper §7: 10 ms)"),
+    ParamSpec::int("fft_len", elasticity::FFT_LEN as i64, 64, 4096, "samples", "pulser FFT window (authors: 512 = 5.12 s; paper: 5 s = 500)"),
+    ParamSpec::int("watcher_fft_len", elasticity::WATCHER_FFT_LEN as i64, 64, 4096, "samples", "watcher FFT window (authors: 256 = 2.56 s)"),
+    ParamSpec::choice(
+        "eta_form",
+        "band",
+        ETA_FORM_OPTIONS,
+        "eta numerator/denominator: \"band\" = band maxima (authors; spec A1), \"bin\" = the paper's single bin over the open band",
+    ),
+    ParamSpec::float("eps_hz", elasticity::EPS_HZ, Bound::Exclusive(0.0), Bound::Inclusive(5.0), "Hz", "epsilon of Eq. 3: numerator half-width and guard below 2 f_p (paper: 0.5)"),
+    ParamSpec::float(
+        "den_low_offset_hz",
+        elasticity::DEN_LOW_OFFSET_HZ,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(10.0),
+        "Hz",
+        "the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out; paper: 0.5)",
+    ),
+    ParamSpec::bool("align_2rtt", false, "read z 2 RTTs later than the other series in the window (authors' code; spec A7: off)"),
+    ParamSpec::float("eta_thresh", mode::ETA_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "E below this returns to delay mode (paper §3.4: 2)"),
+    ParamSpec::float(
+        "eta_hysteresis",
+        mode::ETA_HYSTERESIS,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "",
+        "E above eta_thresh + this switches to competitive mode (authors: 0.25)",
+    ),
+    ParamSpec::float("eta_ewma_tau_s", mode::ETA_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of E, the smoothed eta (spec A5: 0.5)"),
+    ParamSpec::bool("reference_guards", true, "the authors' guards G1-G4 on E (spec §5.6, A6)"),
+    ParamSpec::float("detect_after_s", mode::DETECT_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no detection before this long after the first report (authors: 10)"),
+    ParamSpec::float("switch_after_s", mode::SWITCH_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no mode switch before this long after the first report (authors: 15)"),
+    ParamSpec::float("delay_dwell_s", mode::DELAY_DWELL_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "minimum time since the last switch before returning to delay mode (authors: 5)"),
+    ParamSpec::float(
+        "restore_lookback_s",
+        RESTORE_LOOKBACK_S,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(60.0),
+        "s",
+        "entering competitive mode restores the receive rate from this long ago (paper §4.1: 5)",
+    ),
+    ParamSpec::choice(
+        "restore_rtt",
+        "current",
+        RESTORE_RTT_OPTIONS,
+        "window restored on entering competitive mode: R(5 s ago) times \"current\" = today's RTT (authors' code, spec A10) or \"sample\" = the RTT R was measured at, paced over that RTT until the RTT is back",
+    ),
+    // The controllers.
+    ParamSpec::choice("start_mode", "competitive", MODE_OPTIONS, "mode at flow start (paper §4.1: competitive)"),
+    ParamSpec::choice("competitive", "cubic", COMPETITIVE_OPTIONS, "TCP-competitive controller (paper: Cubic; NewReno as an option)"),
+    ParamSpec::bool(
+        "cubic_recovery_by_data",
+        false,
+        "competitive Cubic: a congestion event lasts until the flight at the reduction is acknowledged (cubic.rs's default, like Linux); false = one loss reaction per RTT (authors' code, spec §6.4)",
+    ),
+    ParamSpec::choice("delay", "basic_delay", DELAY_OPTIONS, "delay controller (paper §7.1: BasicDelay; Copa default mode and Vegas as options)"),
+    basic_delay::params::ALPHA,
+    basic_delay::params::BETA,
+    basic_delay::params::TARGET_DELAY_MS,
+    basic_delay::params::TARGET_DELAY_FRACTION,
+    ParamSpec::float(
+        "theta_decay_per_s",
+        basic_delay::THETA_DECAY_PER_S,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "1/s",
+        "glide of BasicDelay's theta = (x_min + d_t)/x_min back to its target after entering delay mode (spec A17: 0.5)",
+    ),
+    ParamSpec::float("vegas_alpha_pkts", crate::vegas::ALPHA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas alpha when delay = \"vegas\" (spec A18: 2)"),
+    ParamSpec::float("vegas_beta_pkts", crate::vegas::BETA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas beta when delay = \"vegas\" (spec A18: 4)"),
+    ParamSpec::float("copa_delta", crate::copa::DELTA, Bound::Exclusive(0.0), Bound::Inclusive(10.0), "", "Copa delta when delay = \"copa\" (spec A18: 0.5)"),
+    ParamSpec::bool(
+        "copa_target_queue",
+        true,
+        "Copa measures d_q above BasicDelay's target d_t (with its glide) and the all-time minimum RTT, keeping the standing queue Eq. 1 needs (authors' Copa: above 1.2 x_min); false = Copa as published",
+    ),
+    basic_delay::params::MIN_RATE_FRACTION,
+    shared::INIT_CWND_PKTS,
+    // Safety rules.
+    ParamSpec::bool(
+        "insufficient_share_guard",
+        true,
+        "stop pulsing and stay competitive while the base rate is below the pulse trough for an FFT window (paper §6; spec A11)",
+    ),
+    ParamSpec::float(
+        "max_rtt_period_fraction",
+        MAX_RTT_PERIOD_FRACTION,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(100.0),
+        "",
+        "forced competitive while x_min > this / freq_competitive_hz (spec A21: 0.8); 0 = off",
+    ),
+    ParamSpec::float(
+        "delay_loss_limit",
+        DELAY_LOSS_LIMIT,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "in delay mode, a loss rate above this over 1 s switches to competitive mode (spec A22: 0.01); 0 = off",
+    ),
+    // Several NimbusCC flows.
+    ParamSpec::bool("multi_flow", false, "pulser/watcher roles with the randomized election of paper §4.2 (off, as in the authors' code)"),
+    ParamSpec::bool("expect_nimbus_peers", false, "with multi_flow: start in delay mode (paper §4.2 deployment scenarios)"),
+    ParamSpec::float("kappa", election::KAPPA, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "expected new pulsers per FFT window, Eq. 5 (paper: 1)"),
+    ParamSpec::float("election_period_ms", election::ELECTION_PERIOD_US as f64 / 1e3, Bound::Exclusive(0.0), Bound::Inclusive(10_000.0), "ms", "tau of Eq. 5: period of election decisions (paper: 10)"),
+    ParamSpec::float(
+        "pulser_exit_prob",
+        election::PULSER_EXIT_PROB,
+        Bound::Inclusive(0.0),
+        Bound::Inclusive(1.0),
+        "",
+        "probability per election period that a pulser seeing another pulser becomes a watcher (spec A14: 0.01)",
+    ),
+    ParamSpec::float("multi_pulser_thresh", election::MULTI_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "EWMA |Z|/|Y| over the pulse band above which a pulser suspects another (authors: 2)"),
+    ParamSpec::float("no_pulser_thresh", election::NO_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "watcher: pulse band over high band of |R| below this = no pulser (authors: 1.5)"),
+    ParamSpec::float(
+        "watcher_switch_thresh",
+        election::WATCHER_SWITCH_THRESH,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(100.0),
+        "",
+        "watcher: |R(f_other)|/|R(f_current)| EWMA above this follows the other mode (authors: 1.25)",
+    ),
+    ParamSpec::float(
+        "watcher_rate_gain",
+        election::WATCHER_RATE_GAIN,
+        Bound::Exclusive(0.0),
+        Bound::Inclusive(1.0),
+        "per 10 ms",
+        "gain of the watcher's low-pass filter on its sending rate (spec A12: 0.03, >= 20 dB at 5 Hz)",
+    ),
+    ParamSpec::float("role_ewma_tau_s", ROLE_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of the watcher mode ratio and the pulser's multi-pulser ratio (authors: 0.25)"),
+    ParamSpec::int("seed", 0, 0, i64::MAX, "", "seed of the election's random generator (mixed with the flow's creation index)"),
+    ParamSpec::int("report_interval_us", REPORT_INTERVAL_US as i64, 1_000, 100_000, "µs", "report interval requested from the datapath (paper §7: 10 ms)"),
+];
+
+pub const INFO: AlgorithmInfo = AlgorithmInfo {
+    name: "nimbus",
+    summary: "NimbusCC: FFT elasticity detection of cross traffic; Cubic/Reno when it is elastic, BasicDelay/Vegas/Copa when not",
+    reference: "Goyal et al., Elasticity Detection, SIGCOMM 2022 §3-4 (specs/nimbus.md); Goyal, PhD thesis, MIT 2021, ch. 4",
+    params: PARAMS,
+    build,
+};
+
+/// The TCP-competitive controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompetitiveAlg {
+    Cubic,
+    Reno,
+}
+
+/// The delay controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayAlg {
+    BasicDelay,
+    Vegas,
+    Copa,
+}
+
+/// A validated NimbusCC configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct NimbusConfig {
+    pub link_rate: LinkRate,
+    /// Header bytes per packet beyond the MSS (a configured μ̂ counts them, S and R do not).
+    pub header_bytes: f64,
+    pub smooth_rates: bool,
+    pub stale_rate_us: u64,
+    pub pulse: Pulse,
+    pub freq_competitive_hz: f64,
+    pub freq_delay_hz: f64,
+    pub mode_dependent_frequency: bool,
+    pub sample_interval_us: u64,
+    pub fft_len: usize,
+    pub watcher_fft_len: usize,
+    pub bands: EtaBands,
+    pub align_2rtt: bool,
+    pub mode: ModeConfig,
+    pub detect_after_us: u64,
+    pub switch_after_us: u64,
+    pub restore_lookback_us: u64,
+    /// The window restored on entering competitive mode is R(5 s ago) × the RTT R was measured at
+    /// (paced over that RTT until the RTT is back), instead of × today's RTT (authors' code).
+    pub restore_sample_rtt: bool,
+    pub start_mode: Mode,
+    pub competitive: CompetitiveAlg,
+    pub delay: DelayAlg,
+    pub basic_delay: BasicDelayCore,
+    pub vegas: VegasConfig,
+    pub copa: CopaConfig,
+    pub copa_target_queue: bool,
+    pub cubic: CubicConfig,
+    pub reno: RenoConfig,
+    pub min_rate_fraction: f64,
+    pub init_cwnd_pkts: f64,
+    pub insufficient_share_guard: bool,
+    pub max_rtt_period_fraction: f64,
+    pub delay_loss_limit: f64,
+    pub multi_flow: bool,
+    pub expect_nimbus_peers: bool,
+    pub kappa: f64,
+    pub election_period_us: u64,
+    pub pulser_exit_prob: f64,
+    pub multi_pulser_thresh: f64,
+    pub no_pulser_thresh: f64,
+    pub watcher_switch_thresh: f64,
+    pub watcher_rate_gain: f64,
+    pub role_ewma_tau_s: f64,
+    pub seed: u64,
+    pub report_interval_us: u64,
+}
+
+impl Default for NimbusConfig {
+    fn default() -> Self {
+        NimbusConfig {
+            link_rate: LinkRate::MaxReceive { window_us: u64::MAX },
+            header_bytes: cross_traffic::HEADER_BYTES,
+            smooth_rates: false,
+            stale_rate_us: (STALE_RATE_MS * 1e3) as u64,
+            pulse: Pulse::default(),
+            freq_competitive_hz: FREQ_COMPETITIVE_HZ,
+            freq_delay_hz: FREQ_DELAY_HZ,
+            mode_dependent_frequency: true,
+            sample_interval_us: SAMPLE_INTERVAL_US,
+            fft_len: elasticity::FFT_LEN,
+            watcher_fft_len: elasticity::WATCHER_FFT_LEN,
+            bands: EtaBands::default(),
+            align_2rtt: false,
+            mode: ModeConfig::default(),
+            detect_after_us: (mode::DETECT_AFTER_S * US_PER_S) as u64,
+            switch_after_us: (mode::SWITCH_AFTER_S * US_PER_S) as u64,
+            restore_lookback_us: (RESTORE_LOOKBACK_S * US_PER_S) as u64,
+            restore_sample_rtt: false,
+            start_mode: Mode::Competitive,
+            competitive: CompetitiveAlg::Cubic,
+            delay: DelayAlg::BasicDelay,
+            basic_delay: BasicDelayCore::new(
+                basic_delay::ALPHA,
+                basic_delay::BETA,
+                TargetDelay::Relative(basic_delay::TARGET_DELAY_FRACTION),
+                basic_delay::THETA_DECAY_PER_S,
+            ),
+            vegas: VegasConfig::default(),
+            // All-time RTT_min, as BasicDelay's x_min: with a standing queue held on purpose the
+            // queue never drains, and a 10 s window would drift upward with it.
+            copa: CopaConfig { min_rtt_window_us: u64::MAX, ..CopaConfig::default() },
+            copa_target_queue: true,
+            // The authors' Cubic reacts to at most one loss per RTT (spec §6.4); the fluid
+            // simulation's expectations were set with that rule (see `cubic_recovery_by_data`).
+            cubic: CubicConfig { recovery_by_data: false, ..CubicConfig::default() },
+            reno: RenoConfig::default(),
+            min_rate_fraction: basic_delay::MIN_RATE_FRACTION,
+            init_cwnd_pkts: 10.0,
+            insufficient_share_guard: true,
+            max_rtt_period_fraction: MAX_RTT_PERIOD_FRACTION,
+            delay_loss_limit: DELAY_LOSS_LIMIT,
+            multi_flow: false,
+            expect_nimbus_peers: false,
+            kappa: election::KAPPA,
+            election_period_us: election::ELECTION_PERIOD_US,
+            pulser_exit_prob: election::PULSER_EXIT_PROB,
+            multi_pulser_thresh: election::MULTI_PULSER_THRESH,
+            no_pulser_thresh: election::NO_PULSER_THRESH,
+            watcher_switch_thresh: election::WATCHER_SWITCH_THRESH,
+            watcher_rate_gain: election::WATCHER_RATE_GAIN,
+            role_ewma_tau_s: ROLE_EWMA_TAU_S,
+            seed: 0,
+            report_interval_us: REPORT_INTERVAL_US,
+        }
+    }
+}
+
+impl NimbusConfig {
+    /// Grid samples per second.
+    pub(super) fn sample_s(&self) -> f64 {
+        self.sample_interval_us as f64 / US_PER_S
+    }
+
+    /// Checks the cross-field constraints; `param` names the offending field.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let nyquist = 0.5 / self.sample_s();
+        let eps = self.bands.eps_hz;
+        for (name, f) in [("freq_competitive_hz", self.freq_competitive_hz), ("freq_delay_hz", self.freq_delay_hz)] {
+            if f - eps <= 0.0 {
+                return Err((name, format!("{f} Hz leaves no numerator band below it with eps_hz = {eps}")));
+            }
+            if 2.0 * f - eps >= nyquist {
+                return Err((
+                    name,
+                    format!("the eta band up to {} Hz must stay below the Nyquist frequency {nyquist} Hz", 2.0 * f - eps),
+                ));
+            }
+            if f + self.bands.den_low_offset_hz >= 2.0 * f - eps {
+                return Err(("den_low_offset_hz", format!("leaves an empty denominator band at {f} Hz")));
+            }
+        }
+        let window_s = self.fft_len as f64 * self.sample_s();
+        if eps <= 1.0 / window_s {
+            return Err(("eps_hz", format!("must exceed the FFT resolution 1/{window_s} s (paper §3.4)")));
+        }
+        if self.multi_flow {
+            if !self.mode_dependent_frequency {
+                return Err(("mode_dependent_frequency", "multi_flow needs distinct pulse frequencies per mode".to_string()));
+            }
+            if (self.freq_competitive_hz - self.freq_delay_hz).abs() < 2.0 * eps {
+                return Err((
+                    "freq_delay_hz",
+                    format!("must differ from freq_competitive_hz by at least 2·eps_hz = {}", 2.0 * eps),
+                ));
+            }
+            let w_window_s = self.watcher_fft_len as f64 * self.sample_s();
+            if eps <= 1.0 / w_window_s {
+                return Err(("watcher_fft_len", format!("the watcher window {w_window_s} s cannot resolve eps_hz = {eps}")));
+            }
+        }
+        if self.switch_after_us < self.detect_after_us {
+            return Err(("switch_after_s", "must not be earlier than detect_after_s".to_string()));
+        }
+        Ok(())
+    }
+
+    /// History ring capacity: the FFT windows (with alignment slack) and the restore look-back.
+    pub(super) fn history_capacity(&self) -> usize {
+        let need = |n: usize| if self.align_2rtt { elasticity::aligned_span(n, self.sample_interval_us) + 1 } else { n };
+        need(self.fft_len).max(need(self.watcher_fft_len)).max(self.restore_samples() + 1).next_power_of_two()
+    }
+
+    pub(super) fn restore_samples(&self) -> usize {
+        (self.restore_lookback_us / self.sample_interval_us.max(1)) as usize
+    }
+
+    /// The band (lo, hi] holding both pulsing frequencies.
+    pub(super) fn pulse_band(&self) -> (f64, f64) {
+        let lo = self.freq_competitive_hz.min(self.freq_delay_hz);
+        let hi = self.freq_competitive_hz.max(self.freq_delay_hz);
+        (lo - self.bands.eps_hz, hi + self.bands.eps_hz)
+    }
+
+    /// The band above the pulsing frequencies a watcher compares with: (7, 15] for 5/6 Hz.
+    pub(super) fn high_band(&self) -> (f64, f64) {
+        let lo = self.freq_competitive_hz.min(self.freq_delay_hz);
+        let hi = self.freq_competitive_hz.max(self.freq_delay_hz);
+        (hi + 1.0, (3.0 * lo).max(hi + 2.0))
+    }
+
+    pub(super) fn freq(&self, mode: Mode) -> f64 {
+        match mode {
+            Mode::Delay if self.mode_dependent_frequency => self.freq_delay_hz,
+            _ => self.freq_competitive_hz,
+        }
+    }
+
+    pub(super) fn pulser_window_us(&self) -> u64 {
+        self.fft_len as u64 * self.sample_interval_us
+    }
+
+    pub(super) fn watcher_window_us(&self) -> u64 {
+        self.watcher_fft_len as u64 * self.sample_interval_us
+    }
+}
+
+fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
+    let s_to_us = |name: &str| (p.float(name) * US_PER_S) as u64;
+    let d_t = p.float("target_delay_ms");
+    let cfg = NimbusConfig {
+        link_rate: basic_delay::link_rate(p.float("mu_mbit_per_s"), p.float("mu_window_s")),
+        header_bytes: p.float("header_bytes"),
+        smooth_rates: p.bool("smooth_rates"),
+        stale_rate_us: (p.float("stale_rate_ms") * 1e3) as u64,
+        pulse: Pulse { size: p.float("pulse_size"), up_fraction: p.float("pulse_up_fraction") },
+        freq_competitive_hz: p.float("freq_competitive_hz"),
+        freq_delay_hz: p.float("freq_delay_hz"),
+        mode_dependent_frequency: p.bool("mode_dependent_frequency"),
+        sample_interval_us: p.int("sample_interval_us") as u64,
+        fft_len: p.int("fft_len") as usize,
+        watcher_fft_len: p.int("watcher_fft_len") as usize,
+        bands: EtaBands {
+            form: if p.choice("eta_form") == "bin" { EtaForm::Bin } else { EtaForm::Band },
+            eps_hz: p.float("eps_hz"),
+            den_low_offset_hz: p.float("den_low_offset_hz"),
+        },
+        align_2rtt: p.bool("align_2rtt"),
+        mode: ModeConfig {
+            eta_thresh: p.float("eta_thresh"),
+            eta_hysteresis: p.float("eta_hysteresis"),
+            ewma_tau_s: p.float("eta_ewma_tau_s"),
+            reference_guards: p.bool("reference_guards"),
+            delay_dwell_us: s_to_us("delay_dwell_s"),
+        },
+        detect_after_us: s_to_us("detect_after_s"),
+        switch_after_us: s_to_us("switch_after_s"),
+        restore_lookback_us: s_to_us("restore_lookback_s"),
+        restore_sample_rtt: p.choice("restore_rtt") == "sample",
+        start_mode: if p.choice("start_mode") == "delay" { Mode::Delay } else { Mode::Competitive },
+        competitive: if p.choice("competitive") == "reno" { CompetitiveAlg::Reno } else { CompetitiveAlg::Cubic },
+        delay: match p.choice("delay") {
+            "vegas" => DelayAlg::Vegas,
+            "copa" => DelayAlg::Copa,
+            _ => DelayAlg::BasicDelay,
+        },
+        basic_delay: BasicDelayCore::new(
+            p.float("alpha"),
+            p.float("beta"),
+            if d_t > 0.0 { TargetDelay::Absolute(d_t / 1e3) } else { TargetDelay::Relative(p.float("target_delay_fraction")) },
+            p.float("theta_decay_per_s"),
+        ),
+        vegas: VegasConfig {
+            alpha_pkts: p.float("vegas_alpha_pkts"),
+            beta_pkts: p.float("vegas_beta_pkts"),
+            ..VegasConfig::default()
+        },
+        copa: CopaConfig { delta: p.float("copa_delta"), ..NimbusConfig::default().copa },
+        copa_target_queue: p.bool("copa_target_queue"),
+        cubic: CubicConfig {
+            init_cwnd_pkts: p.float("init_cwnd_pkts"),
+            recovery_by_data: p.bool("cubic_recovery_by_data"),
+            ..CubicConfig::default()
+        },
+        reno: RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), ..RenoConfig::default() },
+        min_rate_fraction: p.float("min_rate_fraction"),
+        init_cwnd_pkts: p.float("init_cwnd_pkts"),
+        insufficient_share_guard: p.bool("insufficient_share_guard"),
+        max_rtt_period_fraction: p.float("max_rtt_period_fraction"),
+        delay_loss_limit: p.float("delay_loss_limit"),
+        multi_flow: p.bool("multi_flow"),
+        expect_nimbus_peers: p.bool("expect_nimbus_peers"),
+        kappa: p.float("kappa"),
+        election_period_us: ((p.float("election_period_ms") * 1e3) as u64).max(1),
+        pulser_exit_prob: p.float("pulser_exit_prob"),
+        multi_pulser_thresh: p.float("multi_pulser_thresh"),
+        no_pulser_thresh: p.float("no_pulser_thresh"),
+        watcher_switch_thresh: p.float("watcher_switch_thresh"),
+        watcher_rate_gain: p.float("watcher_rate_gain"),
+        role_ewma_tau_s: p.float("role_ewma_tau_s"),
+        seed: p.int("seed") as u64,
+        report_interval_us: p.int("report_interval_us") as u64,
+    };
+    if cfg.vegas.alpha_pkts > cfg.vegas.beta_pkts {
+        return Err(p.invalid("vegas_alpha_pkts", "must not exceed vegas_beta_pkts"));
+    }
+    cfg.validate().map_err(|(param, reason)| p.invalid(param, reason))?;
+    Ok(Arc::new(NimbusFactory::new(cfg)))
+}
+
+/// Builds NimbusCC flows; holds the FFT plans all its flows share.
+pub struct NimbusFactory {
+    cfg: NimbusConfig,
+    plans: Plans,
+    flows: AtomicU64,
+}
+
+impl NimbusFactory {
+    pub fn new(cfg: NimbusConfig) -> Self {
+        let plans = Plans::new(cfg.fft_len, cfg.watcher_fft_len);
+        NimbusFactory { cfg, plans, flows: AtomicU64::new(0) }
+    }
+}
+
+impl AlgorithmFactory for NimbusFactory {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        let index = self.flows.fetch_add(1, Ordering::Relaxed);
+        Box::new(NimbusCC::with_plans(self.cfg, &self.plans, index))
+    }
+}
