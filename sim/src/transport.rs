@@ -648,8 +648,11 @@ impl Sim {
         let snd = &mut st.snd;
         let mut s = AckSample { ece: p.ece, ..AckSample::default() };
         let una_before = snd.snd_una;
-        // Selective acknowledgement of the segment that triggered the ACK.
-        if p.sack != NO_SACK && p.sack >= snd.snd_una && p.sack < snd.snd_nxt {
+        let cum = p.seq.min(snd.snd_nxt);
+        // Selective acknowledgement of the segment that triggered the ACK — only when it lies
+        // above the cumulative acknowledgement: the receiver names the segment in in-order ACKs
+        // too, and counting it as SACKed there counted it twice (once here, once below).
+        if p.sack != NO_SACK && p.sack >= cum.max(snd.snd_una) && p.sack < snd.snd_nxt {
             let len = u64::from(snd.payload(p.sack, tp.mss));
             let idx = (p.sack - snd.snd_una) as usize;
             let seg = snd.segs[idx];
@@ -670,7 +673,6 @@ impl Sim {
             }
         }
         // Cumulative acknowledgement.
-        let cum = p.seq.min(snd.snd_nxt);
         while snd.snd_una < cum {
             let seg = snd.segs.pop_front().expect("segment state for every outstanding segment");
             let len = u64::from(snd.payload(snd.snd_una, tp.mss));
