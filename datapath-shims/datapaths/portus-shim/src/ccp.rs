@@ -1,5 +1,5 @@
-//! Glue to libccp 1.2 (the `libccp` crate): the datapath and connection callbacks, its
-//! initialisation, and its error codes.
+//! Glue to libccp 1.2 (the `libccp` crate): the datapath and connection callbacks, and its
+//! initialisation.
 //!
 //! libccp calls back only from inside `DatapathBuilder::init`, `Connection::start`, `invoke`,
 //! `Datapath::recv_msg` and connection drops, all on the loop's thread: the callbacks share
@@ -8,16 +8,12 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-pub use ccp_libccp_errors::{code, describe};
+use ccp_libccp_host::callbacks::{log_level, Sent};
+use ccp_libccp_host::errors::describe;
+use ccp_libccp_host::ipc::{agent_gone, Channel};
+use ccp_libccp_host::throttle::Throttle;
 use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps};
 use tracing::{debug, warn};
-
-use crate::ipc::{agent_gone, Channel};
-use crate::throttle::Throttle;
-
-/// libccp message types this side needs to recognise (`serialize.h`).
-const CREATE: u16 = 0;
-const MEASURE: u16 = 1;
 
 /// What libccp's callbacks and the loop share.
 pub struct Shared {
@@ -76,28 +72,19 @@ impl Shared {
     }
 }
 
-/// The `u16 type | u16 len | u32 sid` header every libccp message starts with.
-fn header(msg: &[u8]) -> Option<(u16, u32)> {
-    let typ = u16::from_le_bytes(msg.get(0..2)?.try_into().ok()?);
-    let sid = u32::from_le_bytes(msg.get(4..8)?.try_into().ok()?);
-    Some((typ, sid))
-}
-
 /// libccp's datapath callbacks: messages go to the agent, log lines to the log.
 struct ToAgent(Rc<Shared>);
 
 impl DatapathOps for ToAgent {
     fn send_msg(&mut self, msg: &[u8]) {
         let shared = &self.0;
-        let hdr = header(msg);
-        if let Some((CREATE, sid)) = hdr {
+        let sent = Sent::of(msg);
+        if let Some(Sent::Create { sid }) = sent {
             shared.create_sid.set(Some(sid));
         }
         match shared.chan.send(msg) {
             Ok(()) => {
-                // A MEASURE without fields is the close of a flow.
-                let fields = msg.get(12..16).is_some_and(|n| n != [0; 4]);
-                if matches!(hdr, Some((MEASURE, _))) && fields {
+                if let Some(Sent::Report { .. }) = sent {
                     shared.reports.set(shared.reports.get() + 1);
                 }
             }
@@ -113,11 +100,9 @@ impl DatapathOps for ToAgent {
     }
 
     fn log(&self, level: u32, msg: &str) {
-        // Levels of `enum ccp_log_level`: TRACE, DEBUG, INFO, WARN, ERROR. Its warnings repeat
-        // per ACK until a program is installed; what matters is reported with error codes by
-        // the loop, so libccp's own lines stay at debug.
-        let level = ["trace", "debug", "info", "warn"].get(level as usize).copied().unwrap_or("error");
-        self.0.debug_throttled(&format!("libccp {level}: {}", msg.trim_end()));
+        // Its warnings repeat per ACK until a program is installed; what matters is reported
+        // with error codes by the loop, so libccp's own lines stay at debug.
+        self.0.debug_throttled(&format!("libccp {}: {}", log_level(level), msg.trim_end()));
     }
 }
 
@@ -150,15 +135,4 @@ pub fn init_datapath(id: u32, connections: usize, shared: &Rc<Shared>) -> Result
         .map_err(|e| format!("libccp initialisation failed: {}", describe(&e)))?;
     crate::table::replace(&mut dp, connections)?;
     Ok(dp)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn headers_are_read_without_trusting_the_length() {
-        assert_eq!(header(&[0, 0, 96, 0, 7, 0, 0, 0]), Some((CREATE, 7)));
-        assert_eq!(header(&[1, 0, 16]), None);
-    }
 }

@@ -7,7 +7,7 @@ use ccp_ebpf::attach::{Filter, Namespaces, Net, Settings};
 use ccp_ebpf::{Fallback, Knobs, ReportEvery};
 use clap::{Parser, Subcommand};
 
-use crate::ipc::{Bind, Endpoints};
+use ccp_libccp_host::ipc::{Bind, Endpoints};
 
 /// ccp-libccp-shim: this kernel's BPF congestion control, driven by an unmodified CCP agent
 /// (portus, generic_cong_avoid, …) through the real libccp, as ccp-kernel would be.

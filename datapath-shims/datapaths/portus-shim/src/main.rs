@@ -12,19 +12,18 @@
 //!
 //! Modules: [`cli`] (arguments), [`shim`] (the loop), [`flows`] (a flow and its connection),
 //! [`primitives`] (records to libccp's primitives), [`ccp`] (libccp glue), [`inbound`] (checks
-//! on the agent's messages), [`ipc`] (the socket), [`attach`] (attach/detach), [`table`]
-//! (libccp's connection table, fixed), [`throttle`].
+//! on the agent's messages), [`attach`] (attach/detach), [`table`] (libccp's connection table,
+//! fixed). The socket to the agent, the primitives struct, libccp's error codes, log throttling
+//! and the stop signals are `ccp-libccp-host`'s, shared with the test datapath.
 
 mod attach;
 mod ccp;
 mod cli;
 mod flows;
 mod inbound;
-mod ipc;
 mod primitives;
 mod shim;
 mod table;
-mod throttle;
 
 use std::process::ExitCode;
 

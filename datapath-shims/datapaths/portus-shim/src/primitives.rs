@@ -5,30 +5,9 @@
 //! valid sample, as ccp-kernel keeps them.
 
 use ccp_ebpf::Ack;
+use ccp_libccp_host::primitives::Primitives;
 
 const US_PER_S: u64 = 1_000_000;
-
-/// One ACK's primitives, in libccp's units (bytes, packets, µs, bytes per second).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Prims {
-    pub bytes_acked: u32,
-    pub packets_acked: u32,
-    pub bytes_misordered: u32,
-    pub packets_misordered: u32,
-    pub ecn_bytes: u32,
-    pub ecn_packets: u32,
-    pub lost_pkts_sample: u32,
-    pub was_timeout: bool,
-    /// 0: no sample (libccp hands programs `u32::MAX` then, so `min` folds ignore it).
-    pub rtt_sample_us: u64,
-    pub rate_outgoing: u64,
-    pub rate_incoming: u64,
-    pub bytes_in_flight: u32,
-    pub packets_in_flight: u32,
-    pub snd_cwnd: u32,
-    pub snd_rate: u64,
-    pub bytes_pending: u32,
-}
 
 /// The send and receive rates of a flow's last valid rate sample.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -53,10 +32,11 @@ fn times(pkts: u32, mss: u32) -> u32 {
     pkts.saturating_mul(mss)
 }
 
-/// The primitives of `a`. `snd_cwnd`/`snd_rate` are what the caller feeds back: the last values
-/// libccp commanded, or the kernel's window before it commanded any.
-pub fn of_ack(a: &Ack, rates: Rates, snd_cwnd: u32, snd_rate: u32) -> Prims {
-    Prims {
+/// The primitives of `a`, in libccp's units (bytes, packets, µs, bytes per second).
+/// `snd_cwnd`/`snd_rate` are what the caller feeds back: the last values libccp commanded, or
+/// the kernel's window before it commanded any.
+pub fn of_ack(a: &Ack, rates: Rates, snd_cwnd: u32, snd_rate: u32) -> Primitives {
+    Primitives {
         bytes_acked: u32::try_from(a.bytes_acked).unwrap_or(u32::MAX),
         packets_acked: a.packets_acked,
         bytes_misordered: times(a.packets_misordered, a.mss),
@@ -65,6 +45,7 @@ pub fn of_ack(a: &Ack, rates: Rates, snd_cwnd: u32, snd_rate: u32) -> Prims {
         ecn_packets: a.ce_pkts,
         lost_pkts_sample: a.lost_pkts,
         was_timeout: a.timeout,
+        // 0: no sample (libccp hands programs `u32::MAX` then, so `min` folds ignore it).
         rtt_sample_us: a.rtt_us.map_or(0, u64::from),
         rate_outgoing: rates.outgoing,
         rate_incoming: rates.incoming,
@@ -73,28 +54,6 @@ pub fn of_ack(a: &Ack, rates: Rates, snd_cwnd: u32, snd_rate: u32) -> Prims {
         snd_cwnd,
         snd_rate: u64::from(snd_rate),
         bytes_pending: a.pending_bytes,
-    }
-}
-
-impl From<Prims> for libccp::Primitives {
-    fn from(p: Prims) -> libccp::Primitives {
-        libccp::Primitives::default()
-            .with_bytes_acked(p.bytes_acked)
-            .with_packets_acked(p.packets_acked)
-            .with_bytes_misordered(p.bytes_misordered)
-            .with_packets_misordered(p.packets_misordered)
-            .with_ecn_bytes(p.ecn_bytes)
-            .with_ecn_packets(p.ecn_packets)
-            .with_lost_pkts_sample(p.lost_pkts_sample)
-            .with_was_timeout(p.was_timeout)
-            .with_rtt_sample_us(p.rtt_sample_us)
-            .with_rate_outgoing(p.rate_outgoing)
-            .with_rate_incoming(p.rate_incoming)
-            .with_bytes_in_flight(p.bytes_in_flight)
-            .with_packets_in_flight(p.packets_in_flight)
-            .with_snd_cwnd(p.snd_cwnd)
-            .with_snd_rate(p.snd_rate)
-            .with_bytes_pending(p.bytes_pending)
     }
 }
 

@@ -26,11 +26,14 @@ use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ccp_ebpf::attach::{Attacher, Detach, Namespaces};
 use ccp_ebpf::{mono_ns, Ack, Close, Create, Instance, PerAckRecord, Record, Records};
+use ccp_libccp_host::errors::{code, describe};
+use ccp_libccp_host::ipc::{self, AgentId, Channel, MAX_DATAGRAM};
+use ccp_libccp_host::primitives::to_libccp;
+use ccp_libccp_host::stop;
 use libccp::{Connection, Datapath, LibccpError};
 use tracing::{debug, info, warn};
 
@@ -39,29 +42,12 @@ use crate::ccp::{self, Commanded, Shared};
 use crate::cli::RunArgs;
 use crate::flows::{Desc, Flow};
 use crate::inbound::{judge, Verdict};
-use crate::ipc::{self, AgentId, Channel, MAX_DATAGRAM};
 use crate::primitives;
 
 /// How often the heartbeat is refreshed and the agent looked for.
 const TICK: Duration = Duration::from_millis(100);
 /// How often the counters go to the log.
 const STATS_EVERY: Duration = Duration::from_secs(10);
-
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-fn install_signal_handlers() {
-    let handler = request_stop as extern "C" fn(libc::c_int);
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(signal, handler as libc::sighandler_t);
-        }
-    }
-}
 
 /// Registers the congestion control, starts libccp and runs until SIGINT/SIGTERM.
 pub fn run(args: &RunArgs) -> anyhow::Result<()> {
@@ -88,7 +74,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     }
     let shared = Rc::new(Shared::new(chan));
     let dp = ccp::init_datapath(args.datapath_id, args.max_connections as usize, &shared).map_err(anyhow::Error::msg)?;
-    install_signal_handlers();
+    stop::on_sigint_and_sigterm();
     let mut shim = Shim::new(inst, attacher, &dp, shared, agent, args);
     shim.run_loop();
     shim.shutdown();
@@ -176,7 +162,7 @@ impl<'dp> Shim<'dp> {
     }
 
     fn run_loop(&mut self) {
-        while !STOP.load(Ordering::Relaxed) {
+        while !stop::requested() {
             // Messages stashed while a send waited are invisible to ppoll.
             // Without flows nothing can sit in the ring unannounced (a first record always finds
             // the wake gap long past and wakes us), so an idle shim sleeps until the next tick:
@@ -299,7 +285,7 @@ impl<'dp> Shim<'dp> {
                 if !flow.waiting {
                     self.stats.table_full += 1;
                     warn!(
-                        fid, local = ?flow.desc.local, remote = ?flow.desc.remote, error = %ccp::describe(&e),
+                        fid, local = ?flow.desc.local, remote = ?flow.desc.remote, error = %describe(&e),
                         "libccp has no free connection (--max-connections): the flow stays on the in-kernel fallback until one closes"
                     );
                 }
@@ -325,7 +311,7 @@ impl<'dp> Shim<'dp> {
         flow.kernel_cwnd = a.cwnd_pkts.saturating_mul(a.mss);
         let (cwnd, rate) = flow.feedback();
         let Some(conn) = flow.conn.as_mut() else { return };
-        conn.load_primitives(primitives::of_ack(a, flow.rates, cwnd, rate).into());
+        conn.load_primitives(to_libccp(&primitives::of_ack(a, flow.rates, cwnd, rate)));
         self.stats.invokes += 1;
         let invoked = conn.invoke();
         // libccp holds back the CREATE of a connection in a slot reused within 100 ms and sends
@@ -338,7 +324,7 @@ impl<'dp> Shim<'dp> {
             Err(LibccpError::LibccpProgIsNull) => self.stats.no_program += 1,
             Err(e) => {
                 self.stats.invoke_errors += 1;
-                self.shared.warn_throttled(&format!("libccp's program failed on an ACK: {}", ccp::describe(&e)));
+                self.shared.warn_throttled(&format!("libccp's program failed on an ACK: {}", describe(&e)));
             }
         }
         if flow.pending_control().is_some() {
@@ -556,9 +542,9 @@ impl<'dp> Shim<'dp> {
 
 /// "libccp rejected UPDATE_FIELDS for sid 77: error -71 (LibccpUnknownConnection)".
 fn rejection(kind: &str, sid: u32, e: &LibccpError) -> String {
-    if kind == "CHANGE_PROG" && ccp::code(e).is_none() {
+    if kind == "CHANGE_PROG" && code(e).is_none() {
         // libccp returns a positive count the crate cannot map when the program is unknown.
         return format!("libccp rejected CHANGE_PROG for sid {sid}: it names a program that is not installed");
     }
-    format!("libccp rejected {kind} for sid {sid}: {}", ccp::describe(e))
+    format!("libccp rejected {kind} for sid {sid}: {}", describe(e))
 }

@@ -8,12 +8,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-pub use ccp_libccp_errors::describe;
+use ccp_libccp_host::callbacks::{log_level, Sent};
+use ccp_libccp_host::errors::describe;
+use ccp_libccp_host::ipc::Channel;
+use ccp_libccp_host::throttle::Throttle;
 use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps};
-
-use crate::diag::Diagnostics;
-use crate::guard::{self, Header};
-use crate::ipc::Channel;
 
 /// State shared between libccp's callbacks and the driver (same thread; libccp calls back
 /// only from inside `init`, `Connection::start`, `invoke` and connection drops).
@@ -24,7 +23,7 @@ pub struct Shared {
     create_sid: Cell<Option<u32>>,
     /// MEASURE messages with at least one field sent to the agent, per sid.
     reports: RefCell<HashMap<u32, u64>>,
-    diag: RefCell<Diagnostics>,
+    throttle: RefCell<Throttle>,
 }
 
 impl Shared {
@@ -36,8 +35,13 @@ impl Shared {
         self.reports.borrow().get(&sid).copied().unwrap_or(0)
     }
 
+    /// Writes `msg` to stderr the 1st, 10th, 100th, … time: some conditions repeat on every ACK.
     pub fn diag(&self, msg: &str) {
-        self.diag.borrow_mut().report(msg);
+        match self.throttle.borrow_mut().hit(msg) {
+            Some(1) => eprintln!("ccp-test-datapath: {msg}"),
+            Some(count) => eprintln!("ccp-test-datapath: {msg} (seen {count} times)"),
+            None => {}
+        }
     }
 }
 
@@ -49,33 +53,25 @@ struct AgentSender {
 
 impl DatapathOps for AgentSender {
     fn send_msg(&mut self, msg: &[u8]) {
-        let hdr = Header::parse(msg);
-        if let Some(h) = hdr.filter(|h| h.typ == guard::CREATE) {
-            self.shared.create_sid.set(Some(h.sid));
+        let sent = Sent::of(msg);
+        if let Some(Sent::Create { sid }) = sent {
+            self.shared.create_sid.set(Some(sid));
         }
         match self.chan.send(msg) {
-            Ok(_) => {
-                let is_report = msg.get(12..16).is_some_and(|n| n != [0; 4]);
-                if let Some(h) = hdr.filter(|h| h.typ == guard::MEASURE && is_report) {
-                    *self.shared.reports.borrow_mut().entry(h.sid).or_default() += 1;
+            Ok(()) => {
+                if let Some(Sent::Report { sid }) = sent {
+                    *self.shared.reports.borrow_mut().entry(sid).or_default() += 1;
                 }
             }
             Err(e) => {
-                let what = hdr.map_or("a message", |h| guard::type_name(h.typ));
+                let what = sent.map_or("a message", |s| s.name());
                 self.shared.diag(&format!("sending {what} to {} failed: {e}", self.chan.agent_path().display()));
             }
         }
     }
 
     fn log(&self, level: u32, msg: &str) {
-        let level = match level {
-            0 => "trace",
-            1 => "debug",
-            2 => "info",
-            3 => "warn",
-            _ => "error",
-        };
-        self.shared.diag(&format!("libccp {level}: {}", msg.trim_end()));
+        self.shared.diag(&format!("libccp {}: {}", log_level(level), msg.trim_end()));
     }
 }
 

@@ -8,6 +8,8 @@
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 
+use ccp_libccp_host::ipc::{Bind, Endpoints};
+
 /// The usage text printed by `--help`.
 pub const HELP: &str = "\
 ccp-test-datapath: emulate TCP-like flows with synthetic ACKs and drive the real libccp
@@ -161,6 +163,18 @@ impl Default for Config {
             wait_agent_us: 5_000_000,
             datapath_id: 0,
             tick_us: 250,
+        }
+    }
+}
+
+impl Config {
+    /// Where the socket to the agent lives, and how it is bound.
+    pub fn endpoints(&self) -> Endpoints {
+        Endpoints {
+            dir: self.dir.clone(),
+            name: self.name.clone(),
+            agent: self.agent.clone(),
+            bind: if self.relative_bind { Bind::Relative } else { Bind::Absolute },
         }
     }
 }

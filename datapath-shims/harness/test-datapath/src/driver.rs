@@ -9,15 +9,17 @@
 
 use std::io::Stdout;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use libccp::{Connection, Datapath, FlowInfo, LibccpError, Primitives};
+use ccp_libccp_host::errors::describe;
+use ccp_libccp_host::ipc::{self, Channel};
+use ccp_libccp_host::primitives::{to_libccp, Primitives};
+use ccp_libccp_host::stop;
+use libccp::{Connection, Datapath, FlowInfo, LibccpError};
 
 use crate::ccp::{self, Commanded, Shared};
 use crate::cli::Config;
 use crate::guard::{self, Header};
-use crate::ipc::{self, Channel};
 use crate::model::{Flow, FlowSpec, Link, Measurement, Outcome, Stats, NS_PER_US};
 use crate::output::{JsonLines, Value};
 
@@ -26,31 +28,16 @@ const MAX_SLEEP_NS: u64 = 100_000_000;
 /// Events handled between two looks at the agent socket when the loop is behind.
 const EVENTS_PER_SOCKET_CHECK: u32 = 256;
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn request_stop(_signal: libc::c_int) {
-    STOP.store(true, Ordering::Relaxed);
-}
-
-/// SIGINT/SIGTERM end the run like `--duration-ms` does, so the agent still sees every flow
-/// close.
-fn install_signal_handlers() {
-    let handler = request_stop as extern "C" fn(libc::c_int);
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe {
-            libc::signal(signal, handler as libc::sighandler_t);
-        }
-    }
-}
-
 /// Runs the whole emulation: bind, wait for the agent, init libccp, loop, close.
 pub fn run(cfg: &Config) -> Result<(), String> {
-    let chan = Rc::new(Channel::open(cfg)?);
-    chan.wait_for_agent(cfg.wait_agent_us)?;
+    let chan = Rc::new(Channel::open(&cfg.endpoints())?);
+    chan.wait_for_agent(Duration::from_micros(cfg.wait_agent_us))
+        .map_err(|e| format!("{e} (see --dir, --agent, --wait-agent-ms)"))?;
     let shared = Rc::new(Shared::default());
     let dp = ccp::init_datapath(cfg.datapath_id, &chan, Rc::clone(&shared))?;
-    install_signal_handlers();
+    // SIGINT/SIGTERM end the run like `--duration-ms` does, so the agent still sees every flow
+    // close.
+    stop::on_sigint_and_sigterm();
 
     let mut emu = Emulation::new(cfg, &dp, &chan, shared);
     let outcome = emu.run_loop();
@@ -134,7 +121,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
     fn run_loop(&mut self) -> Result<&'static str, String> {
         let end_ns = self.cfg.duration_us.saturating_mul(NS_PER_US);
         loop {
-            if STOP.load(Ordering::Relaxed) {
+            if stop::requested() {
                 return Ok("signal");
             }
             let now = self.now_ns();
@@ -166,7 +153,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             let wait_ns = wake_at.saturating_sub(self.now_ns()).min(MAX_SLEEP_NS);
             // Messages stashed while a send waited are not visible to ppoll.
             if wait_ns > 0 && !self.chan.has_stashed() {
-                ipc::wait_readable(self.chan.fd(), wait_ns);
+                ipc::wait_readable(&[self.chan.fd()], Duration::from_nanos(wait_ns));
             }
         }
     }
@@ -251,23 +238,25 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             return;
         };
         let sid = slot.sid;
-        conn.load_primitives(
-            Primitives::default()
-                .with_bytes_acked(m.bytes_acked)
-                .with_packets_acked(m.packets_acked)
-                .with_ecn_bytes(m.ecn_bytes)
-                .with_ecn_packets(m.ecn_packets)
-                .with_lost_pkts_sample(m.lost_pkts_sample)
-                .with_was_timeout(m.timeout.is_some())
-                .with_rtt_sample_us(m.rtt_sample_us)
-                .with_rate_outgoing(m.rate_outgoing)
-                .with_rate_incoming(m.rate_incoming)
-                .with_bytes_in_flight(m.bytes_in_flight)
-                .with_packets_in_flight(m.packets_in_flight)
-                .with_bytes_pending(m.bytes_pending)
-                .with_snd_cwnd(slot.cwnd)
-                .with_snd_rate(u64::from(slot.rate)),
-        );
+        conn.load_primitives(to_libccp(&Primitives {
+            bytes_acked: m.bytes_acked,
+            packets_acked: m.packets_acked,
+            ecn_bytes: m.ecn_bytes,
+            ecn_packets: m.ecn_packets,
+            lost_pkts_sample: m.lost_pkts_sample,
+            was_timeout: m.timeout.is_some(),
+            rtt_sample_us: m.rtt_sample_us,
+            rate_outgoing: m.rate_outgoing,
+            rate_incoming: m.rate_incoming,
+            bytes_in_flight: m.bytes_in_flight,
+            packets_in_flight: m.packets_in_flight,
+            bytes_pending: m.bytes_pending,
+            snd_cwnd: slot.cwnd,
+            snd_rate: u64::from(slot.rate),
+            // Acknowledgements are SACK-like: nothing is ever misordered (see the README).
+            bytes_misordered: 0,
+            packets_misordered: 0,
+        }));
         match conn.invoke() {
             Ok(()) => {}
             Err(LibccpError::LibccpProgIsNull) => self.shared.diag(
@@ -276,7 +265,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             ),
             Err(e) => {
                 slot.invoke_errors += 1;
-                self.shared.diag(&format!("invoke for sid {sid} failed: {}", ccp::describe(&e)));
+                self.shared.diag(&format!("invoke for sid {sid} failed: {}", describe(&e)));
             }
         }
         let (cwnd, rate) = (conn.cwnd, conn.rate);
@@ -465,7 +454,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
                     self.shared
                         .diag(&format!("libccp ignored CHANGE_PROG for sid {}: program uid {uid} is not installed", hdr.sid));
                 }
-                Err(e) => self.shared.diag(&format!("libccp rejected {what} for sid {}: {}", hdr.sid, ccp::describe(&e))),
+                Err(e) => self.shared.diag(&format!("libccp rejected {what} for sid {}: {}", hdr.sid, describe(&e))),
             }
         }
     }

@@ -8,19 +8,18 @@
 //!
 //! It has to be its own process: libccp exports a C symbol named `log`, which captures libm's
 //! `log()`, so any `f64::ln` call in a binary linking libccp crashes. Nothing in this crate
-//! uses floating point, and it depends only on `libccp` and `libc`.
+//! uses floating point, and it depends only on `libccp`, `libc` and `ccp-libccp-host` (the
+//! socket to the agent, primitives, error codes and log throttling it shares with the portus
+//! shim; integer-only too).
 //!
-//! Modules: [`cli`] (arguments), [`model`] (flows, links, the receiver), [`ipc`] (the unix
-//! socket to the agent), [`ccp`] (libccp glue), [`guard`] (checks on agent messages before
-//! libccp sees them), [`driver`] (the real-time loop), [`output`] (JSON Lines), [`diag`]
-//! (rate-limited stderr).
+//! Modules: [`cli`] (arguments), [`model`] (flows, links, the receiver), [`ccp`] (libccp glue),
+//! [`guard`] (checks on agent messages before libccp sees them), [`driver`] (the real-time
+//! loop), [`output`] (JSON Lines).
 
 mod ccp;
 mod cli;
-mod diag;
 mod driver;
 mod guard;
-mod ipc;
 mod model;
 mod output;
 

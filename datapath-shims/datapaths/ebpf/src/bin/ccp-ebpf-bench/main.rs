@@ -15,18 +15,21 @@
 mod agent;
 mod env;
 mod flows;
-mod iperf;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use ccp_bench_harness::figures::{mean, ratio};
+use ccp_bench_harness::iperf;
+use ccp_bench_harness::net::Path;
+use ccp_bench_harness::process::process_cpu_s;
 use clap::Parser;
 use serde::Serialize;
 
 use agent::{Agent, CC};
 use ccp_ebpf::progstats;
-use env::{machine_busy_s, process_cpu_s, BpfStats, Path};
+use env::{machine_busy_s, sender_netns, BpfStats, NAMING};
 
 #[derive(Debug, Parser)]
 #[command(name = "ccp-ebpf-bench", about = "Benchmarks of the eBPF kernel datapath (needs root)")]
@@ -124,14 +127,6 @@ struct Acc {
     secs: f64,
 }
 
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
-
 /// One bulk flow on `ccp` with a fresh agent; accumulates into `acc`.
 fn ccp_run(args: &Args, bin: &std::path::Path, path: &Path, port: u16, ebpf: &str, acc: &mut Acc) -> anyhow::Result<()> {
     let agent = Agent::start(bin, &args.ebpf(ebpf))?;
@@ -159,14 +154,14 @@ fn finish(acc: &Acc, cubic: f64, reno: f64) -> CcpRun {
     let gbps = mean(&acc.gbps);
     CcpRun {
         gbps,
-        ratio_vs_cubic: if cubic > 0.0 { gbps / cubic } else { 0.0 },
-        ratio_vs_reno: if reno > 0.0 { gbps / reno } else { 0.0 },
-        bpf_ns_per_ack: if acc.acks > 0 { acc.run_ns as f64 / acc.acks as f64 } else { 0.0 },
+        ratio_vs_cubic: ratio(gbps, cubic),
+        ratio_vs_reno: ratio(gbps, reno),
+        bpf_ns_per_ack: ratio(acc.run_ns as f64, acc.acks as f64),
         acks: acc.acks,
         latency_p50_us: acc.p50.iter().copied().max().unwrap_or(0),
         latency_p99_us: acc.p99.iter().copied().max().unwrap_or(0),
         reports: acc.reports,
-        agent_cpu_pct: if acc.secs > 0.0 { 100.0 * acc.cpu_s / acc.secs } else { 0.0 },
+        agent_cpu_pct: ratio(100.0 * acc.cpu_s, acc.secs),
     }
 }
 
@@ -193,10 +188,10 @@ fn bulk(args: &Args, bin: &std::path::Path, path: &Path, port: u16) -> anyhow::R
 
 fn many_flows(args: &Args, bin: &std::path::Path) -> anyhow::Result<ManyFlows> {
     flows::raise_fd_limit(args.flows)?;
-    let path = Path::loopback("many")?;
-    let ns = path.sender_netns()?;
+    let path = Path::loopback(&NAMING, "many")?;
+    let ns = sender_netns(&path)?;
     let agent = Agent::start(bin, &args.ebpf(""))?;
-    let pins = PathBuf::from(format!("/sys/fs/bpf/ccp-bench-{}", std::process::id()));
+    let pins = agent::pin_dir();
     let total = Duration::from_secs(u64::from(args.flow_seconds.max(4)));
     let n = args.flows;
     eprintln!("[many] {n} flows for {} s", total.as_secs());
@@ -220,9 +215,9 @@ fn many_flows(args: &Args, bin: &std::path::Path) -> anyhow::Result<ManyFlows> {
         reports_per_s: records / window,
         agent_cpu_pct_of_a_core: pct,
         agent_cpu_pct_per_1000_flows: pct * 1000.0 / n.max(1) as f64,
-        agent_us_per_report: if records > 0.0 { cpu * 1e6 / records } else { 0.0 },
-        agent_cpu_pct_per_1000_flows_at_100_reports_per_s: if records > 0.0 { cpu / records * 100_000.0 * 100.0 } else { 0.0 },
-        agent_share_of_machine_cpu: if busy1 > busy0 { cpu / (busy1 - busy0) } else { 0.0 },
+        agent_us_per_report: ratio(cpu * 1e6, records),
+        agent_cpu_pct_per_1000_flows_at_100_reports_per_s: ratio(cpu, records) * 100_000.0 * 100.0,
+        agent_share_of_machine_cpu: ratio(cpu, busy1 - busy0),
         latency_p50_us: summary.latency_p50_us,
         latency_p99_us: summary.latency_p99_us,
         ring_drops: rec1.ring_drops,
@@ -264,8 +259,8 @@ fn main() -> anyhow::Result<()> {
     );
     let mut out = serde_json::Map::new();
     if args.part != Part::Flows {
-        let lo = bulk(&args, &bin, &Path::loopback("bulk")?, 5311)?;
-        let veth = bulk(&args, &bin, &Path::veth("bulk")?, 5312)?;
+        let lo = bulk(&args, &bin, &Path::loopback(&NAMING, "bulk")?, 5311)?;
+        let veth = bulk(&args, &bin, &Path::veth(&NAMING, "bulk", None)?, 5312)?;
         print_path(&lo);
         print_path(&veth);
         out.insert("loopback".into(), serde_json::to_value(&lo)?);

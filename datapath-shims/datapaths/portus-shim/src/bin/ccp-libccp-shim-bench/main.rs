@@ -18,18 +18,22 @@
 //!
 //! This binary does not link libccp (it runs the shim as a process).
 
-mod net;
 mod procs;
 
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
+use ccp_bench_harness::figures::{mean, ratio};
+use ccp_bench_harness::iperf;
+use ccp_bench_harness::net::{Naming, Path};
 use clap::Parser;
 use serde::Serialize;
 
-use net::Path;
 use procs::{start_agent, ShimPair};
+
+/// This benchmark's namespaces, devices and subnet (ccp-ebpf-bench's never collide with them).
+const NAMING: Naming = Naming { netns: "ccpshimbench", dev: "ccpsb", subnet: "10.203.0" };
 
 #[derive(Debug, Parser)]
 #[command(name = "ccp-libccp-shim-bench", about = "portus via ccp-libccp-shim vs kernel Reno vs ccp-agent (needs root)")]
@@ -83,22 +87,6 @@ struct PathResult {
     invoke_errors: u64,
     control_writes: u64,
     reports: u64,
-}
-
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
-}
-
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        0.0
-    }
 }
 
 struct Bins {
@@ -155,7 +143,7 @@ fn shim_run(args: &Args, b: &Bins, path: &Path, port: u16, cc: &str, acc: &mut S
     acc.idle_secs += t_idle.elapsed().as_secs_f64();
     let (shim0, portus0) = (pair.shim.cpu_s(), pair.portus.cpu_s());
     let t0 = Instant::now();
-    let gbps = net::bulk(path, port, cc, args.seconds)?;
+    let gbps = iperf::bulk(path, port, cc, args.seconds)?;
     acc.secs += t0.elapsed().as_secs_f64();
     acc.shim_cpu_s += pair.shim.cpu_s() - shim0;
     acc.portus_cpu_s += pair.portus.cpu_s() - portus0;
@@ -171,16 +159,16 @@ fn shim_run(args: &Args, b: &Bins, path: &Path, port: u16, cc: &str, acc: &mut S
 }
 
 fn bench_path(args: &Args, b: &Bins, path: &Path, port: u16) -> anyhow::Result<PathResult> {
-    let _server = net::Server::start(path, port)?;
+    let _server = iperf::Server::start(path, port)?;
     let tag = std::process::id() % 100_000;
     let (agent_cc, shim_cc) = (format!("ccpab{tag}"), format!("ccpsb{tag}"));
     let (mut kernel, mut agent) = (Vec::new(), Vec::new());
     let mut shim = ShimAcc::default();
     for rep in 0..args.repeat {
         eprintln!("[{}] run {}/{}: kernel reno, ccp-agent reno, portus reno via the shim", path.label, rep + 1, args.repeat);
-        kernel.push(net::bulk(path, port, "reno", args.seconds)?);
-        let (a, _dir) = start_agent(&b.agent, &agent_cc)?;
-        agent.push(net::bulk(path, port, &agent_cc, args.seconds)?);
+        kernel.push(iperf::bulk(path, port, "reno", args.seconds)?);
+        let a = start_agent(&b.agent, &agent_cc)?;
+        agent.push(iperf::bulk(path, port, &agent_cc, args.seconds)?);
         a.stop()?;
         shim_run(args, b, path, port, &shim_cc, &mut shim)?;
     }
@@ -239,12 +227,11 @@ fn print(r: &PathResult) {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    // SAFETY: geteuid has no preconditions.
-    anyhow::ensure!(unsafe { libc::geteuid() } == 0, "needs root (BPF struct_ops, network namespaces)");
+    anyhow::ensure!(ccp_ebpf::is_root(), "needs root (BPF struct_ops, network namespaces)");
     let b = bins(&args)?;
     let tag = (std::process::id() % 100_000).to_string();
-    let lo = bench_path(&args, &b, &Path::loopback(&tag)?, 5321)?;
-    let veth = bench_path(&args, &b, &Path::veth(&tag, args.veth_mbps)?, 5322)?;
+    let lo = bench_path(&args, &b, &Path::loopback(&NAMING, &tag)?, 5321)?;
+    let veth = bench_path(&args, &b, &Path::veth(&NAMING, &tag, Some(args.veth_mbps))?, 5322)?;
     print(&lo);
     print(&veth);
     if let Some(p) = &args.json {

@@ -2,7 +2,8 @@
 //!
 //! libccp warns "Datapath program is null" on each invoke until the agent installs a program,
 //! and a buggy datapath program fails on every run: each distinct message is let through the
-//! 1st, 10th, 100th, … time it occurs, with its count.
+//! 1st, 10th, 100th, … time it occurs, with its count. Where it goes (stderr, a log) is the
+//! host's business.
 
 use std::collections::HashMap;
 

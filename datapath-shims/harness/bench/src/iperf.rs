@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::env::Path;
+use crate::net::Path;
 
 /// `iperf3 -s` in the receiver's namespace, killed on drop.
 pub struct Server(Child);
@@ -18,7 +18,8 @@ impl Server {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .context("starting iperf3 -s")?;
+            .context("starting iperf3 -s (scripts/setup.sh installs iperf3)")?;
+        // iperf3 has no readiness signal; a client that comes too early is refused.
         std::thread::sleep(Duration::from_millis(300));
         Ok(Server(child))
     }
@@ -31,7 +32,7 @@ impl Drop for Server {
     }
 }
 
-/// One bulk flow with congestion control `cc` for `seconds`; the receiver's goodput, Gbit/s.
+/// One bulk flow on congestion control `cc` for `seconds`: the receiver's goodput, Gbit/s.
 pub fn bulk(path: &Path, port: u16, cc: &str, seconds: u32) -> anyhow::Result<f64> {
     let out = Command::new("ip")
         .args(["netns", "exec", &path.sender, "iperf3", "-c", &path.receiver_addr, "-p", &port.to_string()])

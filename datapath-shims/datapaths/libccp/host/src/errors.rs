@@ -1,6 +1,5 @@
-//! libccp's error codes, for the processes that host the libccp C library (the test datapath
-//! and the portus shim; never the agent, which must not link libccp). The crate's `LibccpError`
-//! names a failure but not the `ccp_error.h` code that libccp's own logs and docs use.
+//! libccp's error codes. The crate's `LibccpError` names a failure but not the `ccp_error.h`
+//! code that libccp's own logs and documentation use, so messages quote both.
 
 use libccp::LibccpError;
 

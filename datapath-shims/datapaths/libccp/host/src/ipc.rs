@@ -1,4 +1,4 @@
-//! The unix datagram socket between this datapath and the CCP agent (libccp's standard IPC,
+//! The unix datagram socket between a libccp datapath and the CCP agent (libccp's standard IPC,
 //! portus's `/tmp/ccp/<name>` convention).
 //!
 //! # Addresses
@@ -13,18 +13,23 @@
 //! The socket is left unconnected, so a restarted agent is reached at once.
 //!
 //! # Back-pressure
-//! Linux queues at most `net.unix.max_dgram_qlen` datagrams per receiving socket (10 here),
-//! counted in messages. libccp's `send_msg` is synchronous, so a send that finds the agent's
-//! queue full waits a bounded time ([`SEND_TIMEOUT`]). While it waits it keeps reading its own
-//! socket: portus sends with blocking calls, and an agent blocked on our full queue would never
-//! get back to reading its own, so both sides would stall. What is read then is stashed and
-//! handed to libccp later, never from inside the callback (that would re-enter libccp in the
-//! middle of `ccp_invoke`). After a send times out, sends stop waiting until one succeeds, so a
-//! stuck agent cannot stall the kernel's records for long.
+//! Linux queues at most `net.unix.max_dgram_qlen` datagrams per receiving socket (10 by
+//! default), counted in messages, not bytes: a burst of per-ACK reports, or a thousand flows
+//! starting at once, fills the agent's queue in no time. libccp's `send_msg` is synchronous and
+//! a real user-space datapath blocks there, so a send that finds the agent's queue full waits a
+//! bounded time ([`SEND_TIMEOUT`]) instead of silently losing the message. While it waits it
+//! keeps reading its own socket: portus sends with blocking calls, and an agent blocked on our
+//! full queue would never get back to reading its own, so both sides would stall. What is read
+//! then is stashed and handed to libccp later, never from inside the callback (that would
+//! re-enter libccp in the middle of `ccp_invoke`). After a send times out, sends stop waiting
+//! until one succeeds, so a stuck agent cannot stall the datapath for long.
 //!
 //! # Is the agent there?
 //! A send to a socket file nobody reads fails with `ECONNREFUSED` (`ENOENT` once it is gone);
 //! [`Channel::agent_identity`] also tells a restarted agent (a new socket file) from the old one.
+//! The libccp crate's `send_msg` reports success to C even when the send fails, so libccp never
+//! retries READY or CREATE on its own: a datapath either waits for the agent before starting
+//! libccp ([`Channel::wait_for_agent`]) or announces itself again when one appears.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -37,13 +42,15 @@ use std::time::{Duration, Instant};
 
 /// Longest wait for room in the agent's queue before a message is dropped.
 const SEND_TIMEOUT: Duration = Duration::from_millis(20);
-/// How often a waiting send retries (nothing signals room in an unconnected peer's queue).
+/// How often a waiting send retries (the kernel cannot signal room in an unconnected peer's
+/// queue, so the wait polls our own socket for this long between attempts).
 const SEND_RETRY_INTERVAL: Duration = Duration::from_micros(200);
 /// Large enough for any libccp message (`BIGGEST_MSG_SIZE` is 32678).
 pub const MAX_DATAGRAM: usize = 64 * 1024;
 
 /// How our socket's address is written (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum Bind {
     /// The bare name, relative to the socket directory (portus 0.7, ccp-agent).
     Relative,
@@ -129,8 +136,32 @@ impl Channel {
     pub fn agent_identity(&self) -> Option<AgentId> {
         let meta = std::fs::metadata(&self.agent_path).ok().filter(|m| m.file_type().is_socket())?;
         let id = AgentId { ino: meta.ino(), ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()) };
-        let probe = UnixDatagram::unbound().and_then(|s| s.connect(&self.agent_path));
-        probe.is_ok().then_some(id)
+        self.probe_agent().is_ok().then_some(id)
+    }
+
+    /// Waits up to `wait` until the agent's socket accepts datagrams, for a datapath that must
+    /// not start libccp before an agent is there to hear READY and CREATE (see the module docs).
+    pub fn wait_for_agent(&self, wait: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + wait;
+        loop {
+            match self.probe_agent() {
+                Ok(()) => return Ok(()),
+                Err(e) if Instant::now() >= deadline => {
+                    return Err(format!(
+                        "the agent's socket {} does not accept datagrams ({e}) after waiting {} ms; is the agent running?",
+                        self.agent_path.display(),
+                        wait.as_millis()
+                    ));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// Whether someone reads the agent's socket: connecting a datagram socket to it fails
+    /// otherwise, and sends nothing.
+    fn probe_agent(&self) -> io::Result<()> {
+        UnixDatagram::unbound().and_then(|s| s.connect(&self.agent_path))
     }
 
     /// Sends one message to the agent, waiting a bounded time for room in its queue.
@@ -156,7 +187,8 @@ impl Channel {
         }
     }
 
-    /// Whether datagrams read during a send wait for [`Channel::try_recv`] (ppoll cannot see them).
+    /// Whether datagrams read during a send wait for [`Channel::try_recv`] (ppoll cannot see them,
+    /// so a loop checks this before it sleeps).
     pub fn has_stashed(&self) -> bool {
         !self.stash.borrow().is_empty()
     }

@@ -1,0 +1,24 @@
+//! What every process that hosts the real libccp C library needs, written once: the test
+//! datapath (`ccp-test-datapath`, emulated flows) and the portus shim (`ccp-libccp-shim`, kernel
+//! flows through the eBPF datapath) both run libccp behind libccp's unix-socket IPC.
+//!
+//! - [`ipc`]: the socket to the agent: portus's relative or absolute addresses, bounded waits
+//!   on a full agent queue without deadlocking against a blocked agent, and whether an agent is
+//!   there (and whether it is the same one).
+//! - [`primitives`]: one ACK's measurements, as libccp's program sees them.
+//! - [`callbacks`]: the sids and reports libccp's messages carry, and its log levels.
+//! - [`errors`]: libccp's `ccp_error.h` codes, which the crate does not give.
+//! - [`throttle`]: messages that repeat on every ACK, let through the 1st, 10th, 100th, … time.
+//! - [`stop`]: SIGINT and SIGTERM as a clean stop.
+//!
+//! It is a crate of its own, apart from the libccp protocol crates (`ccp-wire`, `ccp-lang`),
+//! because it links libccp: libccp exports a C symbol named `log`, which captures libm's `log()`,
+//! so any `f64::ln` in a binary that links it crashes. `ccp-agent` must never depend on this
+//! crate, and nothing here uses floating point.
+
+pub mod callbacks;
+pub mod errors;
+pub mod ipc;
+pub mod primitives;
+pub mod stop;
+pub mod throttle;
