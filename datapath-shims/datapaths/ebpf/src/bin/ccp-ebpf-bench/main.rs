@@ -174,7 +174,8 @@ fn bulk(args: &Args, bin: &std::path::Path, path: &Path, port: u16) -> anyhow::R
         cubic.push(iperf::bulk(path, port, "cubic", args.seconds)?);
         reno.push(iperf::bulk(path, port, "reno", args.seconds)?);
         ccp_run(args, bin, path, port, "", &mut ms10)?;
-        ccp_run(args, bin, path, port, "report_per_rtt = true", &mut rtt)?;
+        // A table of its own after the [datapath.ebpf] keys.
+        ccp_run(args, bin, path, port, "[reports]\nper_rtt = true", &mut rtt)?;
     }
     let (c, r) = (mean(&cubic), mean(&reno));
     Ok(PathResult {
