@@ -243,6 +243,6 @@ fn ce_marks_from_a_tc_marker_appear_in_the_reports() {
         .count();
     let ece = log.lines().filter(|l| field(l, "ece").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) > 0).count();
     assert!(reports_with_ce > 0 && ece > 0, "CE counts and ECE ACKs reach the agent:\n{log}");
-    let closed = log.lines().find(|l| l.contains("ebpf flow closed") && field(l, "ce_pkts").is_some_and(|v| v != "0"));
+    let closed = log.lines().find(|l| l.contains("flow closed") && field(l, "ce_pkts").is_some_and(|v| v != "0"));
     assert!(closed.is_some(), "the flow's CE total is non-zero:\n{log}");
 }
