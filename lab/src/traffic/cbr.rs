@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::poisson::Rng;
+use ccp_qdisc::rng::{Draw, SeedableRng, SplitMix64};
+
 use super::{Clock, Endpoints, FlowPlan, FlowState, PlanKind, UDP_OVERHEAD_BYTES};
 use crate::error::{Error, Result};
 use crate::netns;
@@ -56,7 +57,7 @@ pub fn start(
         let socket = UdpSocket::bind("0.0.0.0:0")
             .and_then(|s| s.connect(addr).map(|_| s))
             .map_err(|e| Error::io(format!("UDP socket to {addr}"), e))?;
-        let mut gaps = Gaps { mean_s: mean_gap, rng: poisson_seed.map(Rng::new) };
+        let mut gaps = Gaps { mean_s: mean_gap, rng: poisson_seed.map(SplitMix64::seed_from_u64) };
         send(&socket, payload, &mut gaps, start, stop, &state, &clock);
         Ok(())
     })?;
@@ -66,7 +67,7 @@ pub fn start(
 /// Inter-departure times: constant, or exponential with a seeded generator.
 struct Gaps {
     mean_s: f64,
-    rng: Option<Rng>,
+    rng: Option<SplitMix64>,
 }
 
 impl Gaps {
