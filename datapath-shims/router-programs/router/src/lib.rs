@@ -8,9 +8,11 @@
 //! * [`trace`]: mahimahi trace files; [`feedback`]: QCN notifications on the wire;
 //! * [`log`] and [`summary`]: the per-packet CSV and the exit summary, with delays as
 //!   [`percentiles`] (shared with `ccp-lab`'s metrics);
-//! * [`cli`]: the `ccp-router` command line; [`demo`]: the newcomer demo (a kernel bulk flow
-//!   through the emulator, printed each second and plotted).
+//! * [`cli`]: the `ccp-router` command line, turned into a topology and a router configuration
+//!   by [`args_to_config`]; [`demo`]: the newcomer demo (a kernel bulk flow through the emulator,
+//!   printed each second and plotted).
 
+pub mod args_to_config;
 pub mod cli;
 pub mod clock;
 pub mod config;
