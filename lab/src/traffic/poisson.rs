@@ -11,12 +11,11 @@ use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ccp_qdisc::rng::{Draw, SeedableRng, SplitMix64};
 
-use super::{lock, sock, Clock, Endpoints, FlowPlan, FlowState, PlanKind, ShortFlow};
+use super::{lock, sock, Clock, FlowSetup, FlowState, FlowThreads, PlanKind, ShortFlow};
 use crate::error::{Error, Result};
 use crate::netns;
 
@@ -29,30 +28,21 @@ const POLL_MS: libc::c_int = 20;
 const CHUNK: usize = 64 * 1024;
 
 /// Starts the receiver and the arrival generator.
-pub fn start(
-    plan: &FlowPlan,
-    ends: &Endpoints,
-    port: u16,
-    state: Arc<FlowState>,
-    clock: Clock,
-) -> Result<Vec<JoinHandle<Result<()>>>> {
-    let PlanKind::PoissonTcp { load_bps, mean_size_bytes, fixed_size, cc, max_concurrent, seed } = plan.kind.clone() else {
-        return Err(Error::Run(format!("flow {} is not a Poisson TCP generator", plan.label)));
+pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
+    let PlanKind::PoissonTcp { load_bps, mean_size_bytes, fixed_size, cc, max_concurrent, seed } = flow.plan.kind.clone() else {
+        return Err(Error::Run(format!("flow {} is not a Poisson TCP generator", flow.plan.label)));
     };
-    let addr = SocketAddrV4::new(ends.receiver_addr, port);
-    let listener = netns::run_in(&ends.receiver_ns, move || sock::tcp_listen(addr, None))?;
+    let addr = flow.addr;
+    let listener = netns::run_in(&flow.ends.receiver_ns, move || sock::tcp_listen(addr, None))?;
     listener.set_nonblocking(true).map_err(|e| Error::io("set_nonblocking", e))?;
-    let (rs, rc) = (state.clone(), clock.clone());
-    let receiver = std::thread::Builder::new()
-        .name(format!("rcv-{}", plan.label).chars().take(15).collect())
-        .spawn(move || {
-            receive(&listener, &rs, &rc);
-            Ok(())
-        })
-        .map_err(|e| Error::io("spawning a receiver thread", e))?;
-    let (start, stop) = (plan.start, plan.stop);
+    let (rs, rc) = (flow.state.clone(), flow.clock.clone());
+    let receiver = flow.spawn_receiver(move || {
+        receive(&listener, &rs, &rc);
+        Ok(())
+    })?;
+    let (start, stop, state, clock) = (flow.plan.start, flow.plan.stop, flow.state.clone(), flow.clock.clone());
     let mean_gap_s = mean_size_bytes as f64 * 8.0 / load_bps;
-    let generator = netns::spawn_in(&ends.sender_ns, &format!("gen-{}", plan.label), move || {
+    let generator = flow.spawn_sender("gen", move || {
         let mut rng = SplitMix64::seed_from_u64(seed);
         let active = Arc::new(AtomicU32::new(0));
         let mut workers = Vec::new();
