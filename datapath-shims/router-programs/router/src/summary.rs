@@ -16,9 +16,9 @@ use ccp_qdisc::{Nanos, NANOS_PER_SEC};
 
 pub use crate::percentiles::{Histogram, Percentiles};
 
-/// Per-direction counters and samples.
-#[derive(Debug, Default)]
-pub struct DirectionStats {
+/// What a direction counts: kept while running and reported as they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Counters {
     pub packets_in: u64,
     pub bytes_in: u64,
     pub packets_out: u64,
@@ -30,7 +30,13 @@ pub struct DirectionStats {
     pub marked_ce: u64,
     /// Packets an ABC router turned from ECT(1) into ECT(0) (full-mode brake).
     pub marked_brake: u64,
-    pub notifications: u64,
+    pub qcn_notifications: u64,
+}
+
+/// Per-direction counters and samples.
+#[derive(Debug, Default)]
+pub struct DirectionStats {
+    pub counts: Counters,
     pub opportunities: u64,
     /// Queueing delay of delivered packets, µs.
     pub queue_delay_us: Histogram,
@@ -44,16 +50,8 @@ pub struct DirectionSummary {
     pub link: String,
     pub qdisc: String,
     pub delay_ms: f64,
-    pub packets_in: u64,
-    pub bytes_in: u64,
-    pub packets_out: u64,
-    pub bytes_out: u64,
-    pub dropped_buffer: u64,
-    pub dropped_aqm: u64,
-    pub dropped_write: u64,
-    pub marked_ce: u64,
-    pub marked_brake: u64,
-    pub qcn_notifications: u64,
+    #[serde(flatten)]
+    pub counts: Counters,
     pub throughput_mbps: f64,
     /// `None` for an unlimited link.
     pub capacity_mbps: Option<f64>,
@@ -88,19 +86,10 @@ impl DirectionStats {
             link: info.link,
             qdisc: info.qdisc,
             delay_ms: info.delay as f64 / 1e6,
-            packets_in: self.packets_in,
-            bytes_in: self.bytes_in,
-            packets_out: self.packets_out,
-            bytes_out: self.bytes_out,
-            dropped_buffer: self.dropped_buffer,
-            dropped_aqm: self.dropped_aqm,
-            dropped_write: self.dropped_write,
-            marked_ce: self.marked_ce,
-            marked_brake: self.marked_brake,
-            qcn_notifications: self.notifications,
-            throughput_mbps: mbps(self.bytes_out as f64),
+            counts: self.counts,
+            throughput_mbps: mbps(self.counts.bytes_out as f64),
             capacity_mbps: info.capacity_bytes.map(mbps),
-            utilisation: info.capacity_bytes.filter(|&c| c > 0.0).map(|c| self.bytes_out as f64 / c),
+            utilisation: info.capacity_bytes.filter(|&c| c > 0.0).map(|c| self.counts.bytes_out as f64 / c),
             queue_delay_ms: Percentiles::of_us(&self.queue_delay_us),
             delay_error_ms: Percentiles::of_us(&self.delay_error_us),
         }
@@ -113,16 +102,17 @@ impl Summary {
         let mut s = format!("ccp-router summary over {:.2} s\n", self.duration_s);
         for (name, d) in [("down (sender → receiver)", &self.down), ("up (receiver → sender)", &self.up)] {
             s += &format!("  {name}: link {}, qdisc {}, delay {:.1} ms\n", d.link, d.qdisc, d.delay_ms);
+            let c = &d.counts;
             s += &format!(
                 "    packets in {} / out {}; dropped: buffer {}, aqm {}, write {}; marked: CE {}, brake {}; QCN notifications {}\n",
-                d.packets_in,
-                d.packets_out,
-                d.dropped_buffer,
-                d.dropped_aqm,
-                d.dropped_write,
-                d.marked_ce,
-                d.marked_brake,
-                d.qcn_notifications
+                c.packets_in,
+                c.packets_out,
+                c.dropped_buffer,
+                c.dropped_aqm,
+                c.dropped_write,
+                c.marked_ce,
+                c.marked_brake,
+                c.qcn_notifications
             );
             s += &format!("    throughput {:.3} Mbit/s", d.throughput_mbps);
             if let (Some(c), Some(u)) = (d.capacity_mbps, d.utilisation) {
@@ -148,7 +138,10 @@ mod tests {
 
     #[test]
     fn utilisation_and_text() {
-        let st = DirectionStats { bytes_out: 1_000_000, packets_out: 700, ..DirectionStats::default() };
+        let st = DirectionStats {
+            counts: Counters { bytes_out: 1_000_000, packets_out: 700, ..Counters::default() },
+            ..DirectionStats::default()
+        };
         let info = DirectionInfo { link: "fixed 8 Mbit/s".into(), qdisc: "droptail".into(), delay: 0, capacity_bytes: Some(2e6) };
         let d = st.summarise(info, 2 * NANOS_PER_SEC);
         assert_eq!(d.throughput_mbps, 4.0);
