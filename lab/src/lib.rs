@@ -3,7 +3,8 @@
 //! runs real kernel TCP (or the agent through the eBPF datapath) through `ccp-router`'s emulated
 //! bottleneck, in its own network namespaces, and writes CSV, JSON and PNG.
 //!
-//! * [`config`]: the file format, defaults and validation (errors name file, line and key);
+//! * [`config`]: the file format and defaults, its validation, and loading (errors name file,
+//!   line and key, found by the TOML key index);
 //! * [`link`]: traces, trace directories, fixed rates, synthetic square waves;
 //! * [`scheme`]: kernel or agent congestion control, router queue discipline, sysctls;
 //! * [`agent`]: starting and stopping `ccp-agent`, readiness by registration;

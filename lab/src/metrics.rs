@@ -21,43 +21,14 @@ use std::io::BufRead;
 
 use serde::Serialize;
 
+pub use ccp_router::percentiles::Percentiles;
+
 use crate::config::ClassifySpec;
 use crate::link::Link;
 use crate::traffic::poisson::ELASTIC_MIN_BYTES;
 use crate::traffic::{FlowPlan, FlowSample, PlanKind, Role, ShortFlow, TCP_WIRE_PER_PAYLOAD};
 
 const NS_PER_S: f64 = 1e9;
-
-/// Percentiles of a set of delays, ms.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Percentiles {
-    pub count: u64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-impl Percentiles {
-    /// Nearest-rank percentiles of ns values (sorted in place), in ms. `None` when empty.
-    pub fn of_ns(v: &mut [u64]) -> Option<Percentiles> {
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_unstable();
-        let n = v.len();
-        let rank = |p: f64| v[((p * n as f64).ceil() as usize).clamp(1, n) - 1] as f64 / 1e6;
-        Some(Percentiles {
-            count: n as u64,
-            mean: v.iter().map(|&x| x as f64).sum::<f64>() / n as f64 / 1e6,
-            p50: rank(0.50),
-            p95: rank(0.95),
-            p99: rank(0.99),
-            max: v[n - 1] as f64 / 1e6,
-        })
-    }
-}
 
 /// The measurement window and the time-series grid, ns since the emulator started.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -584,17 +555,6 @@ mod tests {
         s += "down,100,1500,50000000,,,,,,not-ect,not-ect,dropped_buffer\n";
         s += "down,101,1500,60000000,,,,,,ect0,ect0,dropped_aqm\n";
         s
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let mut v: Vec<u64> = (1..=100).map(|x| x * 1_000_000).collect();
-        let p = Percentiles::of_ns(&mut v).unwrap();
-        assert_eq!((p.p50, p.p95, p.p99, p.max), (50.0, 95.0, 99.0, 100.0));
-        assert!((p.mean - 50.5).abs() < 1e-9);
-        assert!(Percentiles::of_ns(&mut []).is_none());
-        let mut one = [7_000_000];
-        assert_eq!(Percentiles::of_ns(&mut one).unwrap().p95, 7.0);
     }
 
     #[test]

@@ -105,32 +105,34 @@ fn text(s: &str) -> String {
     }
 }
 
+/// A CSV table: the header, then one line of `cells` per row.
+fn csv<T>(header: &str, rows: &[T], cells: impl Fn(&T) -> Vec<String>) -> String {
+    let mut s = format!("{header}\n");
+    for r in rows {
+        s += &cells(r).join(",");
+        s.push('\n');
+    }
+    s
+}
+
 pub fn link_csv(bins: &[LinkBin]) -> String {
-    let mut s = "t_s,capacity_mbps,delivered_mbps,qdelay_mean_ms,qdelay_p95_ms,qdelay_max_ms,drops,ce_marks\n".to_string();
-    for b in bins {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{}",
+    csv("t_s,capacity_mbps,delivered_mbps,qdelay_mean_ms,qdelay_p95_ms,qdelay_max_ms,drops,ce_marks", bins, |b| {
+        vec![
             f(b.t_s, 3),
             f(b.capacity_mbps, 4),
             f(b.delivered_mbps, 4),
             of(b.qdelay_mean_ms, 3),
             of(b.qdelay_p95_ms, 3),
             of(b.qdelay_max_ms, 3),
-            b.drops,
-            b.marks
-        );
-    }
-    s
+            b.drops.to_string(),
+            b.marks.to_string(),
+        ]
+    })
 }
 
 pub fn flows_csv(points: &[FlowPoint]) -> String {
-    let mut s =
-        "t_s,flow,throughput_mbps,cwnd_pkts,srtt_ms,delivery_rate_mbps,pacing_rate_mbps,retrans,delivered_ce\n".to_string();
-    for p in points {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{}",
+    csv("t_s,flow,throughput_mbps,cwnd_pkts,srtt_ms,delivery_rate_mbps,pacing_rate_mbps,retrans,delivered_ce", points, |p| {
+        vec![
             f(p.t_s, 3),
             text(&p.flow),
             f(p.throughput_mbps, 4),
@@ -139,49 +141,39 @@ pub fn flows_csv(points: &[FlowPoint]) -> String {
             of(p.delivery_rate_mbps, 4),
             of(p.pacing_rate_mbps, 4),
             opt(p.retrans),
-            opt(p.delivered_ce)
-        );
-    }
-    s
+            opt(p.delivered_ce),
+        ]
+    })
 }
 
 pub fn classification_csv(points: &[ClassPoint]) -> String {
-    let mut s = "t_s,flow,truth_elastic,predicted_elastic,value\n".to_string();
-    for p in points {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{}",
+    csv("t_s,flow,truth_elastic,predicted_elastic,value", points, |p| {
+        vec![
             f(p.t_s, 3),
             text(&p.flow),
-            u8::from(p.truth_elastic),
-            u8::from(p.predicted_elastic),
-            p.value
-        );
-    }
-    s
+            u8::from(p.truth_elastic).to_string(),
+            u8::from(p.predicted_elastic).to_string(),
+            p.value.to_string(),
+        ]
+    })
 }
 
 pub fn short_flows_csv(flows: &[(String, ShortFlow)]) -> String {
-    let mut s = "generator,start_s,size_bytes,duration_s,completed\n".to_string();
-    for (g, x) in flows {
-        let _ = writeln!(s, "{},{},{},{},{}", text(g), f(x.start_s, 4), x.size_bytes, f(x.duration_s, 4), u8::from(x.completed));
-    }
-    s
+    csv("generator,start_s,size_bytes,duration_s,completed", flows, |(g, x)| {
+        vec![text(g), f(x.start_s, 4), x.size_bytes.to_string(), f(x.duration_s, 4), u8::from(x.completed).to_string()]
+    })
 }
 
-/// One row of runs.csv.
+/// runs.csv: one row per run.
 pub fn runs_csv(records: &[RunRecord]) -> String {
-    let mut s = "link,scenario,scheme,repetition,ok,utilisation,qdelay_p50_ms,qdelay_p95_ms,qdelay_mean_ms,scheme_throughput_mbps,scheme_share,cross_throughput_mbps,accuracy,wall_time_s,dir,error,emulator_late_p99_ms\n".to_string();
-    for r in records {
+    csv("link,scenario,scheme,repetition,ok,utilisation,qdelay_p50_ms,qdelay_p95_ms,qdelay_mean_ms,scheme_throughput_mbps,scheme_share,cross_throughput_mbps,accuracy,wall_time_s,dir,error,emulator_late_p99_ms", records, |r| {
         let q = r.link_metrics.as_ref().and_then(|m| m.queue_delay_ms);
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+        vec![
             text(&r.link),
             text(&r.scenario),
             text(&r.scheme),
-            r.repetition,
-            u8::from(r.ok),
+            r.repetition.to_string(),
+            u8::from(r.ok).to_string(),
             of(r.link_metrics.as_ref().map(|m| m.utilisation), 4),
             of(q.map(|q| q.p50), 2),
             of(q.map(|q| q.p95), 2),
@@ -193,10 +185,9 @@ pub fn runs_csv(records: &[RunRecord]) -> String {
             f(r.wall_time_s, 1),
             text(&r.dir),
             text(r.error.as_deref().unwrap_or("")),
-            of(r.emulator_late_p99_ms, 2)
-        );
-    }
-    s
+            of(r.emulator_late_p99_ms, 2),
+        ]
+    })
 }
 
 /// One link × scenario × scheme, averaged over its successful repetitions.
@@ -228,16 +219,21 @@ fn mean(v: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
 }
 
-/// Groups runs by link × scenario × scheme (in first-seen order) and averages them.
-pub fn summarise(records: &[RunRecord]) -> Vec<SummaryRow> {
-    let mut keys: Vec<(String, String, String)> = Vec::new();
-    for r in records {
-        let k = (r.link.clone(), r.scenario.clone(), r.scheme.clone());
+/// The distinct keys of `items`, in the order they first appear (the order runs were declared).
+fn first_seen<T, K: PartialEq>(items: &[T], key: impl Fn(&T) -> K) -> Vec<K> {
+    let mut keys = Vec::new();
+    for k in items.iter().map(key) {
         if !keys.contains(&k) {
             keys.push(k);
         }
     }
-    keys.into_iter()
+    keys
+}
+
+/// Groups runs by link × scenario × scheme (in first-seen order) and averages them.
+pub fn summarise(records: &[RunRecord]) -> Vec<SummaryRow> {
+    first_seen(records, |r| (r.link.clone(), r.scenario.clone(), r.scheme.clone()))
+        .into_iter()
         .map(|(link, scenario, scheme)| {
             let group: Vec<&RunRecord> =
                 records.iter().filter(|r| r.link == link && r.scenario == scenario && r.scheme == scheme).collect();
@@ -282,14 +278,8 @@ pub struct AverageRow {
 }
 
 pub fn averages(rows: &[SummaryRow]) -> Vec<AverageRow> {
-    let mut keys: Vec<(String, String)> = Vec::new();
-    for r in rows {
-        let k = (r.scenario.clone(), r.scheme.clone());
-        if !keys.contains(&k) {
-            keys.push(k);
-        }
-    }
-    keys.into_iter()
+    first_seen(rows, |r| (r.scenario.clone(), r.scheme.clone()))
+        .into_iter()
         .map(|(scenario, scheme)| {
             let g: Vec<&SummaryRow> =
                 rows.iter().filter(|r| r.scenario == scenario && r.scheme == scheme && r.runs_ok > 0).collect();
@@ -309,16 +299,13 @@ pub fn averages(rows: &[SummaryRow]) -> Vec<AverageRow> {
 }
 
 pub fn summary_csv(rows: &[SummaryRow]) -> String {
-    let mut s = "link,scenario,scheme,runs_ok,runs_failed,utilisation,capacity_mbps,delivered_mbps,qdelay_p50_ms,qdelay_p95_ms,qdelay_p99_ms,qdelay_mean_ms,scheme_throughput_mbps,scheme_share,cross_throughput_mbps,jain,accuracy,error\n".to_string();
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+    csv("link,scenario,scheme,runs_ok,runs_failed,utilisation,capacity_mbps,delivered_mbps,qdelay_p50_ms,qdelay_p95_ms,qdelay_p99_ms,qdelay_mean_ms,scheme_throughput_mbps,scheme_share,cross_throughput_mbps,jain,accuracy,error", rows, |r| {
+        vec![
             text(&r.link),
             text(&r.scenario),
             text(&r.scheme),
-            r.runs_ok,
-            r.runs_failed,
+            r.runs_ok.to_string(),
+            r.runs_failed.to_string(),
             of(r.utilisation, 4),
             of(r.capacity_mbps, 3),
             of(r.delivered_mbps, 3),
@@ -331,73 +318,48 @@ pub fn summary_csv(rows: &[SummaryRow]) -> String {
             of(r.cross_throughput_mbps, 3),
             of(r.jain, 4),
             of(r.accuracy, 4),
-            text(r.error.as_deref().unwrap_or(""))
-        );
-    }
-    s
+            text(r.error.as_deref().unwrap_or("")),
+        ]
+    })
 }
 
 pub fn averages_csv(rows: &[AverageRow]) -> String {
-    let mut s =
-        "scenario,scheme,links,utilisation,qdelay_p50_ms,qdelay_p95_ms,qdelay_mean_ms,scheme_share,accuracy\n".to_string();
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{},{},{},{}",
+    csv("scenario,scheme,links,utilisation,qdelay_p50_ms,qdelay_p95_ms,qdelay_mean_ms,scheme_share,accuracy", rows, |r| {
+        vec![
             text(&r.scenario),
             text(&r.scheme),
-            r.links,
+            r.links.to_string(),
             of(r.utilisation, 4),
             of(r.qdelay_p50_ms, 2),
             of(r.qdelay_p95_ms, 2),
             of(r.qdelay_mean_ms, 2),
             of(r.scheme_share, 4),
-            of(r.accuracy, 4)
-        );
-    }
-    s
+            of(r.accuracy, 4),
+        ]
+    })
 }
 
 /// A fixed-width text table of the summary for the terminal.
 pub fn summary_table(rows: &[SummaryRow], avgs: &[AverageRow]) -> String {
     let pct = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{:.1}", x * 100.0));
     let ms = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.1}"));
-    let mut s = format!(
-        "{:<28} {:<12} {:<14} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}\n",
-        "link", "scenario", "scheme", "util%", "p50 ms", "p95 ms", "mean ms", "share%", "acc%"
-    );
+    let line = |c: [&str; 9]| {
+        format!("{:<28} {:<12} {:<14} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}", c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
+    };
+    let mut s = line(["link", "scenario", "scheme", "util%", "p50 ms", "p95 ms", "mean ms", "share%", "acc%"]) + "\n";
     for r in rows {
-        let _ = writeln!(
-            s,
-            "{:<28} {:<12} {:<14} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}{}",
-            r.link,
-            r.scenario,
-            r.scheme,
-            pct(r.utilisation),
-            ms(r.qdelay_p50_ms),
-            ms(r.qdelay_p95_ms),
-            ms(r.qdelay_mean_ms),
-            pct(r.scheme_share),
-            pct(r.accuracy),
-            if r.runs_failed > 0 { format!("  ({} failed)", r.runs_failed) } else { String::new() }
-        );
+        let (util, p50, p95, mean) = (pct(r.utilisation), ms(r.qdelay_p50_ms), ms(r.qdelay_p95_ms), ms(r.qdelay_mean_ms));
+        let (share, acc) = (pct(r.scheme_share), pct(r.accuracy));
+        let failed = if r.runs_failed > 0 { format!("  ({} failed)", r.runs_failed) } else { String::new() };
+        let _ = writeln!(s, "{}{failed}", line([&r.link, &r.scenario, &r.scheme, &util, &p50, &p95, &mean, &share, &acc]));
     }
     if rows.iter().map(|r| &r.link).collect::<std::collections::HashSet<_>>().len() > 1 {
         let _ = writeln!(s, "average over links:");
         for a in avgs {
-            let _ = writeln!(
-                s,
-                "{:<28} {:<12} {:<14} {:>6} {:>9} {:>9} {:>9} {:>8} {:>6}",
-                format!("({} links)", a.links),
-                a.scenario,
-                a.scheme,
-                pct(a.utilisation),
-                ms(a.qdelay_p50_ms),
-                ms(a.qdelay_p95_ms),
-                ms(a.qdelay_mean_ms),
-                pct(a.scheme_share),
-                pct(a.accuracy)
-            );
+            let links = format!("({} links)", a.links);
+            let (util, p50, p95, mean) = (pct(a.utilisation), ms(a.qdelay_p50_ms), ms(a.qdelay_p95_ms), ms(a.qdelay_mean_ms));
+            let (share, acc) = (pct(a.scheme_share), pct(a.accuracy));
+            let _ = writeln!(s, "{}", line([&links, &a.scenario, &a.scheme, &util, &p50, &p95, &mean, &share, &acc]));
         }
     }
     s

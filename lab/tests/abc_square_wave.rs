@@ -69,7 +69,7 @@ fn abc_bounds_queueing_delay_near_d_t_where_cubic_does_not() {
 
     // The feedback loop is closed: the receiver echoed the router's CE marks one for one.
     let echo = abc.ce_echo.expect("ABC runs with the receiver's CE echo");
-    let marked = abc.router.as_ref().unwrap().down.marked_ce;
+    let marked = abc.router.as_ref().unwrap().down.counts.marked_ce;
     assert!(marked > 100, "the ABC router braked only {marked} packets: {summary}");
     assert!(
         (echo.ce_pkts as f64 - marked as f64).abs() <= 0.05 * marked as f64 + 5.0,

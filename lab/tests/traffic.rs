@@ -47,7 +47,7 @@ fn udp_rates_are_accurate() {
     assert!((mbps(1) - 5.0).abs() < 0.5, "Poisson received {} Mbit/s, wanted 5 ± 10 %", mbps(1));
     assert_eq!(t.states[0].send_failures.load(Ordering::Relaxed), 0);
     let summary = emu.stop().unwrap();
-    assert_eq!(summary.down.dropped_buffer, 0);
+    assert_eq!(summary.down.counts.dropped_buffer, 0);
 }
 
 #[test]

@@ -5,7 +5,7 @@
 //! purpose label. Adding a consumer, or a consumer drawing more numbers, then never shifts what
 //! the others draw, so a result changes only when its own inputs change.
 
-use ccp_qdisc::rng::SplitMix64;
+use ccp_qdisc::rng::{Draw, Rng as _, SeedableRng, SplitMix64};
 
 /// The purposes that draw random numbers. The discriminant is mixed into the seed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,8 +29,8 @@ impl Rng {
     /// The stream for `purpose` (with an index, e.g. a port id) under `seed`.
     pub fn stream(seed: u64, purpose: Stream, index: u64) -> Rng {
         // Decorrelate nearby seeds and purposes by running the mix once over a combined word.
-        let mut mix = SplitMix64::new(seed ^ ((purpose as u64) << 56) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        Rng { inner: SplitMix64::new(mix.next_u64()) }
+        let mut mix = SplitMix64::seed_from_u64(seed ^ ((purpose as u64) << 56) ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        Rng { inner: SplitMix64::seed_from_u64(mix.next_u64()) }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -49,7 +49,7 @@ impl Rng {
 
     /// Exponential with the given mean.
     pub fn exponential(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
+        self.inner.exponential(mean)
     }
 
     /// Standard normal (Box–Muller; one of the pair is discarded to keep the stream stateless).

@@ -224,17 +224,12 @@ impl CrossTrafficEstimator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nimbus::election::SplitMix64;
 
     /// Tiny deterministic generator for the randomized identities.
     fn uniforms(seed: u64) -> impl Iterator<Item = f64> {
-        let mut x = seed;
-        std::iter::from_fn(move || {
-            x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            Some(((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64)
-        })
+        let mut rng = SplitMix64::new(seed);
+        std::iter::from_fn(move || Some(rng.next_f64()))
     }
 
     /// §15.2 test 6: the fluid identity.

@@ -30,6 +30,8 @@
 //! mixed with the flow's creation index within its factory so that flows of one configuration do
 //! not draw identical streams (identical streams would elect simultaneously and defeat Eq. 5).
 
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
+
 use super::elasticity::WatcherMeasurement;
 
 /// κ: expected new pulsers per FFT window (paper §4.2: 1).
@@ -47,23 +49,18 @@ pub const WATCHER_SWITCH_THRESH: f64 = 1.25;
 /// Gain of the watcher's output-rate EWMA per 10 ms (spec A12).
 pub const WATCHER_RATE_GAIN: f64 = 0.03;
 
-/// SplitMix64 (Steele, Lea, Flood 2014): a small, fast, well-mixed deterministic generator.
+/// SplitMix64 (Steele, Lea, Flood 2014): a small, fast, well-mixed deterministic generator;
+/// `rand_xoshiro`'s, with the draws the election needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitMix64 {
-    state: u64,
-}
+pub struct SplitMix64(rand_xoshiro::SplitMix64);
 
 impl SplitMix64 {
     pub fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
+        SplitMix64(rand_xoshiro::SplitMix64::seed_from_u64(seed))
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in [0, 1) with 53 random bits.

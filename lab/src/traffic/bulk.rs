@@ -5,11 +5,9 @@
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddrV4, TcpListener};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::{lock, sock, Clock, Endpoints, FlowPlan, FlowState, PlanKind};
+use super::{lock, sock, Clock, FlowSetup, FlowState, FlowThreads, PlanKind};
 use crate::error::{Error, Result};
 use crate::netns;
 
@@ -25,26 +23,17 @@ const ACCEPT_POLL: Duration = Duration::from_millis(5);
 const IO_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Binds the receiver (now, in the receiver's namespace) and starts both threads.
-pub fn start(
-    plan: &FlowPlan,
-    ends: &Endpoints,
-    port: u16,
-    state: Arc<FlowState>,
-    clock: Clock,
-) -> Result<Vec<JoinHandle<Result<()>>>> {
-    let PlanKind::Bulk { cc, receiver_cc } = plan.kind.clone() else {
-        return Err(Error::Run(format!("flow {} is not a bulk TCP flow", plan.label)));
+pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
+    let PlanKind::Bulk { cc, receiver_cc } = flow.plan.kind.clone() else {
+        return Err(Error::Run(format!("flow {} is not a bulk TCP flow", flow.plan.label)));
     };
-    let addr = SocketAddrV4::new(ends.receiver_addr, port);
-    let listener = netns::run_in(&ends.receiver_ns, move || sock::tcp_listen(addr, receiver_cc.as_deref()))?;
+    let addr = flow.addr;
+    let listener = netns::run_in(&flow.ends.receiver_ns, move || sock::tcp_listen(addr, receiver_cc.as_deref()))?;
     listener.set_nonblocking(true).map_err(|e| Error::io("set_nonblocking", e))?;
-    let (rs, rc) = (state.clone(), clock.clone());
-    let receiver = std::thread::Builder::new()
-        .name(format!("rcv-{}", plan.label).chars().take(15).collect())
-        .spawn(move || receive(listener, &rs, &rc))
-        .map_err(|e| Error::io("spawning a receiver thread", e))?;
-    let (start, stop) = (plan.start, plan.stop);
-    let sender = netns::spawn_in(&ends.sender_ns, &format!("snd-{}", plan.label), move || {
+    let (rs, rc) = (flow.state.clone(), flow.clock.clone());
+    let receiver = flow.spawn_receiver(move || receive(listener, &rs, &rc))?;
+    let (start, stop, state, clock) = (flow.plan.start, flow.plan.stop, flow.state.clone(), flow.clock.clone());
+    let sender = flow.spawn_sender("snd", move || {
         send(addr, &cc, start, stop, &state, &clock);
         Ok(())
     })?;

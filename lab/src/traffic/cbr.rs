@@ -7,14 +7,13 @@
 //! forgiven instead of being repaid as a burst that would not be CBR any more.
 
 use std::io::ErrorKind;
-use std::net::{SocketAddrV4, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::poisson::Rng;
-use super::{Clock, Endpoints, FlowPlan, FlowState, PlanKind, UDP_OVERHEAD_BYTES};
+use ccp_qdisc::rng::{Draw, SeedableRng, SplitMix64};
+
+use super::{Clock, FlowSetup, FlowState, FlowThreads, PlanKind, UDP_OVERHEAD_BYTES};
 use crate::error::{Error, Result};
 use crate::netns;
 
@@ -26,37 +25,28 @@ const MAX_SLEEP: Duration = Duration::from_millis(20);
 const SINK_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Binds the sink in the receiver's namespace and starts the sender in the sender's.
-pub fn start(
-    plan: &FlowPlan,
-    ends: &Endpoints,
-    port: u16,
-    state: Arc<FlowState>,
-    clock: Clock,
-) -> Result<Vec<JoinHandle<Result<()>>>> {
-    let PlanKind::Udp { rate_bps, packet_bytes, poisson_seed } = plan.kind.clone() else {
-        return Err(Error::Run(format!("flow {} is not a UDP flow", plan.label)));
+pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
+    let PlanKind::Udp { rate_bps, packet_bytes, poisson_seed } = flow.plan.kind.clone() else {
+        return Err(Error::Run(format!("flow {} is not a UDP flow", flow.plan.label)));
     };
-    let addr = SocketAddrV4::new(ends.receiver_addr, port);
-    let sink = netns::run_in(&ends.receiver_ns, move || {
+    let addr = flow.addr;
+    let sink = netns::run_in(&flow.ends.receiver_ns, move || {
         UdpSocket::bind(addr).map_err(|e| Error::io(format!("binding UDP {addr} in the receiver namespace"), e))
     })?;
     sink.set_read_timeout(Some(SINK_TIMEOUT)).map_err(|e| Error::io("UDP read timeout", e))?;
-    let (ss, sc) = (state.clone(), clock.clone());
-    let receiver = std::thread::Builder::new()
-        .name(format!("rcv-{}", plan.label).chars().take(15).collect())
-        .spawn(move || {
-            drain(&sink, &ss, &sc);
-            Ok(())
-        })
-        .map_err(|e| Error::io("spawning a UDP sink thread", e))?;
+    let (ss, sc) = (flow.state.clone(), flow.clock.clone());
+    let receiver = flow.spawn_receiver(move || {
+        drain(&sink, &ss, &sc);
+        Ok(())
+    })?;
     let payload = (packet_bytes - UDP_OVERHEAD_BYTES) as usize;
     let mean_gap = f64::from(packet_bytes) * 8.0 / rate_bps;
-    let (start, stop) = (plan.start, plan.stop);
-    let sender = netns::spawn_in(&ends.sender_ns, &format!("snd-{}", plan.label), move || {
+    let (start, stop, state, clock) = (flow.plan.start, flow.plan.stop, flow.state.clone(), flow.clock.clone());
+    let sender = flow.spawn_sender("snd", move || {
         let socket = UdpSocket::bind("0.0.0.0:0")
             .and_then(|s| s.connect(addr).map(|_| s))
             .map_err(|e| Error::io(format!("UDP socket to {addr}"), e))?;
-        let mut gaps = Gaps { mean_s: mean_gap, rng: poisson_seed.map(Rng::new) };
+        let mut gaps = Gaps { mean_s: mean_gap, rng: poisson_seed.map(SplitMix64::seed_from_u64) };
         send(&socket, payload, &mut gaps, start, stop, &state, &clock);
         Ok(())
     })?;
@@ -66,7 +56,7 @@ pub fn start(
 /// Inter-departure times: constant, or exponential with a seeded generator.
 struct Gaps {
     mean_s: f64,
-    rng: Option<Rng>,
+    rng: Option<SplitMix64>,
 }
 
 impl Gaps {

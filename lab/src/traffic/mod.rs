@@ -14,13 +14,14 @@ pub mod cbr;
 pub mod poisson;
 pub mod sock;
 
-use std::net::{Ipv4Addr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::netns;
 pub use sock::TcpInfo;
 
 /// First port used by the flows of a run (each flow gets its own).
@@ -142,6 +143,36 @@ pub struct Endpoints {
     pub receiver_addr: Ipv4Addr,
 }
 
+/// A flow about to start: its plan, where it goes, and what its threads share.
+pub struct FlowSetup<'a> {
+    pub plan: &'a FlowPlan,
+    pub ends: &'a Endpoints,
+    /// The receiver's address with this flow's own port.
+    pub addr: SocketAddrV4,
+    pub state: Arc<FlowState>,
+    pub clock: Clock,
+}
+
+/// The threads of a started flow; each returns its own error (flow failures go to
+/// [`FlowState::fail`]).
+pub type FlowThreads = Vec<JoinHandle<Result<()>>>;
+
+impl FlowSetup<'_> {
+    /// Starts the receiving thread. It stays in the caller's namespace: the socket it reads was
+    /// bound in the receiver's already, before any sender starts.
+    fn spawn_receiver(&self, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<JoinHandle<Result<()>>> {
+        std::thread::Builder::new()
+            .name(format!("rcv-{}", self.plan.label).chars().take(15).collect())
+            .spawn(f)
+            .map_err(|e| Error::io("spawning a receiver thread", e))
+    }
+
+    /// Starts a thread in the sender's namespace, named `{what}-{label}`.
+    fn spawn_sender(&self, what: &str, f: impl FnOnce() -> Result<()> + Send + 'static) -> Result<JoinHandle<Result<()>>> {
+        netns::spawn_in(&self.ends.sender_ns, &format!("{what}-{}", self.plan.label), f)
+    }
+}
+
 /// What a thread needs to know about time and stopping.
 #[derive(Debug, Clone)]
 pub struct Clock {
@@ -214,7 +245,14 @@ impl Traffic {
                 PlanKind::Udp { .. } => cbr::start,
                 PlanKind::PoissonTcp { .. } => poisson::start,
             };
-            let handles = start(plan, ends, port, state.clone(), clock.clone())?;
+            let setup = FlowSetup {
+                plan,
+                ends,
+                addr: SocketAddrV4::new(ends.receiver_addr, port),
+                state: state.clone(),
+                clock: clock.clone(),
+            };
+            let handles = start(&setup)?;
             traffic.threads.extend(handles);
         }
         Ok(traffic)

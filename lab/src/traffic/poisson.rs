@@ -1,6 +1,6 @@
-//! Poisson processes: a small seeded generator for exponential gaps (shared with Poisson UDP),
-//! and TCP flows of random size arriving at rate λ = load / mean size (Nimbus's "x Mbit/s
-//! Poisson" cross traffic, ABC's short non-ABC flows).
+//! Poisson TCP flows: flows of random size arriving at rate λ = load / mean size (Nimbus's
+//! "x Mbit/s Poisson" cross traffic, ABC's short non-ABC flows), drawn from a seeded generator
+//! ([`ccp_qdisc::rng`], as Poisson UDP's gaps are).
 //!
 //! Each arrival is a new connection with the configured congestion control: it writes its bytes,
 //! half-closes, and is complete when the receiver's close comes back (so the completion time
@@ -11,10 +11,11 @@ use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{lock, sock, Clock, Endpoints, FlowPlan, FlowState, PlanKind, ShortFlow};
+use ccp_qdisc::rng::{Draw, SeedableRng, SplitMix64};
+
+use super::{lock, sock, Clock, FlowSetup, FlowState, FlowThreads, PlanKind, ShortFlow};
 use crate::error::{Error, Result};
 use crate::netns;
 
@@ -26,60 +27,23 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const POLL_MS: libc::c_int = 20;
 const CHUNK: usize = 64 * 1024;
 
-/// SplitMix64: tiny, seedable, good enough for arrival times (not for cryptography).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponentially distributed with the given mean.
-    pub fn exponential(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
-    }
-}
-
 /// Starts the receiver and the arrival generator.
-pub fn start(
-    plan: &FlowPlan,
-    ends: &Endpoints,
-    port: u16,
-    state: Arc<FlowState>,
-    clock: Clock,
-) -> Result<Vec<JoinHandle<Result<()>>>> {
-    let PlanKind::PoissonTcp { load_bps, mean_size_bytes, fixed_size, cc, max_concurrent, seed } = plan.kind.clone() else {
-        return Err(Error::Run(format!("flow {} is not a Poisson TCP generator", plan.label)));
+pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
+    let PlanKind::PoissonTcp { load_bps, mean_size_bytes, fixed_size, cc, max_concurrent, seed } = flow.plan.kind.clone() else {
+        return Err(Error::Run(format!("flow {} is not a Poisson TCP generator", flow.plan.label)));
     };
-    let addr = SocketAddrV4::new(ends.receiver_addr, port);
-    let listener = netns::run_in(&ends.receiver_ns, move || sock::tcp_listen(addr, None))?;
+    let addr = flow.addr;
+    let listener = netns::run_in(&flow.ends.receiver_ns, move || sock::tcp_listen(addr, None))?;
     listener.set_nonblocking(true).map_err(|e| Error::io("set_nonblocking", e))?;
-    let (rs, rc) = (state.clone(), clock.clone());
-    let receiver = std::thread::Builder::new()
-        .name(format!("rcv-{}", plan.label).chars().take(15).collect())
-        .spawn(move || {
-            receive(&listener, &rs, &rc);
-            Ok(())
-        })
-        .map_err(|e| Error::io("spawning a receiver thread", e))?;
-    let (start, stop) = (plan.start, plan.stop);
+    let (rs, rc) = (flow.state.clone(), flow.clock.clone());
+    let receiver = flow.spawn_receiver(move || {
+        receive(&listener, &rs, &rc);
+        Ok(())
+    })?;
+    let (start, stop, state, clock) = (flow.plan.start, flow.plan.stop, flow.state.clone(), flow.clock.clone());
     let mean_gap_s = mean_size_bytes as f64 * 8.0 / load_bps;
-    let generator = netns::spawn_in(&ends.sender_ns, &format!("gen-{}", plan.label), move || {
-        let mut rng = Rng::new(seed);
+    let generator = flow.spawn_sender("gen", move || {
+        let mut rng = SplitMix64::seed_from_u64(seed);
         let active = Arc::new(AtomicU32::new(0));
         let mut workers = Vec::new();
         let mut at = start;
@@ -209,23 +173,5 @@ fn receive(listener: &TcpListener, state: &FlowState, clock: &Clock) {
                 Err(_) => return false,
             }
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn exponential_mean_and_determinism() {
-        let mut a = Rng::new(7);
-        let mut b = Rng::new(7);
-        let n = 200_000;
-        let mean = (0..n).map(|_| a.exponential(2.5)).sum::<f64>() / n as f64;
-        assert!((mean - 2.5).abs() < 0.03, "{mean}");
-        let mut c = Rng::new(7);
-        assert_eq!(b.next_u64(), c.next_u64());
-        let u: Vec<f64> = (0..1000).map(|_| b.uniform()).collect();
-        assert!(u.iter().all(|&x| (0.0..1.0).contains(&x)));
     }
 }

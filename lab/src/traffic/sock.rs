@@ -153,22 +153,7 @@ pub fn abort_on_close(stream: &TcpStream) -> Result<()> {
 
 /// Reads `TCP_INFO`.
 pub fn tcp_info(stream: &TcpStream) -> std::io::Result<TcpInfo> {
-    // SAFETY: tcp_info is plain old data.
-    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: valid fd, buffer and length (the kernel writes at most `len` bytes).
-    let r = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            (&mut info as *mut libc::tcp_info).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
+    let info = ccp_router::tcp::raw_tcp_info(stream)?;
     Ok(TcpInfo {
         srtt_us: info.tcpi_rtt,
         cwnd_pkts: info.tcpi_snd_cwnd,

@@ -279,16 +279,8 @@ impl<P: Packet> Qdisc<P> for Abc<P> {
         self.marker.on_opportunity(now, bytes);
     }
 
-    fn len_packets(&self) -> usize {
-        self.fifo.len_packets()
-    }
-
-    fn len_bytes(&self) -> u64 {
-        self.fifo.len_bytes()
-    }
-
-    fn head_enqueued_at(&self) -> Option<Nanos> {
-        self.fifo.head_enqueued_at()
+    fn fifo(&self) -> &Fifo<P> {
+        &self.fifo
     }
 
     fn name(&self) -> &'static str {

@@ -201,15 +201,25 @@ pub trait Qdisc<P: Packet> {
     /// queue had anything to send. Called before the matching `dequeue`.
     fn on_opportunity(&mut self, _now: Nanos, _bytes: u32) {}
 
+    /// The buffer: every discipline here is a [`Fifo`] plus the logic around it, so the buffer
+    /// queries below come from it.
+    fn fifo(&self) -> &Fifo<P>;
+
     /// Packets in the buffer.
-    fn len_packets(&self) -> usize;
+    fn len_packets(&self) -> usize {
+        self.fifo().len_packets()
+    }
 
     /// Bytes in the buffer.
-    fn len_bytes(&self) -> u64;
+    fn len_bytes(&self) -> u64 {
+        self.fifo().len_bytes()
+    }
 
     /// Enqueue time of the packet at the head, if any (a link uses it to know when the head
     /// packet could have started transmission).
-    fn head_enqueued_at(&self) -> Option<Nanos>;
+    fn head_enqueued_at(&self) -> Option<Nanos> {
+        self.fifo().head_enqueued_at()
+    }
 
     /// A short name for logs and summaries.
     fn name(&self) -> &'static str;

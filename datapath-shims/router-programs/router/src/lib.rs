@@ -6,10 +6,13 @@
 //! * [`router`]: the event loop (qdisc → [`link`] → [`delay`] per direction);
 //! * [`emulator`]: both together as one handle for tests and experiment runners;
 //! * [`trace`]: mahimahi trace files; [`feedback`]: QCN notifications on the wire;
-//! * [`log`] and [`summary`]: the per-packet CSV and the exit summary;
-//! * [`cli`]: the `ccp-router` command line; [`demo`]: the newcomer demo (a kernel bulk flow
-//!   through the emulator, printed each second and plotted).
+//! * [`log`] and [`summary`]: the per-packet CSV and the exit summary, with delays as
+//!   [`percentiles`] (shared with `ccp-lab`'s metrics);
+//! * [`cli`]: the `ccp-router` command line, turned into a topology and a router configuration
+//!   by [`args_to_config`]; [`demo`]: the newcomer demo (a kernel bulk flow through the emulator,
+//!   printed each second and plotted).
 
+pub mod args_to_config;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -22,6 +25,7 @@ pub mod link;
 pub mod log;
 pub mod netns;
 pub mod packet;
+pub mod percentiles;
 pub mod plot;
 pub mod router;
 pub mod summary;

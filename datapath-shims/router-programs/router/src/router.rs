@@ -86,8 +86,8 @@ impl Direction {
     }
 
     fn arrive(&mut self, data: Vec<u8>, now: Nanos) {
-        self.stats.packets_in += 1;
-        self.stats.bytes_in += data.len() as u64;
+        self.stats.counts.packets_in += 1;
+        self.stats.counts.bytes_in += data.len() as u64;
         let p = IpPacket::new(data, self.next_id, now);
         self.next_id += 1;
         self.qdisc.enqueue(now, p, &mut self.out);
@@ -266,11 +266,11 @@ impl Router {
             for drop in d.out.drops.drain(..) {
                 let outcome = match drop.reason {
                     DropReason::BufferFull => {
-                        d.stats.dropped_buffer += 1;
+                        d.stats.counts.dropped_buffer += 1;
                         Outcome::DroppedBuffer
                     }
                     DropReason::Aqm => {
-                        d.stats.dropped_aqm += 1;
+                        d.stats.counts.dropped_aqm += 1;
                         Outcome::DroppedAqm
                     }
                 };
@@ -293,7 +293,7 @@ impl Router {
                 self.pool.push(p.data);
             }
             for n in d.out.notifications.drain(..) {
-                d.stats.notifications += 1;
+                d.stats.counts.qcn_notifications += 1;
                 // The CNM goes to the sampled packet's source, which for the down direction is
                 // on the sender's side.
                 let Some(dst) = n.key.ipv4_source() else {
@@ -318,21 +318,21 @@ impl Router {
                 let ecn_out = crate::packet::ecn_of(&f.packet.data);
                 let outcome = match far.write(&f.packet.data) {
                     Ok(()) => {
-                        d.stats.packets_out += 1;
-                        d.stats.bytes_out += f.packet.data.len() as u64;
+                        d.stats.counts.packets_out += 1;
+                        d.stats.counts.bytes_out += f.packet.data.len() as u64;
                         d.stats.queue_delay_us.record(f.dequeued_at.saturating_sub(f.enqueued_at) / 1000);
                         d.stats.delay_error_us.record(written.saturating_sub(release) / 1000);
                         if ecn_out != f.packet.ecn_in {
                             match ecn_out {
-                                Ecn::Ce => d.stats.marked_ce += 1,
-                                Ecn::Ect0 => d.stats.marked_brake += 1,
+                                Ecn::Ce => d.stats.counts.marked_ce += 1,
+                                Ecn::Ect0 => d.stats.counts.marked_brake += 1,
                                 _ => {}
                             }
                         }
                         Outcome::Delivered
                     }
                     Err(_) => {
-                        d.stats.dropped_write += 1;
+                        d.stats.counts.dropped_write += 1;
                         Outcome::DroppedWrite
                     }
                 };

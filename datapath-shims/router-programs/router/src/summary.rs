@@ -14,9 +14,11 @@ use serde::Serialize;
 
 use ccp_qdisc::{Nanos, NANOS_PER_SEC};
 
-/// Per-direction counters and samples.
-#[derive(Debug, Default)]
-pub struct DirectionStats {
+pub use crate::percentiles::{Histogram, Percentiles};
+
+/// What a direction counts: kept while running and reported as they are.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Counters {
     pub packets_in: u64,
     pub bytes_in: u64,
     pub packets_out: u64,
@@ -28,104 +30,18 @@ pub struct DirectionStats {
     pub marked_ce: u64,
     /// Packets an ABC router turned from ECT(1) into ECT(0) (full-mode brake).
     pub marked_brake: u64,
-    pub notifications: u64,
+    pub qcn_notifications: u64,
+}
+
+/// Per-direction counters and samples.
+#[derive(Debug, Default)]
+pub struct DirectionStats {
+    pub counts: Counters,
     pub opportunities: u64,
     /// Queueing delay of delivered packets, µs.
     pub queue_delay_us: Histogram,
     /// Lateness of the actual write of delivered packets, µs.
     pub delay_error_us: Histogram,
-}
-
-/// Exact below this many µs; above, each power of two is split into half this many buckets
-/// (relative error under 1/512).
-const HISTOGRAM_LINEAR: u64 = 1024;
-/// log2 of [`HISTOGRAM_LINEAR`].
-const HISTOGRAM_LINEAR_BITS: u32 = 10;
-
-/// A log-linear histogram of µs values: bounded memory (< 29k counters covering all of u64) for
-/// runs of any length, percentiles exact to 1 µs below 1 ms and within 0.2 % above.
-#[derive(Debug, Clone, Default)]
-pub struct Histogram {
-    counts: Vec<u64>,
-    count: u64,
-    sum: u128,
-    max: u64,
-}
-
-impl Histogram {
-    fn bucket(v: u64) -> usize {
-        if v < HISTOGRAM_LINEAR {
-            return v as usize;
-        }
-        let exp = 63 - v.leading_zeros(); // ≥ HISTOGRAM_LINEAR_BITS
-        let shift = exp - HISTOGRAM_LINEAR_BITS + 1;
-        let mantissa = (v >> shift) - HISTOGRAM_LINEAR / 2; // 0..512
-        (HISTOGRAM_LINEAR + u64::from(shift - 1) * HISTOGRAM_LINEAR / 2 + mantissa) as usize
-    }
-
-    /// The smallest value in bucket `b` (what a percentile reports).
-    fn value(b: usize) -> u64 {
-        let b = b as u64;
-        if b < HISTOGRAM_LINEAR {
-            return b;
-        }
-        let shift = (b - HISTOGRAM_LINEAR) / (HISTOGRAM_LINEAR / 2) + 1;
-        let mantissa = (b - HISTOGRAM_LINEAR) % (HISTOGRAM_LINEAR / 2) + HISTOGRAM_LINEAR / 2;
-        mantissa << shift
-    }
-
-    pub fn record(&mut self, v: u64) {
-        let b = Histogram::bucket(v);
-        if b >= self.counts.len() {
-            self.counts.resize(b + 1, 0);
-        }
-        self.counts[b] += 1;
-        self.count += 1;
-        self.sum += u128::from(v);
-        self.max = self.max.max(v);
-    }
-
-    /// Nearest-rank percentile (0 < p ≤ 1) in µs.
-    fn percentile(&self, p: f64) -> u64 {
-        let rank = ((p * self.count as f64).ceil() as u64).clamp(1, self.count);
-        let mut seen = 0;
-        for (b, &c) in self.counts.iter().enumerate() {
-            seen += c;
-            if seen >= rank {
-                return Histogram::value(b).min(self.max);
-            }
-        }
-        self.max
-    }
-}
-
-/// Percentiles of a set of samples, milliseconds.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct Percentiles {
-    pub count: u64,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub p99: f64,
-    pub max: f64,
-}
-
-impl Percentiles {
-    /// Percentiles of a µs histogram, in ms; `None` when it is empty.
-    pub fn of_us(h: &Histogram) -> Option<Percentiles> {
-        if h.count == 0 {
-            return None;
-        }
-        let ms = |us: u64| us as f64 / 1000.0;
-        Some(Percentiles {
-            count: h.count,
-            mean: h.sum as f64 / h.count as f64 / 1000.0,
-            p50: ms(h.percentile(0.50)),
-            p95: ms(h.percentile(0.95)),
-            p99: ms(h.percentile(0.99)),
-            max: ms(h.max),
-        })
-    }
 }
 
 /// The summary of one direction.
@@ -134,16 +50,8 @@ pub struct DirectionSummary {
     pub link: String,
     pub qdisc: String,
     pub delay_ms: f64,
-    pub packets_in: u64,
-    pub bytes_in: u64,
-    pub packets_out: u64,
-    pub bytes_out: u64,
-    pub dropped_buffer: u64,
-    pub dropped_aqm: u64,
-    pub dropped_write: u64,
-    pub marked_ce: u64,
-    pub marked_brake: u64,
-    pub qcn_notifications: u64,
+    #[serde(flatten)]
+    pub counts: Counters,
     pub throughput_mbps: f64,
     /// `None` for an unlimited link.
     pub capacity_mbps: Option<f64>,
@@ -178,19 +86,10 @@ impl DirectionStats {
             link: info.link,
             qdisc: info.qdisc,
             delay_ms: info.delay as f64 / 1e6,
-            packets_in: self.packets_in,
-            bytes_in: self.bytes_in,
-            packets_out: self.packets_out,
-            bytes_out: self.bytes_out,
-            dropped_buffer: self.dropped_buffer,
-            dropped_aqm: self.dropped_aqm,
-            dropped_write: self.dropped_write,
-            marked_ce: self.marked_ce,
-            marked_brake: self.marked_brake,
-            qcn_notifications: self.notifications,
-            throughput_mbps: mbps(self.bytes_out as f64),
+            counts: self.counts,
+            throughput_mbps: mbps(self.counts.bytes_out as f64),
             capacity_mbps: info.capacity_bytes.map(mbps),
-            utilisation: info.capacity_bytes.filter(|&c| c > 0.0).map(|c| self.bytes_out as f64 / c),
+            utilisation: info.capacity_bytes.filter(|&c| c > 0.0).map(|c| self.counts.bytes_out as f64 / c),
             queue_delay_ms: Percentiles::of_us(&self.queue_delay_us),
             delay_error_ms: Percentiles::of_us(&self.delay_error_us),
         }
@@ -203,16 +102,17 @@ impl Summary {
         let mut s = format!("ccp-router summary over {:.2} s\n", self.duration_s);
         for (name, d) in [("down (sender → receiver)", &self.down), ("up (receiver → sender)", &self.up)] {
             s += &format!("  {name}: link {}, qdisc {}, delay {:.1} ms\n", d.link, d.qdisc, d.delay_ms);
+            let c = &d.counts;
             s += &format!(
                 "    packets in {} / out {}; dropped: buffer {}, aqm {}, write {}; marked: CE {}, brake {}; QCN notifications {}\n",
-                d.packets_in,
-                d.packets_out,
-                d.dropped_buffer,
-                d.dropped_aqm,
-                d.dropped_write,
-                d.marked_ce,
-                d.marked_brake,
-                d.qcn_notifications
+                c.packets_in,
+                c.packets_out,
+                c.dropped_buffer,
+                c.dropped_aqm,
+                c.dropped_write,
+                c.marked_ce,
+                c.marked_brake,
+                c.qcn_notifications
             );
             s += &format!("    throughput {:.3} Mbit/s", d.throughput_mbps);
             if let (Some(c), Some(u)) = (d.capacity_mbps, d.utilisation) {
@@ -237,41 +137,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nearest_rank_percentiles() {
-        let mut h = Histogram::default();
-        for x in 1..=100u64 {
-            h.record(x * 10);
-        }
-        let p = Percentiles::of_us(&h).unwrap();
-        assert_eq!((p.p50, p.p95, p.p99, p.max), (0.5, 0.95, 0.99, 1.0));
-        assert!((p.mean - 0.505).abs() < 1e-9);
-        assert!(Percentiles::of_us(&Histogram::default()).is_none());
-    }
-
-    #[test]
-    fn histogram_buckets_are_tight_and_monotone() {
-        let mut last = 0;
-        for v in (0..5_000_000u64).step_by(7).chain([u64::MAX / 2, u64::MAX]) {
-            let b = Histogram::bucket(v);
-            assert!(b >= last);
-            last = b;
-            let lo = Histogram::value(b);
-            assert!(lo <= v, "{v} in bucket starting at {lo}");
-            assert!((v - lo) as f64 <= v as f64 / 500.0, "{v} vs {lo}");
-        }
-        assert!(Histogram::bucket(u64::MAX) < 60_000);
-        let mut h = Histogram::default();
-        for _ in 0..99 {
-            h.record(10_000);
-        }
-        h.record(2_000_000);
-        let p = Percentiles::of_us(&h).unwrap();
-        assert!((p.p50 - 10.0).abs() < 0.01 && (p.max - 2000.0).abs() < 1e-9);
-    }
-
-    #[test]
     fn utilisation_and_text() {
-        let st = DirectionStats { bytes_out: 1_000_000, packets_out: 700, ..DirectionStats::default() };
+        let st = DirectionStats {
+            counts: Counters { bytes_out: 1_000_000, packets_out: 700, ..Counters::default() },
+            ..DirectionStats::default()
+        };
         let info = DirectionInfo { link: "fixed 8 Mbit/s".into(), qdisc: "droptail".into(), delay: 0, capacity_bytes: Some(2e6) };
         let d = st.summarise(info, 2 * NANOS_PER_SEC);
         assert_eq!(d.throughput_mbps, 4.0);

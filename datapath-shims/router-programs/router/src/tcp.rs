@@ -35,12 +35,13 @@ pub struct TcpSample {
     pub timestamps: bool,
 }
 
-/// Reads `TCP_INFO` from a connected TCP socket.
-pub fn tcp_info(stream: &TcpStream) -> std::io::Result<TcpSample> {
+/// The kernel's `TCP_INFO` of a TCP socket: the one unsafe `getsockopt` for it, shared with
+/// `ccp-lab`, which reads other fields.
+pub fn raw_tcp_info(stream: &TcpStream) -> std::io::Result<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
-    // SAFETY: valid fd, buffer and length.
+    // SAFETY: valid fd, buffer and length (the kernel writes at most `len` bytes).
     let r = unsafe {
         libc::getsockopt(
             stream.as_raw_fd(),
@@ -53,6 +54,12 @@ pub fn tcp_info(stream: &TcpStream) -> std::io::Result<TcpSample> {
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    Ok(info)
+}
+
+/// Reads `TCP_INFO` from a connected TCP socket.
+pub fn tcp_info(stream: &TcpStream) -> std::io::Result<TcpSample> {
+    let info = raw_tcp_info(stream)?;
     Ok(TcpSample {
         rtt_us: info.tcpi_rtt,
         min_rtt_us: info.tcpi_min_rtt,

@@ -80,7 +80,7 @@ fn kernel_tcp_gets_the_fixed_rate() {
     let summary = emu.stop().unwrap();
     eprintln!("fixed 20 Mbit/s: measured {:.3} Mbit/s\n{}", measured / 1e6, summary.to_text());
     assert!((measured - rate).abs() <= 0.02 * rate, "delivered {:.3} Mbit/s on a 20 Mbit/s link", measured / 1e6);
-    assert_eq!(summary.down.dropped_buffer, 0);
+    assert_eq!(summary.down.counts.dropped_buffer, 0);
 }
 
 #[test]
@@ -169,10 +169,10 @@ fn dctcp_marks_reach_kernel_tcp() {
     drop(receiver);
     let summary = emu.stop().unwrap();
     eprintln!("{}", summary.to_text());
-    assert!(summary.down.marked_ce > 0, "no CE marks above K");
+    assert!(summary.down.counts.marked_ce > 0, "no CE marks above K");
     assert!(info.delivered_ce > 0, "the sender saw no CE-marked deliveries");
     // An ECN-reacting sender keeps the queue near K, far below the buffer.
-    assert_eq!(summary.down.dropped_buffer, 0);
+    assert_eq!(summary.down.counts.dropped_buffer, 0);
 }
 
 #[test]
@@ -214,7 +214,7 @@ fn qcn_notifications_reach_a_test_receiver() {
         assert_eq!(f.dst, std::net::IpAddr::V4(topo_addr(&prefix, false)));
         assert_eq!((f.protocol, f.src_port, f.dst_port), (6, local_port, PORT));
     }
-    assert!(summary.down.qcn_notifications >= cnms.len() as u64);
+    assert!(summary.down.counts.qcn_notifications >= cnms.len() as u64);
 }
 
 fn topo_addr(prefix: &Prefix, sender: bool) -> std::net::Ipv4Addr {
@@ -262,7 +262,7 @@ fn shaped_ack_direction_and_csv_log() {
             }
         }
     }
-    assert_eq!((down, up), (summary.down.packets_out, summary.up.packets_out));
+    assert_eq!((down, up), (summary.down.counts.packets_out, summary.up.counts.packets_out));
     assert!((summary.up.capacity_mbps.unwrap() - 1.0).abs() < 1e-9);
     assert!(summary.up.throughput_mbps <= 1.0);
 }

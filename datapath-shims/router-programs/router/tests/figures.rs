@@ -120,7 +120,7 @@ fn figure_added_delay_error() {
     drop(sender);
     drop(receiver);
     let summary = emu.stop().unwrap();
-    let e = summary.down.delay_error_ms.clone().unwrap();
+    let e = summary.down.delay_error_ms.unwrap();
     println!(
         "FIGURE added delay, 100 Mbit/s saturated by kernel cubic, router write lateness over {} packets: p50 {:.3} ms, p95 {:.3} ms, p99 {:.3} ms",
         e.count, e.p50, e.p95, e.p99
@@ -153,7 +153,7 @@ fn figure_forwarding_rate() {
         let summary = emu.stop().unwrap();
         let wire =
             (b1 - b0) as f64 * 8.0 / (t1 - t0).as_secs_f64() * f64::from(wire_bytes_per_segment(&info)) / f64::from(info.mss);
-        let e = summary.down.delay_error_ms.clone().unwrap();
+        let e = summary.down.delay_error_ms.unwrap();
         match rate {
             Some(r) => {
                 println!(

@@ -13,7 +13,7 @@
 pub mod wire;
 
 use crate::dctcp::{StepDecision, StepMarker};
-use crate::rng::SplitMix64;
+use crate::rng::{Draw, SeedableRng, SplitMix64};
 use crate::{Departure, DropReason, Dropped, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc, MTU_BYTES};
 
 /// Largest 6-bit feedback value.
@@ -154,7 +154,7 @@ impl CongestionPoint {
             params,
             q_old: 0,
             bytes_to_sample: 0.0,
-            rng: SplitMix64::new(params.seed),
+            rng: SplitMix64::seed_from_u64(params.seed),
             stats: CpStats { qfb_histogram: vec![0; usize::from(QFB_MAX) + 1], ..CpStats::default() },
         };
         cp.bytes_to_sample = cp.next_interval(0);
@@ -266,16 +266,8 @@ impl<P: Packet> Qdisc<P> for Qcn<P> {
         self.fifo.pop()
     }
 
-    fn len_packets(&self) -> usize {
-        self.fifo.len_packets()
-    }
-
-    fn len_bytes(&self) -> u64 {
-        self.fifo.len_bytes()
-    }
-
-    fn head_enqueued_at(&self) -> Option<Nanos> {
-        self.fifo.head_enqueued_at()
+    fn fifo(&self) -> &Fifo<P> {
+        &self.fifo
     }
 
     fn name(&self) -> &'static str {

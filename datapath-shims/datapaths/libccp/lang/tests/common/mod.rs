@@ -3,21 +3,19 @@
 //! scoping make combinator-based generation unwieldy; proptest supplies and reports the seeds.
 
 use ccp_lang::interp::Primitives;
+use rand_xoshiro::rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::SplitMix64;
 
 /// splitmix64: tiny, seedable, good enough for test-case generation.
-pub struct Rng(u64);
+pub struct Rng(SplitMix64);
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng(seed)
+        Rng(SplitMix64::seed_from_u64(seed))
     }
 
     pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `0..n` (`n > 0`).

@@ -1,0 +1,410 @@
+//! The translation of `ccp-router`'s arguments ([`LinkArgs`], [`RunArgs`]) into a
+//! [`TopologyConfig`] and a [`RouterConfig`]: units, ranges, defaults, and which options belong
+//! to which queue discipline. Every rejection names the offending option.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ccp_qdisc::abc::{AbcParams, BrakeEncoding, DelayMeasure};
+use ccp_qdisc::codel::CodelParams;
+use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
+use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
+use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
+
+use crate::cli::{BrakeArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
+use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
+use crate::error::{Error, Result};
+use crate::link::LinkShape;
+use crate::topology::TopologyConfig;
+use crate::trace::Trace;
+
+/// Default buffer when neither --queue-pkts nor --queue-bytes is given, packets.
+pub const DEFAULT_QUEUE_PKTS: usize = 1000;
+/// Largest rate accepted, Mbit/s (well beyond what a user-space forwarder can do).
+const MAX_RATE_MBPS: f64 = 100_000.0;
+/// Largest one-way delay accepted, ms.
+const MAX_DELAY_MS: f64 = 10_000.0;
+
+/// Milliseconds (as given) to ns, checking range; errors name `flag`.
+pub fn ms_to_ns(flag: &str, ms: f64, max_ms: f64) -> Result<Nanos> {
+    if !ms.is_finite() || ms < 0.0 || ms > max_ms {
+        return Err(Error::param(flag, format!("{ms} ms is outside 0..={max_ms} ms")));
+    }
+    Ok((ms * NANOS_PER_MS as f64).round() as Nanos)
+}
+
+fn positive_ms_to_ns(flag: &str, ms: f64) -> Result<Nanos> {
+    let ns = ms_to_ns(flag, ms, MAX_DELAY_MS)?;
+    if ns == 0 {
+        return Err(Error::param(flag, "must be > 0"));
+    }
+    Ok(ns)
+}
+
+/// A rate in Mbit/s or "unlimited".
+fn parse_rate(flag: &str, s: &str) -> Result<Option<f64>> {
+    if s.eq_ignore_ascii_case("unlimited") {
+        return Ok(None);
+    }
+    let r: f64 = s.parse().map_err(|_| Error::param(flag, format!("{s:?} is not a number of Mbit/s or \"unlimited\"")))?;
+    if !(r > 0.0 && r <= MAX_RATE_MBPS) {
+        return Err(Error::param(flag, format!("{r} Mbit/s is outside (0, {MAX_RATE_MBPS}]")));
+    }
+    Ok(Some(r * 1e6))
+}
+
+fn shape(rate_flag: &str, rate: Option<&String>, trace_flag: &str, trace: Option<&PathBuf>, required: bool) -> Result<LinkShape> {
+    match (rate, trace) {
+        (Some(_), Some(_)) => Err(Error::param(rate_flag, format!("give either {rate_flag} or {trace_flag}, not both"))),
+        (Some(r), None) => {
+            Ok(parse_rate(rate_flag, r)?.map_or(LinkShape::Unlimited, |bits_per_sec| LinkShape::Fixed { bits_per_sec }))
+        }
+        (None, Some(t)) => Ok(LinkShape::Trace(Arc::new(Trace::load(t)?))),
+        (None, None) if required => {
+            Err(Error::param(rate_flag, format!("the sender → receiver link needs {rate_flag} or {trace_flag}")))
+        }
+        (None, None) => Ok(LinkShape::Unlimited),
+    }
+}
+
+fn positive(flag: &str, v: f64) -> Result<f64> {
+    if v > 0.0 && v.is_finite() {
+        Ok(v)
+    } else {
+        Err(Error::param(flag, format!("{v} must be a positive number")))
+    }
+}
+
+/// Parses `--qcn-sample`.
+pub fn parse_sampling(s: &str) -> Result<Sampling> {
+    let flag = "--qcn-sample";
+    let bad = || Error::param(flag, format!("{s:?}: expected prob:P with 0 < P ≤ 1, bytes:N with N > 0, or table"));
+    if s == "table" {
+        return Ok(Sampling::Table);
+    }
+    let (kind, value) = s.split_once(':').ok_or_else(bad)?;
+    match kind {
+        "prob" => {
+            let p: f64 = value.parse().map_err(|_| bad())?;
+            if p > 0.0 && p <= 1.0 {
+                Ok(Sampling::Probability(p))
+            } else {
+                Err(bad())
+            }
+        }
+        "bytes" => match value.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(Sampling::Bytes(n)),
+            _ => Err(bad()),
+        },
+        _ => Err(bad()),
+    }
+}
+
+impl LinkArgs {
+    /// Options given that belong to another discipline than the chosen one.
+    fn foreign_options(&self) -> Vec<&'static str> {
+        let mut given: Vec<(&'static str, bool, &[QdiscArg])> = vec![
+            ("--abc-eta", self.abc_eta.is_some(), &[QdiscArg::Abc]),
+            ("--abc-delta-ms", self.abc_delta_ms.is_some(), &[QdiscArg::Abc]),
+            ("--abc-dt-ms", self.abc_dt_ms.is_some(), &[QdiscArg::Abc]),
+            ("--abc-window-ms", self.abc_window_ms.is_some(), &[QdiscArg::Abc]),
+            ("--abc-token-limit", self.abc_token_limit.is_some(), &[QdiscArg::Abc]),
+            ("--abc-brake", self.abc_brake.is_some(), &[QdiscArg::Abc]),
+            ("--abc-delay", self.abc_delay.is_some(), &[QdiscArg::Abc]),
+            ("--dctcp-k-pkts", self.dctcp_k_pkts.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
+            ("--dctcp-k-bytes", self.dctcp_k_bytes.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
+            ("--dctcp-non-ect", self.dctcp_non_ect.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
+            ("--pq-drain-mbps", self.pq_drain_mbps.is_some(), &[QdiscArg::Phantom]),
+            ("--pq-gamma", self.pq_gamma.is_some(), &[QdiscArg::Phantom]),
+            ("--pq-threshold-bytes", self.pq_threshold_bytes.is_some(), &[QdiscArg::Phantom]),
+            ("--pq-cap-bytes", self.pq_cap_bytes.is_some(), &[QdiscArg::Phantom]),
+            ("--qcn-qeq-pkts", self.qcn_qeq_pkts.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-qeq-bytes", self.qcn_qeq_bytes.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-w", self.qcn_w.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-sample", self.qcn_sample.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-quant", self.qcn_quant.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-seed", self.qcn_seed.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-port", self.qcn_port.is_some(), &[QdiscArg::Qcn]),
+            ("--qcn-feedback-delay-ms", self.qcn_feedback_delay_ms.is_some(), &[QdiscArg::Qcn]),
+            ("--codel-target-ms", self.codel_target_ms.is_some(), &[QdiscArg::Codel]),
+            ("--codel-interval-ms", self.codel_interval_ms.is_some(), &[QdiscArg::Codel]),
+            ("--codel-ecn", self.codel_ecn, &[QdiscArg::Codel]),
+        ];
+        given.retain(|(_, present, owners)| *present && !owners.contains(&self.qdisc));
+        given.into_iter().map(|(f, _, _)| f).collect()
+    }
+
+    fn qdisc_kind(&self, limit: Limit) -> Result<QdiscKind> {
+        if let Some(f) = self.foreign_options().first() {
+            return Err(Error::param(*f, format!("does not apply to --qdisc {}", self.qdisc_name())));
+        }
+        let step = |required: bool| -> Result<Option<StepMarker>> {
+            let k = match (self.dctcp_k_pkts, self.dctcp_k_bytes) {
+                (Some(k), _) => Threshold::Packets(k),
+                (None, Some(k)) => Threshold::Bytes(k),
+                (None, None) if required => {
+                    return Err(Error::param(
+                        "--dctcp-k-pkts",
+                        "--qdisc dctcp needs a marking threshold (--dctcp-k-pkts or --dctcp-k-bytes)",
+                    ))
+                }
+                (None, None) => return Ok(None),
+            };
+            let non_ect = match self.dctcp_non_ect {
+                Some(NonEctArg::Drop) => NonEctPolicy::Drop,
+                _ => NonEctPolicy::Pass,
+            };
+            let fits = match (k, limit) {
+                (Threshold::Packets(k), Limit::Packets(max)) => k < max,
+                (Threshold::Bytes(k), Limit::Bytes(max)) => k < max,
+                _ => true,
+            };
+            if !fits {
+                return Err(Error::param(
+                    if self.dctcp_k_pkts.is_some() { "--dctcp-k-pkts" } else { "--dctcp-k-bytes" },
+                    "the marking threshold must be below the buffer limit (--queue-pkts/--queue-bytes), or nothing is ever marked",
+                ));
+            }
+            Ok(Some(StepMarker { k, non_ect }))
+        };
+        Ok(match self.qdisc {
+            QdiscArg::Droptail => QdiscKind::DropTail,
+            QdiscArg::Abc => {
+                let d = AbcParams::default();
+                QdiscKind::Abc(AbcParams {
+                    eta: self.abc_eta.unwrap_or(d.eta),
+                    delta: self.abc_delta_ms.map(|v| positive_ms_to_ns("--abc-delta-ms", v)).transpose()?.unwrap_or(d.delta),
+                    delay_threshold: self
+                        .abc_dt_ms
+                        .map(|v| ms_to_ns("--abc-dt-ms", v, MAX_DELAY_MS))
+                        .transpose()?
+                        .unwrap_or(d.delay_threshold),
+                    window: self.abc_window_ms.map(|v| positive_ms_to_ns("--abc-window-ms", v)).transpose()?.unwrap_or(d.window),
+                    token_limit: self.abc_token_limit.unwrap_or(d.token_limit),
+                    initial_token: d.initial_token,
+                    brake: match self.abc_brake {
+                        Some(BrakeArg::Ect0) => BrakeEncoding::Ect0,
+                        _ => BrakeEncoding::Ce,
+                    },
+                    delay_measure: match self.abc_delay {
+                        Some(DelayArg::Sojourn) => DelayMeasure::Sojourn,
+                        _ => DelayMeasure::QueueOverCapacity,
+                    },
+                })
+            }
+            QdiscArg::Dctcp => QdiscKind::Dctcp(step(true)?.ok_or_else(|| Error::param("--dctcp-k-pkts", "missing"))?),
+            QdiscArg::Phantom => QdiscKind::Phantom {
+                drain: match (self.pq_drain_mbps, self.pq_gamma) {
+                    (Some(m), _) => PhantomDrain::BitsPerSec(positive("--pq-drain-mbps", m)? * 1e6),
+                    (None, Some(g)) if g > 0.0 && g <= 1.0 => PhantomDrain::Gamma(g),
+                    (None, Some(g)) => return Err(Error::param("--pq-gamma", format!("{g} is outside (0, 1]"))),
+                    (None, None) => PhantomDrain::Gamma(0.95),
+                },
+                threshold_bytes: self.pq_threshold_bytes.unwrap_or(1000.0),
+                cap_bytes: self.pq_cap_bytes,
+            },
+            QdiscArg::Qcn => {
+                let d = QcnParams::default();
+                let q_eq_bytes = match (self.qcn_qeq_pkts, self.qcn_qeq_bytes) {
+                    (Some(p), _) if p >= 0.0 && p.is_finite() => (p * f64::from(MTU_BYTES)).round() as u64,
+                    (Some(p), _) => return Err(Error::param("--qcn-qeq-pkts", format!("{p} must be ≥ 0"))),
+                    (None, Some(b)) => b,
+                    (None, None) => d.q_eq_bytes,
+                };
+                QdiscKind::Qcn {
+                    params: QcnParams {
+                        q_eq_bytes,
+                        w: self.qcn_w.unwrap_or(d.w),
+                        sampling: self.qcn_sample.as_deref().map(parse_sampling).transpose()?.unwrap_or(d.sampling),
+                        quantization: match self.qcn_quant {
+                            Some(QuantArg::Standard) => Quantization::Standard,
+                            _ => Quantization::Packets,
+                        },
+                        seed: self.qcn_seed.unwrap_or(d.seed),
+                    },
+                    ecn: step(false)?,
+                }
+            }
+            QdiscArg::Codel => {
+                let d = CodelParams::default();
+                QdiscKind::Codel(CodelParams {
+                    target: self
+                        .codel_target_ms
+                        .map(|v| positive_ms_to_ns("--codel-target-ms", v))
+                        .transpose()?
+                        .unwrap_or(d.target),
+                    interval: self
+                        .codel_interval_ms
+                        .map(|v| positive_ms_to_ns("--codel-interval-ms", v))
+                        .transpose()?
+                        .unwrap_or(d.interval),
+                    max_packet_bytes: d.max_packet_bytes,
+                    ecn: self.codel_ecn,
+                })
+            }
+        })
+    }
+
+    fn qdisc_name(&self) -> &'static str {
+        match self.qdisc {
+            QdiscArg::Droptail => "droptail",
+            QdiscArg::Abc => "abc",
+            QdiscArg::Dctcp => "dctcp",
+            QdiscArg::Phantom => "phantom",
+            QdiscArg::Qcn => "qcn",
+            QdiscArg::Codel => "codel",
+        }
+    }
+
+    pub fn topology_config(&self) -> Result<TopologyConfig> {
+        let c = TopologyConfig {
+            prefix: self.netns_prefix.clone(),
+            sender_addr: self.sender_addr,
+            receiver_addr: self.receiver_addr,
+            router_addr: self.router_addr,
+        };
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The router configuration (without log, summary or duration, which only `run` has).
+    pub fn router_config(&self) -> Result<RouterConfig> {
+        let limit = match (self.queue_pkts, self.queue_bytes) {
+            (Some(0), _) => return Err(Error::param("--queue-pkts", "must be ≥ 1")),
+            (Some(n), _) => Limit::Packets(n),
+            (None, Some(b)) if b < u64::from(MTU_BYTES) => {
+                return Err(Error::param("--queue-bytes", format!("{b} B cannot hold one {MTU_BYTES} B packet")))
+            }
+            (None, Some(b)) => Limit::Bytes(b),
+            (None, None) => Limit::Packets(DEFAULT_QUEUE_PKTS),
+        };
+        let delay = ms_to_ns("--delay-ms", self.delay_ms, MAX_DELAY_MS)?;
+        let delay_down = self.delay_ms_down.map(|d| ms_to_ns("--delay-ms-down", d, MAX_DELAY_MS)).transpose()?.unwrap_or(delay);
+        let delay_up = self.delay_ms_up.map(|d| ms_to_ns("--delay-ms-up", d, MAX_DELAY_MS)).transpose()?.unwrap_or(delay);
+        let down_shape = shape("--rate-mbps", self.rate_mbps.as_ref(), "--trace", self.trace.as_ref(), true)?;
+        let up_shape =
+            shape("--uplink-rate-mbps", self.uplink_rate_mbps.as_ref(), "--uplink-trace", self.uplink_trace.as_ref(), false)?;
+        let qdisc = self.qdisc_kind(limit)?;
+        // Fail here, naming the option, rather than when the router starts.
+        qdisc.build(limit, &down_shape)?;
+        let up_limit = if matches!(up_shape, LinkShape::Unlimited) { Limit::Unlimited } else { limit };
+        Ok(RouterConfig {
+            down: DirectionConfig { shape: down_shape, delay: delay_down, limit, qdisc },
+            up: DirectionConfig { shape: up_shape, delay: delay_up, limit: up_limit, qdisc: QdiscKind::DropTail },
+            feedback: FeedbackConfig {
+                port: self.qcn_port.unwrap_or(DEFAULT_CNM_PORT),
+                delay: self
+                    .qcn_feedback_delay_ms
+                    .map(|d| ms_to_ns("--qcn-feedback-delay-ms", d, MAX_DELAY_MS))
+                    .transpose()?
+                    .unwrap_or(0),
+            },
+            log_csv: None,
+            duration: None,
+            realtime: self.realtime,
+        })
+    }
+}
+
+impl RunArgs {
+    pub fn configs(&self) -> Result<(TopologyConfig, RouterConfig)> {
+        let topo = self.link.topology_config()?;
+        let mut router = self.link.router_config()?;
+        router.log_csv = self.log_csv.clone();
+        router.duration = self
+            .duration_s
+            .map(|s| {
+                if s > 0.0 && s.is_finite() {
+                    Ok((s * 1e9) as Nanos)
+                } else {
+                    Err(Error::param("--duration-s", format!("{s} must be a positive number of seconds")))
+                }
+            })
+            .transpose()?;
+        Ok((topo, router))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> RunArgs {
+        let mut full = vec!["ccp-router", "run", "--netns-prefix", "t"];
+        full.extend_from_slice(args);
+        match Cli::try_parse_from(full).unwrap().command {
+            Command::Run(r) => r,
+            _ => unreachable!(),
+        }
+    }
+
+    fn err(args: &[&str]) -> String {
+        parse(args).configs().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_contract_command_line_parses() {
+        let r = parse(&["--delay-ms", "20", "--rate-mbps", "12", "--queue-pkts", "250", "--qdisc", "abc", "--abc-dt-ms", "60"]);
+        let (t, c) = r.configs().unwrap();
+        assert_eq!(t.sender_ns(), "t-snd");
+        assert_eq!(c.down.delay, 20 * NANOS_PER_MS);
+        assert_eq!(c.up.delay, 20 * NANOS_PER_MS);
+        assert_eq!(c.down.limit, Limit::Packets(250));
+        assert!(matches!(c.up.shape, LinkShape::Unlimited));
+        match c.down.qdisc {
+            QdiscKind::Abc(p) => assert_eq!(p.delay_threshold, 60 * NANOS_PER_MS),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_qdisc_builds_with_defaults() {
+        for q in ["droptail", "abc", "phantom", "qcn", "codel"] {
+            parse(&["--rate-mbps", "10", "--qdisc", q]).configs().unwrap();
+        }
+        parse(&["--rate-mbps", "10", "--qdisc", "dctcp", "--dctcp-k-pkts", "20"]).configs().unwrap();
+        parse(&["--rate-mbps", "10", "--qdisc", "qcn", "--dctcp-k-pkts", "20", "--qcn-sample", "bytes:15000"]).configs().unwrap();
+    }
+
+    #[test]
+    fn bad_input_names_the_option() {
+        assert!(err(&[]).starts_with("--rate-mbps:"));
+        assert!(err(&["--rate-mbps=-3"]).starts_with("--rate-mbps:"));
+        assert!(err(&["--rate-mbps", "fast"]).starts_with("--rate-mbps:"));
+        assert!(err(&["--rate-mbps", "10", "--trace", "x"]).contains("not both"));
+        assert!(err(&["--rate-mbps", "10", "--delay-ms=-1"]).starts_with("--delay-ms:"));
+        assert!(err(&["--rate-mbps", "10", "--qdisc", "abc", "--abc-token-limit", "1"]).starts_with("--abc-token-limit:"));
+        assert!(err(&["--rate-mbps", "10", "--abc-eta", "0.9"]).starts_with("--abc-eta: does not apply to --qdisc droptail"));
+        assert!(err(&["--rate-mbps", "10", "--qdisc", "dctcp"]).starts_with("--dctcp-k-pkts:"));
+        assert!(err(&["--rate-mbps", "10", "--qdisc", "dctcp", "--dctcp-k-pkts", "300", "--queue-pkts", "100"])
+            .starts_with("--dctcp-k-pkts:"));
+        assert!(err(&["--rate-mbps", "10", "--qdisc", "qcn", "--qcn-sample", "prob:2"]).starts_with("--qcn-sample:"));
+        assert!(err(&["--trace", "/nonexistent/trace", "--qdisc", "phantom"]).contains("/nonexistent/trace"));
+        assert!(err(&["--rate-mbps", "10", "--queue-bytes", "100"]).starts_with("--queue-bytes:"));
+        assert!(err(&["--rate-mbps", "10", "--duration-s", "0"]).starts_with("--duration-s:"));
+        let bad_prefix = Cli::try_parse_from(["ccp-router", "run", "--netns-prefix", "../x", "--rate-mbps", "1"]).unwrap();
+        let Command::Run(r) = bad_prefix.command else { unreachable!() };
+        assert!(r.configs().unwrap_err().to_string().starts_with("--netns-prefix:"));
+    }
+
+    #[test]
+    fn trace_errors_name_file_and_line() {
+        let p = std::env::temp_dir().join(format!("ccp-router-cli-{}.trace", std::process::id()));
+        std::fs::write(&p, "1\n2\nthree\n").unwrap();
+        let e = err(&["--trace", p.to_str().unwrap()]);
+        std::fs::remove_file(&p).unwrap();
+        assert!(e.contains(&format!("{}:3:", p.display())), "{e}");
+    }
+
+    #[test]
+    fn sampling_syntax() {
+        assert_eq!(parse_sampling("prob:0.05").unwrap(), Sampling::Probability(0.05));
+        assert_eq!(parse_sampling("bytes:15000").unwrap(), Sampling::Bytes(15000));
+        assert_eq!(parse_sampling("table").unwrap(), Sampling::Table);
+        assert!(parse_sampling("bytes:0").is_err());
+        assert!(parse_sampling("often").is_err());
+    }
+}

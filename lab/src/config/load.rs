@@ -1,0 +1,177 @@
+//! Reading an experiment file: parse, validate, and report any error with the file, the line
+//! and the key. Syntax and type errors come from the TOML parser (its byte span gives the line,
+//! and the line gives the key); semantic errors (an unknown scheme kind, a negative rate, both a
+//! rate and a share) are located on the key's own line by [`TomlIndex`].
+
+use std::path::{Path, PathBuf};
+
+use super::toml_index::TomlIndex;
+use super::validate::{is_safe_name, validate};
+use super::Experiment;
+use crate::error::{Error, Result};
+
+/// A loaded, validated experiment and where it came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub experiment: Experiment,
+    /// The file, as given.
+    pub path: PathBuf,
+    /// Base for relative paths inside the file (its directory).
+    pub dir: PathBuf,
+    pub name: String,
+    /// The file's text (copied into the output directory for provenance).
+    pub text: String,
+}
+
+/// Reads, parses and validates an experiment file.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+    parse(path, &text)
+}
+
+/// Parses and validates experiment text (`path` names it in errors and anchors relative paths).
+pub fn parse(path: &Path, text: &str) -> Result<Loaded> {
+    let index = TomlIndex::new(text);
+    let experiment: Experiment = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(1, |s| line_of(text, s.start));
+        Error::Config { file: path.to_path_buf(), line, key: index.path_at(line), message: e.message().trim().to_string() }
+    })?;
+    let fail = |key: String, message: String| Error::Config { file: path.to_path_buf(), line: index.locate(&key), key, message };
+    validate(&experiment).map_err(|(k, m)| fail(k, m))?;
+    let name = match &experiment.name {
+        Some(n) => n.clone(),
+        None => path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "experiment".into()),
+    };
+    if !is_safe_name(&name) {
+        return Err(fail("name".into(), format!("{name:?}: use letters, digits, '-', '_', '.' or '+' (it names directories)")));
+    }
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    Ok(Loaded { experiment, path: path.to_path_buf(), dir, name, text: text.to_string() })
+}
+
+/// 1-based line of a byte offset.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::QdiscSpec;
+
+    const MINIMAL: &str = r#"
+duration_s = 2
+[network]
+rtt_ms = 20
+buffer_pkts = 100
+[[links]]
+kind = "fixed"
+rate_mbps = 12
+[[schemes]]
+name = "cubic"
+cc = "kernel:cubic"
+"#;
+
+    fn err(text: &str) -> (usize, String, String) {
+        match parse(Path::new("x.toml"), text) {
+            Err(Error::Config { line, key, message, .. }) => (line, key, message),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn minimal_file_gets_defaults() {
+        let l = parse(Path::new("dir/min.toml"), MINIMAL).unwrap();
+        assert_eq!(l.name, "min");
+        assert_eq!(l.dir, Path::new("dir"));
+        let x = &l.experiment;
+        assert_eq!((x.repetitions, x.sample_interval_ms), (1, 100));
+        assert_eq!(x.scenarios.len(), 1);
+        assert_eq!(x.scenarios[0].name, "solo");
+        assert_eq!(x.flows[0].count, 1);
+        assert!(matches!(x.schemes[0].qdisc, QdiscSpec::Droptail));
+        assert_eq!(x.agent.cc_name, None);
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let text = MINIMAL.replace("cc = \"kernel:cubic\"", "cc = \"kernel:cubic\"\ncolour = 3");
+        let (line, key, message) = err(&text);
+        assert_eq!(line, 12);
+        assert_eq!(key, "schemes[0].colour");
+        assert!(message.contains("colour"), "{message}");
+    }
+
+    #[test]
+    fn type_error_names_line_and_key() {
+        let (line, key, message) = err(&MINIMAL.replace("rtt_ms = 20", "rtt_ms = \"twenty\""));
+        assert_eq!((line, key.as_str()), (4, "network.rtt_ms"));
+        assert!(message.contains("invalid type"), "{message}");
+    }
+
+    #[test]
+    fn semantic_errors_are_located() {
+        let (line, key, _) = err(&MINIMAL.replace("rate_mbps = 12", "rate_mbps = -1"));
+        assert_eq!((line, key.as_str()), (8, "links[0].rate_mbps"));
+        let (line, key, m) = err(&MINIMAL.replace("kernel:cubic", "kernel:cu bic"));
+        assert_eq!((line, key.as_str()), (11, "schemes[0].cc"));
+        assert!(m.contains("congestion control"), "{m}");
+        let (_, key, m) = err(&MINIMAL.replace("kernel:cubic", "magic:cubic"));
+        assert_eq!(key, "schemes[0].cc");
+        assert!(m.contains("kernel:") && m.contains("agent:"), "{m}");
+    }
+
+    #[test]
+    fn inline_table_errors_point_at_their_key() {
+        let text = format!("{MINIMAL}qdisc = {{ kind = \"codel\", interval_ms = 0 }}\n");
+        let (line, key, m) = err(&text);
+        assert_eq!(line, 12);
+        assert_eq!(key, "schemes[0].qdisc.interval_ms");
+        assert!(m.contains("> 0"), "{m}");
+    }
+
+    #[test]
+    fn nested_arrays_are_numbered() {
+        let text = format!(
+            "{MINIMAL}[[scenarios]]\nname = \"a\"\n[[scenarios]]\nname = \"b\"\n[[scenarios.cross]]\nkind = \"cbr\"\nrate_mbps = 1\nshare = 0.5\n"
+        );
+        let (line, key, m) = err(&text);
+        assert_eq!(key, "scenarios[1].cross[0]");
+        assert_eq!(line, 16);
+        assert!(m.contains("exactly one"), "{m}");
+    }
+
+    #[test]
+    fn per_flow_rtt_is_refused_with_a_reason() {
+        let text = format!("{MINIMAL}[[scenarios]]\nname = \"x\"\n[[scenarios.cross]]\nkind = \"tcp\"\nextra_rtt_ms = 40\n");
+        let (line, key, m) = err(&text);
+        assert_eq!((line, key.as_str()), (16, "scenarios[0].cross[0].extra_rtt_ms"));
+        assert!(m.contains("per-flow delay"), "{m}");
+    }
+
+    #[test]
+    fn kernel_schemes_refuse_agent_keys() {
+        let text = format!("{MINIMAL}params = {{ g = 1 }}\n");
+        let (_, key, m) = err(&text);
+        assert_eq!(key, "schemes[0].params");
+        assert!(m.contains("agent"), "{m}");
+    }
+
+    #[test]
+    fn receiver_cc_and_ce_echo_exclude_each_other() {
+        let text = format!("{MINIMAL}receiver_cc = \"reno\"\nreceiver_ce_echo = true\n");
+        let (_, key, m) = err(&text);
+        assert_eq!(key, "schemes[0].receiver_ce_echo");
+        assert!(m.contains("not both"), "{m}");
+        let ok = parse(Path::new("x.toml"), &format!("{MINIMAL}receiver_ce_echo = true\n")).unwrap();
+        assert!(ok.experiment.schemes[0].receiver_ce_echo);
+        let (_, key, _) = err(&format!("{MINIMAL}[agent]\ncc_name = \"much-too-long-a-name\"\n"));
+        assert_eq!(key, "agent.cc_name");
+    }
+
+    #[test]
+    fn syntax_error_has_a_line() {
+        let (line, _, _) = err("duration_s = 2\n[network\n");
+        assert_eq!(line, 2);
+    }
+}

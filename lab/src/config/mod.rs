@@ -1,0 +1,418 @@
+//! Experiment files: the TOML format and its defaults (here), [`validate`] for the rules,
+//! [`load`](mod@load) for reading a file with errors that name the file, the line and the key,
+//! and [`toml_index`] for finding a key's line.
+//!
+//! An experiment is a matrix: every **link** × every **scenario** (the cross traffic sharing the
+//! bottleneck) × every **scheme** (the congestion control under test, with its router queue
+//! discipline and namespace sysctls) × `repetitions`. `configs/experiments/README.md` documents
+//! every key with an example; the structs below are the reference (each field's doc comment says
+//! what it means and its default).
+
+pub mod load;
+pub mod toml_index;
+pub mod validate;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+pub use load::{load, parse, Loaded};
+pub use toml_index::TomlIndex;
+pub use validate::{check_cc_name, is_safe_name, MAX_CC_NAME, MAX_DURATION_S};
+
+/// How long an agent gets to register its congestion control before the run fails.
+const DEFAULT_AGENT_READY_S: f64 = 15.0;
+
+/// A whole experiment file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Experiment {
+    /// Used in output paths and titles (default: the file stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Length of each run, s (traffic time; setup and teardown come on top).
+    pub duration_s: f64,
+    /// Length of each run with `--quick` (default: min(duration_s, 30)).
+    #[serde(default)]
+    pub quick_duration_s: Option<f64>,
+    /// Metrics ignore the first `warmup_s` of traffic (slow start, connection setup).
+    #[serde(default)]
+    pub warmup_s: f64,
+    #[serde(default = "default_repetitions")]
+    pub repetitions: u32,
+    /// Time-series resolution: TCP_INFO samples, throughput and delay bins, ms.
+    #[serde(default = "default_sample_ms")]
+    pub sample_interval_ms: u64,
+    pub network: Network,
+    pub links: Vec<LinkSpec>,
+    pub schemes: Vec<SchemeSpec>,
+    /// The flows of the scheme under test (default: one backlogged flow for the whole run).
+    #[serde(default = "default_flows")]
+    pub flows: Vec<FlowGroup>,
+    /// Cross-traffic setups (default: one, "solo", without cross traffic).
+    #[serde(default = "default_scenarios")]
+    pub scenarios: Vec<Scenario>,
+    #[serde(default)]
+    pub agent: AgentOptions,
+    #[serde(default)]
+    pub router: RouterOptions,
+    #[serde(default)]
+    pub output: OutputOptions,
+}
+
+fn default_repetitions() -> u32 {
+    1
+}
+fn default_sample_ms() -> u64 {
+    100
+}
+fn default_flows() -> Vec<FlowGroup> {
+    vec![FlowGroup { count: 1, start_s: 0.0, stop_s: None, stagger_s: 0.0 }]
+}
+fn default_scenarios() -> Vec<Scenario> {
+    vec![Scenario { name: "solo".into(), flows: None, cross: Vec::new() }]
+}
+
+/// The emulated path around the link.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Network {
+    /// Propagation round-trip time, ms (half each way). Keep ≥ 10 ms on this kind of machine.
+    pub rtt_ms: f64,
+    /// Bottleneck buffer in packets…
+    #[serde(default)]
+    pub buffer_pkts: Option<u32>,
+    /// …or in bandwidth-delay products of the link's mean rate (1500-byte packets, rounded up).
+    #[serde(default)]
+    pub buffer_bdp: Option<f64>,
+    /// Rate of the ACK direction, Mbit/s (default unlimited; the ABC artifact used 12).
+    #[serde(default)]
+    pub ack_rate_mbps: Option<f64>,
+}
+
+/// A bottleneck link, or a set of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum LinkSpec {
+    /// One mahimahi trace file (path relative to the experiment file).
+    Trace {
+        path: PathBuf,
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// Every trace in a directory (files ending in `.md` are skipped), each a link named after
+    /// its file; `include` keeps only names matching one of its `*` patterns.
+    TraceDir {
+        path: PathBuf,
+        #[serde(default)]
+        include: Vec<String>,
+    },
+    /// A constant-rate link.
+    Fixed {
+        rate_mbps: f64,
+        #[serde(default)]
+        name: Option<String>,
+    },
+    /// A synthetic trace alternating between two rates, starting at `high_mbps`; written as a
+    /// mahimahi file into the output directory (ABC Fig. B-5: 12 ↔ 24 Mbit/s every 500 ms).
+    SquareWave {
+        low_mbps: f64,
+        high_mbps: f64,
+        half_period_ms: u64,
+        #[serde(default)]
+        name: Option<String>,
+    },
+}
+
+/// A congestion control scheme under test and what it needs around it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemeSpec {
+    /// Unique; used in output paths.
+    pub name: String,
+    /// `kernel:<cc>` (a congestion control the kernel has, e.g. cubic, bbr, reno) or
+    /// `agent:<algorithm>` (`ccp-agent run --datapath ebpf --algorithm <algorithm>`; the flows
+    /// select the agent's congestion control, `[agent] cc_name`).
+    pub cc: String,
+    /// Agent algorithm parameters (`-p name=value` each).
+    #[serde(default)]
+    pub params: toml::Table,
+    /// The router's queue discipline for this scheme (default drop-tail).
+    #[serde(default)]
+    pub qdisc: QdiscSpec,
+    /// sysctls set in the sender's namespace for this scheme's runs (e.g. net.ipv4.tcp_ecn = 1).
+    #[serde(default)]
+    pub sender_sysctls: BTreeMap<String, toml::Value>,
+    /// sysctls set in the receiver's namespace.
+    #[serde(default)]
+    pub receiver_sysctls: BTreeMap<String, toml::Value>,
+    /// Congestion control of the receiving sockets of the scheme's flows (a DCTCP-style
+    /// receiver that echoes CE per packet, e.g. a BPF struct_ops one). Default: the namespace's.
+    #[serde(default)]
+    pub receiver_cc: Option<String>,
+    /// Give the receiving sockets ccp-lab's own CE-echo congestion control (a BPF struct_ops
+    /// DCTCP-style receiver, loaded for the run under a unique name), so the sender's
+    /// delivered_ce counts CE packets one for one. Needs net.ipv4.tcp_ecn = 1 at the sender.
+    #[serde(default)]
+    pub receiver_ce_echo: bool,
+    /// How to read the agent's elasticity classification from its per-flow trace.
+    #[serde(default)]
+    pub classify: Option<ClassifySpec>,
+    /// Extra `ccp-agent run` arguments.
+    #[serde(default)]
+    pub agent_args: Vec<String>,
+}
+
+/// A router queue discipline with its parameters (see datapath-shims/router-programs/router/README.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum QdiscSpec {
+    #[default]
+    Droptail,
+    /// CoDel, RFC 8289. The ABC artifact's baseline used target 50 ms, interval 100 ms.
+    Codel {
+        #[serde(default = "codel_target")]
+        target_ms: f64,
+        #[serde(default = "codel_interval")]
+        interval_ms: f64,
+        /// Mark ECT packets instead of dropping them.
+        #[serde(default)]
+        ecn: bool,
+    },
+    /// The ABC router (specs/abc.md §6); defaults are the cellular emulation's.
+    Abc {
+        #[serde(default = "abc_eta")]
+        eta: f64,
+        #[serde(default = "abc_delta")]
+        delta_ms: f64,
+        #[serde(default = "abc_dt")]
+        dt_ms: f64,
+        #[serde(default = "abc_window")]
+        window_ms: f64,
+        #[serde(default = "abc_token_limit")]
+        token_limit: f64,
+        /// "ce" (proxied: brake = CE, for kernel TCP) or "ect0" (full mode).
+        #[serde(default = "abc_brake")]
+        brake: String,
+        /// "queue" (x = backlog/μ) or "sojourn".
+        #[serde(default = "abc_delay")]
+        delay: String,
+    },
+    /// DCTCP step marking at K packets.
+    Dctcp { k_pkts: u32 },
+}
+
+fn codel_target() -> f64 {
+    5.0
+}
+fn codel_interval() -> f64 {
+    100.0
+}
+fn abc_eta() -> f64 {
+    0.98
+}
+fn abc_delta() -> f64 {
+    133.0
+}
+fn abc_dt() -> f64 {
+    50.0
+}
+fn abc_window() -> f64 {
+    20.0
+}
+fn abc_token_limit() -> f64 {
+    5.0
+}
+fn abc_brake() -> String {
+    "ce".into()
+}
+fn abc_delay() -> String {
+    "queue".into()
+}
+
+/// Reading "the cross traffic is elastic" out of one agent state variable.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifySpec {
+    /// The state variable's name in the agent trace (Nimbus: `mode`, 0 = competitive).
+    pub state: String,
+    /// Elastic when the value equals this (±0.5)…
+    #[serde(default)]
+    pub elastic_if_equals: Option<f64>,
+    /// …or when it is above this (e.g. `eta` above 2).
+    #[serde(default)]
+    pub elastic_if_above: Option<f64>,
+}
+
+/// Backlogged flows of the scheme under test.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowGroup {
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Start of the first flow, s after traffic starts.
+    #[serde(default)]
+    pub start_s: f64,
+    /// Stop, s (default: end of the run).
+    #[serde(default)]
+    pub stop_s: Option<f64>,
+    /// Flow i starts at start_s + i·stagger_s.
+    #[serde(default)]
+    pub stagger_s: f64,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One cross-traffic setup.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    /// Overrides the top-level `flows` for this scenario.
+    #[serde(default)]
+    pub flows: Option<Vec<FlowGroup>>,
+    #[serde(default)]
+    pub cross: Vec<CrossSpec>,
+}
+
+/// Cross traffic sharing the bottleneck with the scheme's flows. Rates are IP-level (what the
+/// link carries): give `rate_mbps`, or `share` as a fraction of the link's mean rate.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum CrossSpec {
+    /// UDP at a constant bit rate (inelastic).
+    Cbr {
+        #[serde(default)]
+        rate_mbps: Option<f64>,
+        #[serde(default)]
+        share: Option<f64>,
+        #[serde(default = "mtu")]
+        packet_bytes: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+    },
+    /// UDP packets with Poisson arrivals at a mean rate (inelastic).
+    PoissonUdp {
+        #[serde(default)]
+        rate_mbps: Option<f64>,
+        #[serde(default)]
+        share: Option<f64>,
+        #[serde(default = "mtu")]
+        packet_bytes: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+        #[serde(default = "seed")]
+        seed: u64,
+    },
+    /// TCP flows of random size arriving as a Poisson process at a mean offered load (Nimbus's
+    /// "x Mbit/s Poisson"); elastic while a flow larger than the initial window runs.
+    PoissonTcp {
+        #[serde(default)]
+        rate_mbps: Option<f64>,
+        #[serde(default)]
+        share: Option<f64>,
+        #[serde(default = "mean_size")]
+        mean_size_bytes: u64,
+        /// "exponential" or "fixed".
+        #[serde(default = "size_dist")]
+        size_dist: String,
+        #[serde(default = "cubic")]
+        cc: String,
+        /// Arrivals beyond this many flows in progress are skipped (and counted).
+        #[serde(default = "max_concurrent")]
+        max_concurrent: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+        #[serde(default = "seed")]
+        seed: u64,
+    },
+    /// Long-lived backlogged kernel TCP flows (elastic).
+    Tcp {
+        #[serde(default = "cubic")]
+        cc: String,
+        #[serde(default = "one")]
+        count: u32,
+        #[serde(default)]
+        start_s: f64,
+        #[serde(default)]
+        stop_s: Option<f64>,
+        /// Refused with an explanation: ccp-router has one propagation delay per direction, not
+        /// per flow.
+        #[serde(default)]
+        extra_rtt_ms: Option<f64>,
+    },
+}
+
+fn mtu() -> u32 {
+    1500
+}
+fn seed() -> u64 {
+    1
+}
+fn mean_size() -> u64 {
+    100_000
+}
+fn size_dist() -> String {
+    "exponential".into()
+}
+fn cubic() -> String {
+    "cubic".into()
+}
+fn max_concurrent() -> u32 {
+    256
+}
+
+/// How agent schemes start the agent.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentOptions {
+    /// `ccp-agent` binary (default: next to `ccp-lab`, i.e. target/<profile>/ccp-agent).
+    pub binary: Option<PathBuf>,
+    /// The congestion control the agent's eBPF datapath registers and flows select. Default:
+    /// a name unique to the run (`ccpl<pid>x<n>`), because struct_ops names are global and
+    /// several runners (and agents) may be up at once.
+    pub cc_name: Option<String>,
+    /// Seconds to wait for `cc_name` to appear in tcp_available_congestion_control.
+    pub ready_timeout_s: f64,
+    /// Ask the agent for its per-flow trace (`--trace-flows FILE`) when it supports it.
+    pub trace_flows: bool,
+}
+
+impl Default for AgentOptions {
+    fn default() -> Self {
+        AgentOptions { binary: None, cc_name: None, ready_timeout_s: DEFAULT_AGENT_READY_S, trace_flows: true }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterOptions {
+    /// Run the emulator's event loop under SCHED_FIFO (better timing on a loaded machine).
+    pub realtime: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputOptions {
+    /// Keep each run's per-packet router log (router.csv; ~80 bytes per packet).
+    pub keep_packet_logs: bool,
+    /// Draw PNG plots.
+    pub plots: bool,
+}
+
+impl Default for OutputOptions {
+    fn default() -> Self {
+        OutputOptions { keep_packet_logs: false, plots: true }
+    }
+}

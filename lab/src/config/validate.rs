@@ -1,0 +1,305 @@
+//! The rules an experiment must satisfy beyond its types. Each failure is the key it is about
+//! (as `schemes[2].qdisc.interval_ms`) and a message; [`parse`](super::parse) turns the key into
+//! a line.
+
+use std::collections::HashSet;
+
+use super::{CrossSpec, Experiment, FlowGroup, LinkSpec, Network, SchemeSpec};
+use crate::scheme::Cc;
+
+/// Longest congestion control name Linux accepts (TCP_CA_NAME_MAX − 1).
+pub const MAX_CC_NAME: usize = 15;
+
+/// Names that become path components: no separators, no dot-files, nothing a shell mangles.
+pub fn is_safe_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && !s.starts_with('.')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+}
+
+/// The key at fault and what is wrong with it.
+type Invalid = (String, String);
+
+/// Fastest link accepted, Mbit/s (a generated trace holds one line per 1500 bytes).
+const MAX_LINK_MBPS: f64 = 10_000.0;
+/// Longest half period of a square wave, ms.
+const MAX_HALF_PERIOD_MS: u64 = 600_000;
+
+fn finite_positive(key: &str, v: f64) -> Result<(), Invalid> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be a positive number, got {v}")))
+    }
+}
+
+fn finite_non_negative(key: &str, v: f64) -> Result<(), Invalid> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be a number ≥ 0, got {v}")))
+    }
+}
+
+/// A congestion control name as the kernel takes it.
+pub fn check_cc_name(key: &str, name: &str) -> Result<(), Invalid> {
+    if name.is_empty() || name.len() > MAX_CC_NAME || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err((key.into(), format!("{name:?} is not a congestion control name (1..{MAX_CC_NAME} letters, digits, '_')")));
+    }
+    Ok(())
+}
+
+/// Longest run accepted, s (a week: beyond any trace here, and far from Duration overflow).
+pub const MAX_DURATION_S: f64 = 7.0 * 86_400.0;
+
+fn at_most(key: &str, v: f64, max: f64) -> Result<(), Invalid> {
+    if v <= max {
+        Ok(())
+    } else {
+        Err((key.into(), format!("must be at most {max}, got {v}")))
+    }
+}
+
+pub(super) fn validate(x: &Experiment) -> Result<(), Invalid> {
+    finite_positive("duration_s", x.duration_s)?;
+    at_most("duration_s", x.duration_s, MAX_DURATION_S)?;
+    if let Some(q) = x.quick_duration_s {
+        finite_positive("quick_duration_s", q)?;
+        at_most("quick_duration_s", q, MAX_DURATION_S)?;
+    }
+    finite_non_negative("warmup_s", x.warmup_s)?;
+    if x.warmup_s >= x.duration_s {
+        return Err(("warmup_s".into(), format!("must be shorter than duration_s ({} s)", x.duration_s)));
+    }
+    if !(1..=1000).contains(&x.repetitions) {
+        return Err(("repetitions".into(), format!("must be in 1..=1000, got {}", x.repetitions)));
+    }
+    if !(10..=10_000).contains(&x.sample_interval_ms) {
+        return Err(("sample_interval_ms".into(), format!("must be in 10..=10000 ms, got {}", x.sample_interval_ms)));
+    }
+    validate_network(&x.network)?;
+    if x.links.is_empty() {
+        return Err(("links".into(), "at least one [[links]] entry is needed".into()));
+    }
+    for (i, l) in x.links.iter().enumerate() {
+        validate_link(&format!("links[{i}]"), l)?;
+    }
+    if x.schemes.is_empty() {
+        return Err(("schemes".into(), "at least one [[schemes]] entry is needed".into()));
+    }
+    let mut names = HashSet::new();
+    for (i, s) in x.schemes.iter().enumerate() {
+        let key = format!("schemes[{i}]");
+        if !names.insert(s.name.as_str()) {
+            return Err((format!("{key}.name"), format!("{:?} is used by another scheme", s.name)));
+        }
+        validate_scheme(&key, s)?;
+    }
+    validate_flows("flows", &x.flows)?;
+    let mut names = HashSet::new();
+    for (i, sc) in x.scenarios.iter().enumerate() {
+        let key = format!("scenarios[{i}]");
+        if !is_safe_name(&sc.name) {
+            return Err((format!("{key}.name"), format!("{:?}: use letters, digits, '-', '_', '.' or '+'", sc.name)));
+        }
+        if !names.insert(sc.name.as_str()) {
+            return Err((format!("{key}.name"), format!("{:?} is used by another scenario", sc.name)));
+        }
+        if let Some(f) = &sc.flows {
+            validate_flows(&format!("{key}.flows"), f)?;
+        }
+        for (j, c) in sc.cross.iter().enumerate() {
+            validate_cross(&format!("{key}.cross[{j}]"), c)?;
+        }
+    }
+    if x.scenarios.is_empty() {
+        return Err(("scenarios".into(), "give at least one scenario or leave the key out".into()));
+    }
+    let a = &x.agent;
+    if let Some(n) = &a.cc_name {
+        check_cc_name("agent.cc_name", n)?;
+    }
+    finite_positive("agent.ready_timeout_s", a.ready_timeout_s)?;
+    at_most("agent.ready_timeout_s", a.ready_timeout_s, 3600.0)?;
+    Ok(())
+}
+
+fn validate_network(n: &Network) -> Result<(), Invalid> {
+    finite_non_negative("network.rtt_ms", n.rtt_ms)?;
+    at_most("network.rtt_ms", n.rtt_ms, 10_000.0)?;
+    match (n.buffer_pkts, n.buffer_bdp) {
+        (Some(p), None) if p > 0 => {}
+        (Some(_), None) => return Err(("network.buffer_pkts".into(), "must be > 0".into())),
+        (None, Some(b)) => {
+            finite_positive("network.buffer_bdp", b)?;
+            at_most("network.buffer_bdp", b, 1000.0)?;
+        }
+        (Some(_), Some(_)) => return Err(("network.buffer_bdp".into(), "give buffer_pkts or buffer_bdp, not both".into())),
+        (None, None) => return Err(("network".into(), "give the buffer: buffer_pkts or buffer_bdp".into())),
+    }
+    if let Some(r) = n.ack_rate_mbps {
+        finite_positive("network.ack_rate_mbps", r)?;
+    }
+    Ok(())
+}
+
+fn validate_link(key: &str, l: &LinkSpec) -> Result<(), Invalid> {
+    let name = match l {
+        LinkSpec::Trace { name, .. } => name.as_ref(),
+        LinkSpec::TraceDir { include, .. } => {
+            if include.iter().any(|p| p.is_empty() || p.contains('/')) {
+                return Err((format!("{key}.include"), "patterns match file names: non-empty, no '/'".into()));
+            }
+            None
+        }
+        LinkSpec::Fixed { rate_mbps, name } => {
+            finite_positive(&format!("{key}.rate_mbps"), *rate_mbps)?;
+            at_most(&format!("{key}.rate_mbps"), *rate_mbps, MAX_LINK_MBPS)?;
+            name.as_ref()
+        }
+        LinkSpec::SquareWave { low_mbps, high_mbps, half_period_ms, name } => {
+            for (field, v) in [("low_mbps", low_mbps), ("high_mbps", high_mbps)] {
+                finite_positive(&format!("{key}.{field}"), *v)?;
+                at_most(&format!("{key}.{field}"), *v, MAX_LINK_MBPS)?;
+            }
+            if !(1..=MAX_HALF_PERIOD_MS).contains(half_period_ms) {
+                return Err((format!("{key}.half_period_ms"), format!("must be in 1..={MAX_HALF_PERIOD_MS} ms")));
+            }
+            name.as_ref()
+        }
+    };
+    match name {
+        Some(n) if !is_safe_name(n) => {
+            Err((format!("{key}.name"), format!("{n:?}: use letters, digits, '-', '_', '.' or '+' (it names directories)")))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
+    if !is_safe_name(&s.name) {
+        return Err((format!("{key}.name"), format!("{:?}: use letters, digits, '-', '_', '.' or '+'", s.name)));
+    }
+    let cc = Cc::parse(&s.cc).map_err(|m| (format!("{key}.cc"), m))?;
+    let is_agent = matches!(cc, Cc::Agent(_));
+    if !is_agent {
+        for (field, set) in
+            [("params", !s.params.is_empty()), ("classify", s.classify.is_some()), ("agent_args", !s.agent_args.is_empty())]
+        {
+            if set {
+                return Err((format!("{key}.{field}"), "only agent schemes (cc = \"agent:…\") take this".into()));
+            }
+        }
+    }
+    for (k, v) in &s.params {
+        if !matches!(v, toml::Value::String(_) | toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_)) {
+            return Err((format!("{key}.params.{k}"), "must be a string, number or boolean".into()));
+        }
+    }
+    crate::scheme::router_qdisc(&s.qdisc).map_err(|(field, m)| (format!("{key}.qdisc.{field}"), m))?;
+    for (field, map) in [("sender_sysctls", &s.sender_sysctls), ("receiver_sysctls", &s.receiver_sysctls)] {
+        for (k, v) in map {
+            crate::scheme::sysctl_value(k, v).map_err(|m| (format!("{key}.{field}"), m))?;
+        }
+    }
+    if let Some(r) = &s.receiver_cc {
+        check_cc_name(&format!("{key}.receiver_cc"), r)?;
+        if s.receiver_ce_echo {
+            return Err((format!("{key}.receiver_ce_echo"), "give receiver_cc or receiver_ce_echo, not both".into()));
+        }
+    }
+    if let Some(c) = &s.classify {
+        if c.elastic_if_equals.is_some() == c.elastic_if_above.is_some() {
+            return Err((format!("{key}.classify"), "give exactly one of elastic_if_equals or elastic_if_above".into()));
+        }
+        if c.state.is_empty() {
+            return Err((format!("{key}.classify.state"), "name the agent state variable".into()));
+        }
+    }
+    Ok(())
+}
+
+fn validate_span(key: &str, start_s: f64, stop_s: Option<f64>) -> Result<(), Invalid> {
+    finite_non_negative(&format!("{key}.start_s"), start_s)?;
+    if let Some(stop) = stop_s {
+        if !(stop.is_finite() && stop > start_s) {
+            return Err((format!("{key}.stop_s"), format!("must be after start_s ({start_s} s), got {stop}")));
+        }
+    }
+    Ok(())
+}
+
+fn validate_flows(key: &str, groups: &[FlowGroup]) -> Result<(), Invalid> {
+    if groups.is_empty() {
+        return Err((key.into(), "the scheme needs at least one flow".into()));
+    }
+    for (i, g) in groups.iter().enumerate() {
+        let k = format!("{key}[{i}]");
+        if !(1..=64).contains(&g.count) {
+            return Err((format!("{k}.count"), format!("must be in 1..=64, got {}", g.count)));
+        }
+        validate_span(&k, g.start_s, g.stop_s)?;
+        finite_non_negative(&format!("{k}.stagger_s"), g.stagger_s)?;
+    }
+    Ok(())
+}
+
+fn validate_rate(key: &str, rate_mbps: Option<f64>, share: Option<f64>) -> Result<(), Invalid> {
+    match (rate_mbps, share) {
+        (Some(r), None) => finite_positive(&format!("{key}.rate_mbps"), r),
+        (None, Some(s)) if s.is_finite() && s > 0.0 && s <= 4.0 => Ok(()),
+        (None, Some(s)) => {
+            Err((format!("{key}.share"), format!("must be in (0, 4] (a fraction of the link's mean rate), got {s}")))
+        }
+        _ => Err((key.into(), "give exactly one of rate_mbps or share".into())),
+    }
+}
+
+fn validate_packet(key: &str, bytes: u32) -> Result<(), Invalid> {
+    if (64..=1500).contains(&bytes) {
+        Ok(())
+    } else {
+        Err((format!("{key}.packet_bytes"), format!("must be in 64..=1500 (IP bytes; the path MTU is 1500), got {bytes}")))
+    }
+}
+
+fn validate_cross(key: &str, c: &CrossSpec) -> Result<(), Invalid> {
+    match c {
+        CrossSpec::Cbr { rate_mbps, share, packet_bytes, start_s, stop_s }
+        | CrossSpec::PoissonUdp { rate_mbps, share, packet_bytes, start_s, stop_s, .. } => {
+            validate_rate(key, *rate_mbps, *share)?;
+            validate_packet(key, *packet_bytes)?;
+            validate_span(key, *start_s, *stop_s)
+        }
+        CrossSpec::PoissonTcp { rate_mbps, share, mean_size_bytes, size_dist, cc, max_concurrent, start_s, stop_s, .. } => {
+            validate_rate(key, *rate_mbps, *share)?;
+            if *mean_size_bytes == 0 {
+                return Err((format!("{key}.mean_size_bytes"), "must be > 0".into()));
+            }
+            if !matches!(size_dist.as_str(), "exponential" | "fixed") {
+                return Err((format!("{key}.size_dist"), format!("{size_dist:?}: use \"exponential\" or \"fixed\"")));
+            }
+            check_cc_name(&format!("{key}.cc"), cc)?;
+            if *max_concurrent == 0 {
+                return Err((format!("{key}.max_concurrent"), "must be > 0".into()));
+            }
+            validate_span(key, *start_s, *stop_s)
+        }
+        CrossSpec::Tcp { cc, count, start_s, stop_s, extra_rtt_ms } => {
+            check_cc_name(&format!("{key}.cc"), cc)?;
+            if !(1..=64).contains(count) {
+                return Err((format!("{key}.count"), format!("must be in 1..=64, got {count}")));
+            }
+            if extra_rtt_ms.is_some() {
+                return Err((
+                    format!("{key}.extra_rtt_ms"),
+                    "not supported: ccp-router applies one propagation delay per direction to every packet, so cross \
+                     flows cannot have their own RTT (it would need per-flow delay in the router)"
+                        .into(),
+                ));
+            }
+            validate_span(key, *start_s, *stop_s)
+        }
+    }
+}
