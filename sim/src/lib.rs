@@ -9,7 +9,8 @@
 //! - [`switch`], [`hook`]: ports and links, shared-buffer admission, PFC, egress queues built
 //!   from `ccp-qdisc`, and the per-queue hooks BFC needs;
 //! - [`transport`]: hosts, the reliable transport (SACK, RTO, pacing, DCTCP ECN echo);
-//! - [`cc`]: the congestion-control adapter (report folding, report interval, agent delay);
+//! - [`cc`]: the congestion-control adapter: report folding, the flows' `ccp_contract::Controller`
+//!   (the agent's containment boundary), report interval, agent delay;
 //! - [`workload`]: size CDFs, Poisson/log-normal arrivals at a load, incast, explicit flows;
 //! - [`config`]: scenario files; [`sim`]: the engine; [`stats`], [`output`]: results.
 //!

@@ -1,5 +1,5 @@
 //! The simulation engine: state, the event loop, and the network side (switching, links, PFC,
-//! sampling). Hosts and their transport are in `transport.rs`, as a second `impl Sim`.
+//! sampling). Hosts and their transport are in `transport/`, whose events are further `impl Sim` blocks.
 
 use std::sync::Arc;
 
