@@ -58,7 +58,7 @@ fn bench(c: &mut Criterion) {
     let (mut controller, _) =
         Controller::start(choice.clone(), choice, caps, Limits::default(), &FlowStart::new(1448, 14_480), 0);
     let mut latch = Latch::default();
-    latch.applied(*controller.settings());
+    latch.applied();
     let t0 = Instant::now();
     let mut decoder = FlowDecoder::new(1448, t0);
     let mut out = Vec::with_capacity(256);
@@ -70,13 +70,12 @@ fn bench(c: &mut Criterion) {
             let Msg::Measure(m) = msg else { unreachable!() };
             let report = decoder.decode(&fold.layout, &m.fields, t0);
             let outcome = controller.on_report(&report, j as u64);
-            black_box(&outcome);
-            let want = *controller.settings();
-            if let Some(cwnd) = latch.pending(&want).cwnd_bytes {
+            let want = controller.settings();
+            if let Some(cwnd) = latch.pending(want, &outcome.command).cwnd_bytes {
                 out.clear();
                 let upd = UpdateField { kind: RegKind::Implicit, index: implicit::CWND, value: cwnd.min(u32::MAX as u64) };
                 Msg::UpdateFields(UpdateFields { sid: 1, fields: vec![upd] }).encode(&mut out).unwrap();
-                latch.applied(want);
+                latch.applied();
             }
             black_box(&out);
         })

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ccp_contract::{Controller, Limits, Outcome, PacingCommand, ReportPolicy};
+use ccp_contract::{Command, Controller, Limits, Outcome, PacingCommand, ReportPolicy};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
@@ -178,7 +178,7 @@ impl FlowTable {
                 let key = (dp, flow);
                 if let Some(f) = self.flows.get_mut(&key) {
                     f.latch.reset();
-                    self.flush(key, adapter, false);
+                    self.flush(key, adapter, &Command::default(), false);
                 }
             }
         }
@@ -246,29 +246,32 @@ impl FlowTable {
             self.counters.fallbacks += 1;
             warn!(flow = id, fallback = to, "algorithm replaced after repeated faults");
         }
-        self.flush(key, adapter, false);
+        self.flush(key, adapter, &outcome.command, false);
     }
 
-    /// Applies what the flow's datapath does not hold yet.
-    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, retry: bool) {
+    /// Applies what the flow's datapath does not hold yet; `change` is the controller's latest.
+    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, change: &Command, retry: bool) {
         let Some(f) = self.flows.get_mut(&key) else {
             self.unapplied.remove(&key);
             return;
         };
         let want = *f.controller.settings();
-        let changed = f.latch.pending(&want);
+        let changed = f.latch.pending(&want, change);
         if changed.is_empty() {
-            self.unapplied.remove(&key);
+            if retry {
+                self.unapplied.remove(&key);
+            }
             return;
         }
         match adapter.apply(key.1, &want, &changed) {
             Ok(()) => {
-                f.latch.applied(want);
+                f.latch.applied();
                 self.unapplied.remove(&key);
                 self.counters.commands_sent += 1;
             }
             Err(e) => {
                 self.counters.apply_errors += 1;
+                f.latch.failed(&changed);
                 if matches!(e, ApplyError::UnknownFlow(_)) {
                     // Nothing to retry: the adapter has no such flow (its close is on the way).
                     self.unapplied.remove(&key);
@@ -289,7 +292,7 @@ impl FlowTable {
         let keys: Vec<FlowKey> =
             self.unapplied.range((dp, FlowRef { peer: 0, sid: 0 })..).take_while(|k| k.0 == dp).copied().collect();
         for key in keys {
-            self.flush(key, adapter, true);
+            self.flush(key, adapter, &Command::default(), true);
         }
     }
 

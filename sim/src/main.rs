@@ -193,6 +193,15 @@ fn print_summary(r: &Results) {
         c.cnms,
         c.pfc_frames
     );
+    if c.algorithm_faults + c.fallbacks + c.clamped_values > 0 {
+        println!(
+            "controller: {} algorithm faults contained, {} fallbacks to {}, {} values clamped",
+            c.algorithm_faults,
+            c.fallbacks,
+            ccp_sim::sim::FALLBACK_ALGORITHM,
+            c.clamped_values
+        );
+    }
     if !r.ports.is_empty() {
         println!(
             "{:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>8} {:>8}",

@@ -118,6 +118,7 @@ pub fn parse_section<T: DeserializeOwned>(section: &toml::Table) -> Result<T, St
 /// Opens the configured datapath.
 pub fn open(cfg: &DatapathConfig, ctx: &OpenContext) -> anyhow::Result<Box<dyn Datapath>> {
     let kind = Kind::find(&cfg.kind).map_err(anyhow::Error::msg)?;
+    tracing::info!(datapath = kind.name, "opening: {}", kind.summary);
     (kind.open)(&cfg.section(kind.name), ctx)
 }
 

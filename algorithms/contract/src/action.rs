@@ -34,26 +34,31 @@ pub struct Action {
 
 impl Action {
     /// An action that only sets the congestion window.
+    #[inline]
     pub fn cwnd(cwnd_bytes: f64) -> Self {
         Action { cwnd_bytes: Some(cwnd_bytes), ..Action::default() }
     }
 
+    #[inline]
     pub fn with_pacing(mut self, pacing: Pacing) -> Self {
         self.pacing = Some(pacing);
         self
     }
 
+    #[inline]
     pub fn with_report(mut self, report: ReportPolicy) -> Self {
         self.report = Some(report);
         self
     }
 
+    #[inline]
     pub fn with_rtt_threshold_us(mut self, threshold_us: u64) -> Self {
         self.rtt_threshold_us = Some(threshold_us);
         self
     }
 
     /// True when the action asks for nothing.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report.is_none() && self.rtt_threshold_us.is_none()
     }

@@ -32,15 +32,18 @@ pub struct Seed {
 }
 
 impl FlowStart {
+    #[inline]
     pub fn new(mss_bytes: u32, init_cwnd_bytes: u64) -> Self {
         FlowStart { now_us: 0, mss_bytes, init_cwnd_bytes, seed: None }
     }
 
+    #[inline]
     pub fn mss(&self) -> f64 {
         f64::from(self.mss_bytes.max(1))
     }
 
     /// The window to start from: the seeded window when there is one, else the datapath's initial window.
+    #[inline]
     pub fn start_cwnd_bytes(&self) -> u64 {
         self.seed.as_ref().map_or(self.init_cwnd_bytes, |s| s.cwnd_bytes)
     }

@@ -106,16 +106,19 @@ pub struct Report {
 
 impl Report {
     /// The MSS as f64, never zero (a zero MSS from a broken datapath would poison divisions).
+    #[inline]
     pub fn mss(&self) -> f64 {
         f64::from(self.mss_bytes.max(1))
     }
 
     /// Acknowledged data in segments, counting both cumulative and selective ACKs.
+    #[inline]
     pub fn delivered_segments(&self) -> f64 {
         self.acked_bytes.saturating_add(self.sacked_bytes) as f64 / self.mss()
     }
 
     /// True when the report says the network dropped something (loss or timeout).
+    #[inline]
     pub fn has_loss(&self) -> bool {
         self.lost_pkts > 0 || self.timeouts > 0
     }

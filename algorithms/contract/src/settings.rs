@@ -27,6 +27,7 @@ pub struct Settings {
 
 impl Settings {
     /// The fields of `self` that `from` does not hold (all of them when `from` is `None`).
+    #[inline]
     pub fn changes_from(&self, from: Option<&Settings>) -> Command {
         let Some(from) = from else {
             return Command {
@@ -56,6 +57,7 @@ pub struct Command {
 }
 
 impl Command {
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report.is_none() && self.rtt_threshold_us.is_none()
     }
