@@ -194,6 +194,7 @@ impl FlowTable {
             now_us: info.existing.as_ref().and_then(|s| s.last_report.as_ref()).map_or(0, |r| r.now_us),
             mss_bytes: info.mss_bytes,
             init_cwnd_bytes: info.init_cwnd_bytes,
+            ecn: info.ecn,
             seed: info.existing.clone(),
         };
         let (controller, outcome) =

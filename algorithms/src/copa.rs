@@ -351,6 +351,7 @@ mod tests {
             now_us: 0,
             mss_bytes: MSS,
             init_cwnd_bytes: 10_000,
+            ecn: None,
             seed: Some(Seed {
                 cwnd_bytes: (cwnd * 1000.0) as u64,
                 min_rtt_us: Some(min_rtt_us),

@@ -848,6 +848,7 @@ mod tests {
             now_us: 5,
             mss_bytes: MSS,
             init_cwnd_bytes: 10_000,
+            ecn: None,
             seed: Some(Seed { cwnd_bytes: 50_000, srtt_us: Some(RTT_US), ..Seed::default() }),
         };
         assert_eq!(c.init(&start).cwnd_bytes, Some(50_000.0));

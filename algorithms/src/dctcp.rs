@@ -364,6 +364,7 @@ mod tests {
             now_us: 0,
             mss_bytes: MSS,
             init_cwnd_bytes: 10 * u64::from(MSS),
+            ecn: None,
             seed: Some(Seed { cwnd_bytes: (cwnd_pkts * MSS_F) as u64, srtt_us: Some(RTT_US), ..Seed::default() }),
         }
     }

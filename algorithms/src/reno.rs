@@ -339,6 +339,7 @@ mod tests {
             now_us: 5,
             mss_bytes: MSS,
             init_cwnd_bytes: 10_000,
+            ecn: None,
             seed: Some(Seed { cwnd_bytes: 50_000, srtt_us: Some(100_000), ..Seed::default() }),
         };
         assert_eq!(r.init(&start).cwnd_bytes, Some(50_000.0));

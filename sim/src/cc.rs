@@ -104,8 +104,10 @@ pub struct FlowCc {
     fold: Fold,
     /// The report policy the datapath applies (its timer follows it).
     report: ReportPolicy,
-    /// The RTT threshold the datapath counts late packets against.
+    /// The RTT threshold the datapath counts late samples against.
     pub rtt_threshold_us: Option<u64>,
+    /// Report once this many packets were acknowledged since the last report; 0: off.
+    report_acked_pkts: u32,
     /// Changes decided but not yet in the datapath, oldest first.
     pub pending: VecDeque<Command>,
     /// A report-timer event is outstanding.
@@ -132,6 +134,7 @@ impl FlowCc {
             fold: Fold::default(),
             report,
             rtt_threshold_us: None,
+            report_acked_pkts: 0,
             pending: VecDeque::new(),
             timer_armed: false,
             last_report: now,
@@ -161,8 +164,9 @@ impl FlowCc {
             f.rtt_last_us = us;
             f.rtt_sum_us += us;
             f.rtt_samples += 1;
+            // Per sample, as the other datapaths count late RTTs.
             if self.rtt_threshold_us.is_some_and(|t| us > t) {
-                f.over_threshold += s.acked_pkts + s.sacked_pkts;
+                f.over_threshold += 1;
             }
         }
         if let Some((send, recv)) = s.rates {
@@ -187,8 +191,10 @@ impl FlowCc {
         }
     }
 
-    pub fn is_urgent(&self) -> bool {
+    /// A report is due before its time: an urgent cause, or the packet trigger.
+    pub fn report_due(&self) -> bool {
         self.fold.urgent.is_some()
+            || (self.report_acked_pkts > 0 && self.fold.acked_pkts + self.fold.sacked_pkts >= u64::from(self.report_acked_pkts))
     }
 
     pub fn set_feedback(&mut self, fb: NetworkFeedback) {
@@ -220,7 +226,7 @@ impl FlowCc {
             ce_pkts: f.ce_pkts,
             ece_acks: f.ece_acks,
             rtt,
-            rtt_over_threshold_pkts: f.over_threshold,
+            rtt_samples_over_threshold: f.over_threshold,
             send_rate_bytes_per_s: f.send_rate,
             recv_rate_bytes_per_s: f.recv_rate,
             inflight_bytes: g.inflight_bytes,
@@ -254,6 +260,9 @@ impl FlowCc {
     pub fn apply_reporting(&mut self, c: &Command) -> bool {
         if let Some(t) = c.rtt_threshold_us {
             self.rtt_threshold_us = Some(t);
+        }
+        if let Some(n) = c.report_acked_pkts {
+            self.report_acked_pkts = n;
         }
         match c.report {
             Some(p) if p != self.report => {
@@ -347,7 +356,7 @@ mod tests {
         assert_eq!((r.acked_bytes, r.acked_pkts, r.ce_bytes, r.ce_pkts, r.ece_acks), (3000, 3, 1000, 1, 1));
         let rtt = r.rtt.unwrap();
         assert_eq!((rtt.min_us, rtt.max_us, rtt.last_us, rtt.mean_us, rtt.samples, rtt.srtt_us), (20, 40, 35, 31, 3, 50));
-        assert_eq!(r.rtt_over_threshold_pkts, 2);
+        assert_eq!(r.rtt_samples_over_threshold, 2, "two samples above 30 µs");
         assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s), (Some(300), Some(90)));
         assert_eq!(r.urgent, Some(Urgent::Loss));
         assert_eq!((r.inflight_bytes, r.cwnd_bytes, r.mss_bytes), (5000, 10_000, 1000));

@@ -39,3 +39,50 @@ fn interval_mode_reports_per_interval_plus_urgent_and_still_controls() {
     assert!(goodput > 0.9, "{goodput}");
     assert!(r.ports[0].queue_p99_pkts < 60.0, "DCTCP through CCP still bounds the queue: {}", r.ports[0].queue_p99_pkts);
 }
+
+/// Reno asking for a report every ten packets acknowledged, and recording what each covers.
+struct EveryTen(std::sync::Arc<std::sync::Mutex<Vec<u64>>>);
+
+struct EveryTenAlg {
+    inner: Box<dyn ccp_contract::Algorithm>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl ccp_contract::Algorithm for EveryTenAlg {
+    fn name(&self) -> &'static str {
+        "every_ten"
+    }
+    fn init(&mut self, s: &ccp_contract::FlowStart) -> ccp_contract::Action {
+        self.inner.init(s).with_report_acked_pkts(10)
+    }
+    fn on_report(&mut self, r: &ccp_contract::Report) -> ccp_contract::Action {
+        if r.urgent.is_none() {
+            self.seen.lock().unwrap().push(r.acked_pkts + r.sacked_pkts);
+        }
+        self.inner.on_report(r)
+    }
+}
+
+impl ccp_contract::AlgorithmFactory for EveryTen {
+    fn name(&self) -> &'static str {
+        "every_ten"
+    }
+    fn create(&self) -> Box<dyn ccp_contract::Algorithm> {
+        let inner = ccp_algorithms::registry::configure("reno", &toml::Table::new()).unwrap().create();
+        Box::new(EveryTenAlg { inner, seen: self.0.clone() })
+    }
+}
+
+#[test]
+fn a_packet_trigger_reports_every_n_packets_acknowledged() {
+    // A 10 ms interval that never elapses between triggers on a 1 Gbit/s path.
+    let loaded = dctcp(&["cc.reporting=\"interval\"", "cc.report_interval_us=10000"]);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut sim = ccp_sim::Sim::with_algorithm(&loaded, std::sync::Arc::new(EveryTen(seen.clone()))).unwrap();
+    sim.run(|_, _| {});
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() > 500, "{} reports", seen.len());
+    // ACKs of one segment each (delayed_ack_segments = 1): every report covers exactly ten.
+    let tens = seen.iter().filter(|&&n| n == 10).count();
+    assert!(tens as f64 > 0.99 * seen.len() as f64, "{tens} of {} reports cover ten packets", seen.len());
+}

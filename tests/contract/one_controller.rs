@@ -36,7 +36,7 @@ fn fixture() -> PathBuf {
 // --- the fixture's format: one report per line, fixed columns ------------------------------------
 
 const HEADER: &str = "now_us,interval_us,mss_bytes,acked_bytes,acked_pkts,sacked_bytes,sacked_pkts,lost_pkts,timeouts,\
-ce_bytes,ce_pkts,ece_acks,rtt_min_us,rtt_max_us,rtt_last_us,rtt_srtt_us,rtt_mean_us,rtt_samples,rtt_over_threshold_pkts,\
+ce_bytes,ce_pkts,ece_acks,rtt_min_us,rtt_max_us,rtt_last_us,rtt_srtt_us,rtt_mean_us,rtt_samples,rtt_samples_over_threshold,\
 send_rate,recv_rate,inflight_bytes,pending_bytes,cwnd_bytes,pacing_rate,app_limited,urgent,qcn_fb,qcn_q_off,qcn_q_delta";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
@@ -70,7 +70,7 @@ fn to_line(r: &Report) -> String {
         opt(rtt.map(|x| x.srtt_us)),
         opt(rtt.map(|x| x.mean_us)),
         opt(rtt.map(|x| x.samples)),
-        r.rtt_over_threshold_pkts.to_string(),
+        r.rtt_samples_over_threshold.to_string(),
         opt(r.send_rate_bytes_per_s),
         opt(r.recv_rate_bytes_per_s),
         r.inflight_bytes.to_string(),
@@ -118,7 +118,7 @@ fn from_line(n: usize, line: &str) -> Report {
         ce_pkts: num(10),
         ece_acks: num(11),
         rtt,
-        rtt_over_threshold_pkts: num(18),
+        rtt_samples_over_threshold: num(18),
         send_rate_bytes_per_s: o(19),
         recv_rate_bytes_per_s: o(20),
         inflight_bytes: num(21),

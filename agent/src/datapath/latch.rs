@@ -14,7 +14,8 @@ const CWND: u8 = 1;
 const PACING: u8 = 2;
 const REPORT: u8 = 4;
 const RTT_THRESHOLD: u8 = 8;
-const ALL: u8 = CWND | PACING | REPORT | RTT_THRESHOLD;
+const REPORT_ACKED_PKTS: u8 = 16;
+const ALL: u8 = CWND | PACING | REPORT | RTT_THRESHOLD | REPORT_ACKED_PKTS;
 
 #[inline]
 fn fields(c: &Command) -> u8 {
@@ -23,6 +24,7 @@ fn fields(c: &Command) -> u8 {
         | bit(c.pacing.is_some(), PACING)
         | bit(c.report.is_some(), REPORT)
         | bit(c.rtt_threshold_us.is_some(), RTT_THRESHOLD)
+        | bit(c.report_acked_pkts.is_some(), REPORT_ACKED_PKTS)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +54,10 @@ impl Latch {
             pacing: want.pacing.filter(|_| send & PACING != 0),
             report: (send & REPORT != 0).then_some(want.report),
             rtt_threshold_us: want.rtt_threshold_us.filter(|_| send & RTT_THRESHOLD != 0),
+            // Off is a datapath's default: one that holds nothing of ours needs no "off" (as in
+            // `Settings::changes_from(None)`); one that missed a change may hold a trigger.
+            report_acked_pkts: (send & REPORT_ACKED_PKTS != 0 && (want.report_acked_pkts > 0 || self.missing != ALL))
+                .then_some(want.report_acked_pkts),
         }
     }
 
@@ -85,6 +91,7 @@ mod tests {
             pacing: Some(PacingCommand::BytesPerSec(5)),
             report: ReportPolicy::EveryUs(10),
             rtt_threshold_us: None,
+            report_acked_pkts: 0,
         }
     }
 

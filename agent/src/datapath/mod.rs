@@ -148,6 +148,8 @@ pub struct FlowInfo {
     pub cong_alg: Option<String>,
     /// The flow's cgroup path, where the datapath knows it.
     pub cgroup: Option<String>,
+    /// Whether the connection negotiated ECN, where the datapath knows.
+    pub ecn: Option<bool>,
     /// Present when the flow was already running before we saw it (agent restart, attach, a
     /// flow forgotten while idle): its controller must continue from this state.
     pub existing: Option<Seed>,

@@ -28,8 +28,12 @@ pub struct Action {
     pub cwnd_bytes: Option<f64>,
     pub pacing: Option<Pacing>,
     pub report: Option<ReportPolicy>,
-    /// RTT above which acknowledged packets are counted in `Report::rtt_over_threshold_pkts`.
+    /// RTT above which samples are counted in `Report::rtt_samples_over_threshold`.
     pub rtt_threshold_us: Option<u64>,
+    /// Also report as soon as this many packets have been acknowledged (cumulatively or
+    /// selectively) since the last report, whatever the report policy's interval; 0 turns it off.
+    /// For algorithms that act every few packets (Inigo's sub-window response every W_sub).
+    pub report_acked_pkts: Option<u32>,
 }
 
 impl Action {
@@ -57,9 +61,19 @@ impl Action {
         self
     }
 
+    #[inline]
+    pub fn with_report_acked_pkts(mut self, pkts: u32) -> Self {
+        self.report_acked_pkts = Some(pkts);
+        self
+    }
+
     /// True when the action asks for nothing.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report.is_none() && self.rtt_threshold_us.is_none()
+        self.cwnd_bytes.is_none()
+            && self.pacing.is_none()
+            && self.report.is_none()
+            && self.rtt_threshold_us.is_none()
+            && self.report_acked_pkts.is_none()
     }
 }

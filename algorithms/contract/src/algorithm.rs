@@ -15,6 +15,8 @@ pub struct FlowStart {
     pub mss_bytes: u32,
     /// The window the datapath started the flow with, bytes.
     pub init_cwnd_bytes: u64,
+    /// Whether the connection negotiated ECN, where the datapath knows (`None`: it does not say).
+    pub ecn: Option<bool>,
     /// Present when the flow is not new: it was running under another algorithm (hot swap,
     /// attach of an existing kernel flow, adoption after an agent restart).
     pub seed: Option<Seed>,
@@ -34,7 +36,7 @@ pub struct Seed {
 impl FlowStart {
     #[inline]
     pub fn new(mss_bytes: u32, init_cwnd_bytes: u64) -> Self {
-        FlowStart { now_us: 0, mss_bytes, init_cwnd_bytes, seed: None }
+        FlowStart { now_us: 0, mss_bytes, init_cwnd_bytes, ecn: None, seed: None }
     }
 
     #[inline]

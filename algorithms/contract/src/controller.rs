@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::action::{Action, Pacing, ReportPolicy};
 use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};
-use crate::limits::{Limits, INTERVAL_BEFORE_RTT_US, MAX_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
+use crate::limits::{Limits, INTERVAL_BEFORE_RTT_US, MAX_REPORT_ACKED_PKTS, MAX_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
 use crate::report::Report;
 use crate::settings::{Capabilities, Command, PacingCommand, Settings};
 
@@ -104,6 +104,7 @@ pub struct Controller {
     settings: Settings,
     srtt_us: Option<u64>,
     min_rtt_us: Option<u64>,
+    ecn: Option<bool>,
     last_report: Option<Report>,
     faults: VecDeque<u64>,
     total_faults: u64,
@@ -145,10 +146,12 @@ impl Controller {
                 pacing: None,
                 report: ReportPolicy::EveryUs(INTERVAL_BEFORE_RTT_US),
                 rtt_threshold_us: None,
+                report_acked_pkts: 0,
             },
             limits,
             srtt_us: seed.and_then(|s| s.srtt_us),
             min_rtt_us: seed.and_then(|s| s.min_rtt_us),
+            ecn: start.ecn,
             last_report: seed.and_then(|s| s.last_report.clone()),
             faults: VecDeque::new(),
             total_faults: 0,
@@ -246,6 +249,7 @@ impl Controller {
             now_us: self.last_report.as_ref().map_or(0, |r| r.now_us),
             mss_bytes: self.mss,
             init_cwnd_bytes: self.settings.cwnd_bytes,
+            ecn: self.ecn,
             seed: Some(self.seed()),
         }
     }
@@ -369,6 +373,9 @@ impl Controller {
         }
         if action.rtt_threshold_us.is_some() {
             self.settings.rtt_threshold_us = action.rtt_threshold_us;
+        }
+        if let Some(n) = action.report_acked_pkts {
+            self.settings.report_acked_pkts = clamp(f64::from(n), 0.0, f64::from(MAX_REPORT_ACKED_PKTS)) as u32;
         }
         Ok(clamped)
     }

@@ -12,6 +12,9 @@ pub const MAX_REPORT_INTERVAL_US: u64 = 10_000_000;
 /// The interval standing in for a per-RTT policy before the flow's first RTT sample, on a
 /// datapath that cannot count RTTs itself, µs (libccp's fold reports every 10 ms by default).
 pub const INTERVAL_BEFORE_RTT_US: u64 = 10_000;
+/// The largest packet count a report trigger may wait for (beyond it, the time policy reports
+/// first on any real path anyway).
+pub const MAX_REPORT_ACKED_PKTS: u32 = 1 << 20;
 /// Bounds on a per-RTT report policy, in RTTs.
 pub const REPORT_RTTS_RANGE: (f64, f64) = (0.1, 100.0);
 

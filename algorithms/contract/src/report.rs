@@ -78,9 +78,10 @@ pub struct Report {
 
     /// RTT statistics; `None` when the interval had no valid RTT sample.
     pub rtt: Option<RttStats>,
-    /// Packets acknowledged whose RTT sample exceeded the threshold the algorithm set with
-    /// `Action::rtt_threshold_us` (Inigo). Zero when no threshold is set.
-    pub rtt_over_threshold_pkts: u64,
+    /// RTT samples (one per ACK that carried one, whatever it acknowledged) above the threshold
+    /// the algorithm set with `Action::rtt_threshold_us`: Inigo's late RTTs, counted per ACK as
+    /// its kernel module counts them. Zero when no threshold is set.
+    pub rtt_samples_over_threshold: u64,
 
     /// Send rate over the most recent rate sample, bytes/s; measured over the same packets as
     /// `recv_rate_bytes_per_s` (Nimbus needs the pair to come from the same packets).

@@ -23,6 +23,8 @@ pub struct Settings {
     /// with the flow's smoothed RTT.
     pub report: ReportPolicy,
     pub rtt_threshold_us: Option<u64>,
+    /// Report at least every this many packets acknowledged; 0: off.
+    pub report_acked_pkts: u32,
 }
 
 impl Settings {
@@ -35,16 +37,22 @@ impl Settings {
                 pacing: self.pacing,
                 report: Some(self.report),
                 rtt_threshold_us: self.rtt_threshold_us,
+                report_acked_pkts: (self.report_acked_pkts > 0).then_some(self.report_acked_pkts),
             };
         };
-        let changed = |new, old| (new != old).then_some(new);
         Command {
             cwnd_bytes: changed(self.cwnd_bytes, from.cwnd_bytes),
             pacing: self.pacing.filter(|p| from.pacing != Some(*p)),
             report: (self.report != from.report).then_some(self.report),
             rtt_threshold_us: self.rtt_threshold_us.filter(|t| from.rtt_threshold_us != Some(*t)),
+            report_acked_pkts: changed(self.report_acked_pkts, from.report_acked_pkts),
         }
     }
+}
+
+#[inline]
+fn changed<T: PartialEq>(new: T, old: T) -> Option<T> {
+    (new != old).then_some(new)
 }
 
 /// The fields of [`Settings`] that changed; `None` fields are left as they are.
@@ -54,12 +62,18 @@ pub struct Command {
     pub pacing: Option<PacingCommand>,
     pub report: Option<ReportPolicy>,
     pub rtt_threshold_us: Option<u64>,
+    /// 0 turns the packet trigger off.
+    pub report_acked_pkts: Option<u32>,
 }
 
 impl Command {
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.cwnd_bytes.is_none() && self.pacing.is_none() && self.report.is_none() && self.rtt_threshold_us.is_none()
+        self.cwnd_bytes.is_none()
+            && self.pacing.is_none()
+            && self.report.is_none()
+            && self.rtt_threshold_us.is_none()
+            && self.report_acked_pkts.is_none()
     }
 }
 

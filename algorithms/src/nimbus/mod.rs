@@ -309,7 +309,7 @@ impl NimbusCC {
 
     fn start_at(&self, now_us: u64, cwnd_bytes: f64) -> FlowStart {
         let seed = self.seed(cwnd_bytes);
-        FlowStart { now_us, mss_bytes: self.mss as u32, init_cwnd_bytes: seed.cwnd_bytes, seed: Some(seed) }
+        FlowStart { now_us, mss_bytes: self.mss as u32, init_cwnd_bytes: seed.cwnd_bytes, ecn: None, seed: Some(seed) }
     }
 
     /// Switches to `to`, carrying the rate over (spec §6.5).

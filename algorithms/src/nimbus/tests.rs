@@ -403,6 +403,7 @@ fn seeded_start_continues_from_the_previous_window() {
         now_us: 1,
         mss_bytes: MSS,
         init_cwnd_bytes: 15_000,
+        ecn: None,
         seed: Some(Seed { cwnd_bytes: 300_000, srtt_us: Some(60_000), min_rtt_us: Some(50_000), ..Seed::default() }),
     });
     assert_eq!(a.cwnd_bytes, Some(2.0 * 300_000.0), "cwnd cap = 2·rate·RTT with rate = cwnd/srtt");

@@ -19,7 +19,8 @@ impl Sim {
         flow.started = true;
         let src = flow.spec.src;
         let snd = Sender::new(&flow.spec, &tp, now);
-        let start = FlowStart { now_us: to_us(now), mss_bytes: tp.mss, init_cwnd_bytes: snd.cwnd_bytes, seed: None };
+        let start =
+            FlowStart { now_us: to_us(now), mss_bytes: tp.mss, init_cwnd_bytes: snd.cwnd_bytes, ecn: Some(tp.ecn), seed: None };
         let (cc, init) = FlowCc::start(self.choice.clone(), self.fallback.clone(), self.ccp.limits.clone(), &start, now);
         let host = &mut self.hosts[src as usize];
         let nic_queue = (host.senders.len() % usize::from(u16::MAX)) as u16;
@@ -363,7 +364,7 @@ impl Sim {
         }
         st.cc.on_ack(&s);
         let done = snd.done();
-        if per_ack || st.cc.is_urgent() {
+        if per_ack || st.cc.report_due() {
             self.report(f);
         }
         if done {

@@ -50,7 +50,7 @@ pub fn to_report(k: &KernelReport) -> Report {
         ce_pkts: u64::from(k.ce_pkts),
         ece_acks: u64::from(k.ece_acks),
         rtt,
-        rtt_over_threshold_pkts: u64::from(k.rtt_over_pkts),
+        rtt_samples_over_threshold: u64::from(k.rtt_over_samples),
         send_rate_bytes_per_s: send.filter(|_| both),
         recv_rate_bytes_per_s: recv.filter(|_| both),
         inflight_bytes: u64::from(k.inflight_pkts) * mss,
@@ -89,6 +89,7 @@ pub fn flow_info(c: &Create, cgroup: Option<String>) -> FlowInfo {
         // The congestion control the flow ran before attach: a rule can keep it in the family.
         cong_alg: c.prev_cc.clone(),
         cgroup,
+        ecn: Some(c.ecn),
         existing: c.existing.then(|| Seed {
             cwnd_bytes: cwnd,
             pacing_rate_bytes_per_s: None,
@@ -137,7 +138,7 @@ mod tests {
             rtt_last_us: 21_000,
             rtt_sum_us: 220_000,
             rtt_samples: 10,
-            rtt_over_pkts: 7,
+            rtt_over_samples: 7,
             srtt_us: 21_500,
             rate_delivered: 100,
             rate_snd_us: 20_000,
@@ -169,7 +170,7 @@ mod tests {
             (rtt.min_us, rtt.max_us, rtt.last_us, rtt.srtt_us, rtt.mean_us, rtt.samples),
             (20_000, 26_000, 21_000, 21_500, 22_000, 10)
         );
-        assert_eq!(r.rtt_over_threshold_pkts, 7);
+        assert_eq!(r.rtt_samples_over_threshold, 7);
         // 100 packets of 1448 bytes over 20 ms sent and 25 ms acknowledged.
         assert_eq!(r.send_rate_bytes_per_s, Some(7_240_000));
         assert_eq!(r.recv_rate_bytes_per_s, Some(5_792_000));
@@ -206,6 +207,7 @@ mod tests {
             local: Some(Endpoint { addr: "::ffff:10.0.0.1".parse().unwrap(), port: 40000 }),
             remote: Some(Endpoint { addr: "10.0.0.2".parse().unwrap(), port: 5201 }),
             existing,
+            ecn: true,
             mss: 1448,
             cwnd_pkts: 40,
             ssthresh: 20,
@@ -222,6 +224,7 @@ mod tests {
         assert_eq!(info.dst, Some(("10.0.0.2".parse().unwrap(), 5201)));
         assert_eq!(info.cong_alg.as_deref(), Some("cubic"));
         assert_eq!(info.cgroup.as_deref(), Some("/test"));
+        assert_eq!(info.ecn, Some(true));
         let seed = info.existing.unwrap();
         assert_eq!((seed.cwnd_bytes, seed.srtt_us, seed.min_rtt_us), (40 * 1448, Some(20_000), Some(19_000)));
         assert!(flow_info(&create(false), None).existing.is_none());

@@ -41,12 +41,14 @@ fn settings_become_a_whole_control_entry() {
         pacing: Some(PacingCommand::Off),
         report: ReportPolicy::PerRtt { rtts: 2.0 },
         rtt_threshold_us: Some(u64::MAX),
+        report_acked_pkts: 10,
     };
     let c = control(&want);
     assert_eq!(c.cwnd_bytes, Some(1), "a zero window is not a command anyone means");
     assert_eq!(c.pacing_bytes_per_s, None, "off clears pacing");
     assert_eq!(c.report, ReportEvery::RttSixteenths(32));
     assert_eq!(c.rtt_threshold_us, Some(u32::MAX));
+    assert_eq!(c.report_acked_pkts, 10);
     let paced = control(&Settings { pacing: Some(PacingCommand::BytesPerSec(1_000)), ..want });
     assert_eq!(paced.pacing_bytes_per_s, Some(1_000));
 }

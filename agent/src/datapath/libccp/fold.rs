@@ -1,8 +1,9 @@
 //! The standard fold: the one datapath program the agent installs on every libccp datapath.
 //!
 //! It folds libccp's per-ACK primitives into the fields of the measurement contract and reports
-//! once per `interval_us` of datapath time, at once on a loss or a timeout, and as soon as an
-//! eighth of a window has been acknowledged (but not more often than every `interval_us`/16).
+//! once per `interval_us` of datapath time, at once on a loss or a timeout, as soon as an
+//! eighth of a window has been acknowledged (but not more often than every `interval_us`/16),
+//! and — when an algorithm asks — as soon as a given number of packets has been acknowledged.
 //!
 //! The data-driven trigger is there because libccp runs the fold only on ACKs: a time-only
 //! fold reports at the first ACK after a quiet period, so when ACKs come in bursts (slow start,
@@ -45,7 +46,7 @@ pub const SOURCE: &str = r#"
     (volatile rtt_last_us 0)
     (volatile rtt_sum_us 0)
     (volatile rtt_samples 0)
-    (volatile rtt_over_pkts 0)
+    (volatile rtt_over_samples 0)
     (volatile send_rate 0)
     (volatile recv_rate 0)
     (volatile inflight_bytes 0)
@@ -55,14 +56,15 @@ pub const SOURCE: &str = r#"
     (volatile now_us 0)
     (volatile urgent 0))
   (interval_us 10000)
-  (rtt_thresh_us +infinity))
+  (rtt_thresh_us +infinity)
+  (report_pkts_below +infinity))
 (when true
   (:= rtt 0)
   (:= rtt (if (< Flow.rtt_sample_us 2000000000) Flow.rtt_sample_us))
   (:= has_rtt 0)
   (:= has_rtt (if (> rtt 0) 1))
   (:= over 0)
-  (:= over (if (> rtt rtt_thresh_us) Ack.packets_acked))
+  (:= over (if (> rtt rtt_thresh_us) 1))
   (:= ece 0)
   (:= ece (if (> Ack.ecn_bytes 0) 1))
   (:= Report.acked_bytes (+ Report.acked_bytes Ack.bytes_acked))
@@ -78,7 +80,7 @@ pub const SOURCE: &str = r#"
   (:= Report.rtt_last_us (if (> rtt 0) rtt))
   (:= Report.rtt_sum_us (+ Report.rtt_sum_us rtt))
   (:= Report.rtt_samples (+ Report.rtt_samples has_rtt))
-  (:= Report.rtt_over_pkts (+ Report.rtt_over_pkts over))
+  (:= Report.rtt_over_samples (+ Report.rtt_over_samples over))
   (:= Report.send_rate (if (&& (> Flow.rate_outgoing 0) (> Flow.rate_incoming 0)) Flow.rate_outgoing))
   (:= Report.recv_rate (if (&& (> Flow.rate_outgoing 0) (> Flow.rate_incoming 0)) Flow.rate_incoming))
   (:= Report.inflight_bytes Flow.bytes_in_flight)
@@ -99,6 +101,9 @@ pub const SOURCE: &str = r#"
 (when (&& (> (* Report.acked_bytes 8) Cwnd) (> (* Micros 16) interval_us))
   (report)
   (:= Micros 0))
+(when (> (+ Report.acked_pkts Report.sacked_pkts) report_pkts_below)
+  (report)
+  (:= Micros 0))
 (when (> Micros interval_us)
   (report)
   (:= Micros 0))
@@ -108,6 +113,10 @@ pub const SOURCE: &str = r#"
 pub const CTL_INTERVAL_US: &str = "interval_us";
 /// Control variable holding the RTT threshold, µs.
 pub const CTL_RTT_THRESHOLD_US: &str = "rtt_thresh_us";
+/// Control variable holding one less than the packets acknowledged that trigger a report (the
+/// language has `>` but no `>=`, and a subtraction that underflows aborts the program); off:
+/// the largest value.
+pub const CTL_REPORT_PKTS_BELOW: &str = "report_pkts_below";
 
 const URGENT_LOSS: u64 = 1;
 const URGENT_TIMEOUT: u64 = 2;
@@ -130,7 +139,7 @@ pub struct Layout {
     rtt_last_us: usize,
     rtt_sum_us: usize,
     rtt_samples: usize,
-    rtt_over_pkts: usize,
+    rtt_over_samples: usize,
     send_rate: usize,
     recv_rate: usize,
     inflight_bytes: usize,
@@ -168,7 +177,7 @@ impl Fold {
             rtt_last_us: idx("rtt_last_us")?,
             rtt_sum_us: idx("rtt_sum_us")?,
             rtt_samples: idx("rtt_samples")?,
-            rtt_over_pkts: idx("rtt_over_pkts")?,
+            rtt_over_samples: idx("rtt_over_samples")?,
             send_rate: idx("send_rate")?,
             recv_rate: idx("recv_rate")?,
             inflight_bytes: idx("inflight_bytes")?,
@@ -178,7 +187,7 @@ impl Fold {
             now_us: idx("now_us")?,
             urgent: idx("urgent")?,
         };
-        for ctl in [CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US] {
+        for ctl in [CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US, CTL_REPORT_PKTS_BELOW] {
             if program.control(ctl).is_none() {
                 anyhow::bail!("standard fold has no control variable {ctl:?}");
             }
@@ -263,7 +272,7 @@ impl FlowDecoder {
             ce_pkts: f(layout.ecn_pkts),
             ece_acks: f(layout.ece_acks),
             rtt,
-            rtt_over_threshold_pkts: f(layout.rtt_over_pkts),
+            rtt_samples_over_threshold: f(layout.rtt_over_samples),
             send_rate_bytes_per_s: (send > 0 && recv > 0).then_some(send),
             recv_rate_bytes_per_s: (send > 0 && recv > 0).then_some(recv),
             inflight_bytes: f(layout.inflight_bytes),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use ccp_contract::Urgent;
 use ccp_lang::interp::{Flow, Primitives};
 
-use super::fold::{FlowDecoder, Fold, CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US};
+use super::fold::{FlowDecoder, Fold, CTL_INTERVAL_US, CTL_REPORT_PKTS_BELOW, CTL_RTT_THRESHOLD_US};
 
 const NO_RTT: u64 = 0;
 
@@ -172,7 +172,7 @@ fn gauges_are_the_latest_values() {
 }
 
 #[test]
-fn rtt_threshold_counts_packets_above_it() {
+fn rtt_threshold_counts_samples_above_it() {
     let mut h = Harness::new();
     let thresh = h.fold.program.control_update(CTL_RTT_THRESHOLD_US, 25_000).unwrap();
     h.flow.update_fields(&[thresh]).unwrap();
@@ -182,7 +182,25 @@ fn rtt_threshold_counts_packets_above_it() {
         h.invoke(p, 1_000 + i as u64);
     }
     let r = h.invoke(ack(0, 10_000), 20_000).unwrap();
-    assert_eq!(r.rtt_over_threshold_pkts, 4, "two ACKs above 25 ms, two packets each");
+    assert_eq!(r.rtt_samples_over_threshold, 2, "two ACKs above 25 ms, counted once each whatever they acknowledge");
+}
+
+#[test]
+fn a_packet_trigger_reports_once_enough_packets_are_acknowledged() {
+    let mut h = Harness::new();
+    // Ten packets (CTL_REPORT_PKTS_BELOW holds one less: the language has no >=).
+    let trigger = h.fold.program.control_update(CTL_REPORT_PKTS_BELOW, 9).unwrap();
+    h.flow.update_fields(&[trigger]).unwrap();
+    let mut reports = 0;
+    for i in 0..30u64 {
+        let mut p = ack(1448, 20_000);
+        p.packets_acked = 1;
+        // Far below the interval and below an eighth of the window: only the trigger reports.
+        if h.invoke(p, 1_000 + i).is_some() {
+            reports += 1;
+        }
+    }
+    assert_eq!(reports, 3, "one report per ten packets");
 }
 
 #[test]

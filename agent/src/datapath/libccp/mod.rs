@@ -270,6 +270,8 @@ impl<T: Transport> LibccpDatapath<T> {
             dst: Some(self.address_order.decode(c.dst_ip, c.dst_port)),
             cong_alg: c.cong_alg,
             cgroup: None,
+            // CREATE does not say; the fold counts ECE all the same.
+            ecn: None,
             existing: None,
         };
         out.push(DatapathEvent::FlowStarted { flow: FlowRef { peer, sid: c.sid }, info });
@@ -354,6 +356,11 @@ impl<T: Transport> LibccpDatapath<T> {
         }
         if let Some(t) = changed.rtt_threshold_us {
             updates.push(self.fold.program.control_update(fold::CTL_RTT_THRESHOLD_US, t).map_err(|e| encode(e.to_string()))?);
+        }
+        if let Some(n) = changed.report_acked_pkts {
+            let below = if n == 0 { u64::MAX } else { u64::from(n) - 1 };
+            updates
+                .push(self.fold.program.control_update(fold::CTL_REPORT_PKTS_BELOW, below).map_err(|e| encode(e.to_string()))?);
         }
         Ok(updates)
     }

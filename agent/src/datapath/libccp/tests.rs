@@ -94,7 +94,13 @@ impl T {
 
     /// Applies the fields of `changed` (libccp sends only those).
     fn apply(&mut self, sid: u32, changed: Command) -> Result<(), ApplyError> {
-        let want = Settings { cwnd_bytes: 1, pacing: None, report: ReportPolicy::EveryUs(10_000), rtt_threshold_us: None };
+        let want = Settings {
+            cwnd_bytes: 1,
+            pacing: None,
+            report: ReportPolicy::EveryUs(10_000),
+            rtt_threshold_us: None,
+            report_acked_pkts: 0,
+        };
         self.dp.apply(FlowRef { peer: 0, sid }, &want, &changed)
     }
 

@@ -1,7 +1,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
-use crate::limits::{MIN_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
+use crate::limits::{MAX_REPORT_ACKED_PKTS, MIN_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
 use crate::report::RttStats;
 
 /// An algorithm that plays back a script of behaviours, one per call.
@@ -297,10 +297,43 @@ fn adopted_flow_starts_from_its_reported_window() {
 
 #[test]
 fn settings_changes_name_only_what_differs() {
-    let a = Settings { cwnd_bytes: 10, pacing: None, report: ReportPolicy::EveryUs(5), rtt_threshold_us: Some(7) };
+    let a = Settings {
+        cwnd_bytes: 10,
+        pacing: None,
+        report: ReportPolicy::EveryUs(5),
+        rtt_threshold_us: Some(7),
+        report_acked_pkts: 0,
+    };
     assert!(a.changes_from(Some(&a)).is_empty());
     let b = Settings { cwnd_bytes: 11, ..a };
     assert_eq!(b.changes_from(Some(&a)), Command { cwnd_bytes: Some(11), ..Command::default() });
     let all = a.changes_from(None);
     assert_eq!((all.cwnd_bytes, all.pacing, all.report, all.rtt_threshold_us), (Some(10), None, Some(a.report), Some(7)));
+    assert_eq!(all.report_acked_pkts, None, "an off trigger is the datapath's default");
+    let c = Settings { report_acked_pkts: 10, ..a };
+    assert_eq!(c.changes_from(Some(&a)).report_acked_pkts, Some(10));
+    assert_eq!(a.changes_from(Some(&c)).report_acked_pkts, Some(0), "turning it off is a change");
+}
+
+#[test]
+fn packet_report_triggers_are_kept_and_bounded() {
+    let (mut c, _) = start(vec![
+        Step::Act(Action::default().with_report_acked_pkts(10)),
+        Step::Act(Action::default().with_report_acked_pkts(u32::MAX)),
+        Step::Act(Action::default().with_report_acked_pkts(0)),
+    ]);
+    assert_eq!(c.on_report(&report(1), 1).command.report_acked_pkts, Some(10));
+    assert_eq!(c.settings().report_acked_pkts, 10);
+    let out = c.on_report(&report(2), 2);
+    assert_eq!((out.command.report_acked_pkts, out.clamped), (Some(MAX_REPORT_ACKED_PKTS), 1));
+    assert_eq!(c.on_report(&report(3), 3).command.report_acked_pkts, Some(0));
+}
+
+#[test]
+fn a_swapped_algorithm_learns_whether_the_flow_negotiated_ecn() {
+    let f = FlowStart { ecn: Some(true), ..flow() };
+    let (mut c, _) = Controller::start(choice(vec![]), additive(), CAPS, Limits::default(), &f, 0);
+    assert_eq!(c.seeded_start().ecn, Some(true));
+    c.swap(additive(), 1);
+    assert_eq!(c.seeded_start().ecn, Some(true));
 }

@@ -27,11 +27,19 @@ pub struct Control {
     pub pacing_bytes_per_s: Option<u64>,
     pub report: ReportEvery,
     pub rtt_threshold_us: Option<u32>,
+    /// Also report once this many packets were delivered since the last report; 0: off.
+    pub report_acked_pkts: u32,
 }
 
 impl Default for Control {
     fn default() -> Self {
-        Control { cwnd_bytes: None, pacing_bytes_per_s: None, report: ReportEvery::Default, rtt_threshold_us: None }
+        Control {
+            cwnd_bytes: None,
+            pacing_bytes_per_s: None,
+            report: ReportEvery::Default,
+            rtt_threshold_us: None,
+            report_acked_pkts: 0,
+        }
     }
 }
 
@@ -46,8 +54,10 @@ pub(crate) struct RawCtrl {
     pub epoch: u32,
     pub seq: u32,
     pub fid: u32,
+    pub report_acked_pkts: u32,
+    pub _pad: u32,
 }
-const _: () = assert!(size_of::<RawCtrl>() == 40);
+const _: () = assert!(size_of::<RawCtrl>() == 48);
 // SAFETY: repr(C) integers only, padding explicit.
 unsafe impl Pod for RawCtrl {}
 
@@ -70,6 +80,8 @@ impl Control {
             epoch,
             seq,
             fid,
+            report_acked_pkts: self.report_acked_pkts,
+            _pad: 0,
         }
     }
 }
@@ -177,6 +189,7 @@ mod tests {
             pacing_bytes_per_s: Some(1_250_000),
             report: ReportEvery::Micros(5_000),
             rtt_threshold_us: Some(30_000),
+            report_acked_pkts: 10,
         };
         let raw = c.encode(11, 3, 9);
         assert_eq!(raw.cwnd_bytes, 14_480);
@@ -187,6 +200,7 @@ mod tests {
         // The bytes are the C layout: cwnd first, little-endian.
         assert_eq!(&pod_bytes(&raw)[..8], &14_480u64.to_le_bytes());
         assert_eq!(&pod_bytes(&raw)[28..32], &3u32.to_le_bytes());
+        assert_eq!(&pod_bytes(&raw)[40..44], &10u32.to_le_bytes(), "the packet trigger follows the fid");
     }
 
     #[test]

@@ -68,7 +68,7 @@ pub(crate) struct RawReport {
     pub rtt_max_us: u32,
     pub rtt_last_us: u32,
     pub rtt_samples: u32,
-    pub rtt_over_pkts: u32,
+    pub rtt_over_samples: u32,
     pub srtt_us: u32,
     pub rate_delivered: u32,
     pub rate_snd_us: u32,
@@ -186,6 +186,8 @@ pub struct Create {
     pub remote: Option<Endpoint>,
     /// The flow had sent data before: it was switched here mid-flow.
     pub existing: bool,
+    /// The connection negotiated ECN.
+    pub ecn: bool,
     pub mss: u32,
     pub cwnd_pkts: u32,
     pub ssthresh: u32,
@@ -215,7 +217,7 @@ pub struct KernelReport {
     pub rtt_last_us: u32,
     pub rtt_sum_us: u64,
     pub rtt_samples: u32,
-    pub rtt_over_pkts: u32,
+    pub rtt_over_samples: u32,
     pub srtt_us: u32,
     /// The interval's last valid rate sample: packets delivered over `rate_snd_us` of sending
     /// and `rate_rcv_us` of ACKs. Zero when the interval had none.
@@ -351,6 +353,7 @@ const RF_APP_LIMITED: u8 = 1 << 0;
 const RF_FALLBACK: u8 = 1 << 1;
 const RF_PACED: u8 = 1 << 2;
 const CF_EXISTING: u16 = 1 << 0;
+const CF_ECN: u16 = 1 << 1;
 
 impl From<&RawCreate> for Create {
     fn from(r: &RawCreate) -> Create {
@@ -363,6 +366,7 @@ impl From<&RawCreate> for Create {
             local: endpoint(r.family, &r.saddr, r.sport),
             remote: endpoint(r.family, &r.daddr, r.dport),
             existing: r.flags & CF_EXISTING != 0,
+            ecn: r.flags & CF_ECN != 0,
             mss: r.mss,
             cwnd_pkts: r.cwnd_pkts,
             ssthresh: r.ssthresh,
@@ -392,7 +396,7 @@ impl From<&RawReport> for KernelReport {
             rtt_last_us: r.rtt_last_us,
             rtt_sum_us: r.rtt_sum_us,
             rtt_samples: r.rtt_samples,
-            rtt_over_pkts: r.rtt_over_pkts,
+            rtt_over_samples: r.rtt_over_samples,
             srtt_us: r.srtt_us,
             rate_delivered: r.rate_delivered,
             rate_snd_us: r.rate_snd_us,

@@ -96,7 +96,7 @@ fn control_for(c: Commanded, written: Option<Commanded>, mss: u32) -> Option<(Co
         cwnd_bytes: c.cwnd.map(|w| u64::from(w.max(mss))),
         pacing_bytes_per_s: c.rate.filter(|&r| r > 0).map(u64::from),
         report: ReportEvery::Default,
-        rtt_threshold_us: None,
+        ..Control::default()
     };
     // An entry commanding nothing would freeze the window outside the fallback's reach.
     (control.cwnd_bytes.is_some() || control.pacing_bytes_per_s.is_some()).then_some((c, control))

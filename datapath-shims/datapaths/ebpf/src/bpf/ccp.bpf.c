@@ -22,6 +22,7 @@ char _license[] SEC("license") = "GPL";
 
 #define TCP_INFINITE_SSTHRESH 0x7fffffff
 #define NSEC_PER_USEC 1000ULL
+#define TCP_ECN_OK 1 /* include/net/tcp.h: the connection negotiated ECN */
 #define NSEC_PER_MSEC 1000000ULL
 #define MIN_CWND 2
 /* Cubic: beta = 717/1024 (0.7), C = 0.4 packets/s^3. */
@@ -319,7 +320,7 @@ static __always_inline void emit_report(struct sock *sk, struct tcp_sock *tp, st
 	r->rtt_max_us = f->rtt_max;
 	r->rtt_last_us = f->rtt_last;
 	r->rtt_samples = f->rtt_samples;
-	r->rtt_over_pkts = f->rtt_over;
+	r->rtt_over_samples = f->rtt_over;
 	r->srtt_us = tp->srtt_us >> 3;
 	r->rate_delivered = f->rate_delivered;
 	r->rate_snd_us = f->rate_snd_us;
@@ -416,8 +417,9 @@ static __always_inline void fold(struct flow *f, const struct tcp_sock *tp, cons
 		f->rtt_last = r;
 		f->rtt_sum += r;
 		f->rtt_samples++;
+		/* Per sample, not per packet: Inigo counts late RTTs per ACK. */
 		if (f->rtt_threshold_us && r > f->rtt_threshold_us)
-			f->rtt_over += rs->acked_sacked;
+			f->rtt_over++;
 	}
 	/* Send and delivery rates from the same rate sample (Nimbus needs the pair). */
 	if (rs->delivered > 0 && rs->interval_us > 0 && rs->snd_interval_us > 0 && rs->rcv_interval_us > 0) {
@@ -708,6 +710,8 @@ void BPF_PROG(ccp_init, struct sock *sk)
 	rec.sport = id.sport;
 	rec.dport = id.dport;
 	rec.flags = tp->data_segs_out ? CCP_CF_EXISTING : 0;
+	if (tp->ecn_flags & TCP_ECN_OK)
+		rec.flags |= CCP_CF_ECN;
 	rec.mss = tp->mss_cache;
 	rec.cwnd_pkts = tp->snd_cwnd;
 	rec.ssthresh = tp->snd_ssthresh;
@@ -766,7 +770,8 @@ static __always_inline void report_folded(struct sock *sk, struct tcp_sock *tp, 
 	if (rs->losses > 0 && urgent < CCP_URGENT_LOSS &&
 	    since(now, f->last_urgent_ns) >= (__u64)(tp->srtt_us >> 3) * NSEC_PER_USEC)
 		urgent = CCP_URGENT_LOSS;
-	if (urgent || since(now, f->start_ns) >= report_interval_ns(tp, c, k)) {
+	if (urgent || since(now, f->start_ns) >= report_interval_ns(tp, c, k) ||
+	    (c && c->report_acked_pkts && tp->delivered - f->snap_delivered >= c->report_acked_pkts)) {
 		emit_report(sk, tp, f, now, urgent, k);
 		/* An unpaced agent flow's TSO sizing follows its RTT once per report. */
 		if (c && !c->pacing_rate)

@@ -49,6 +49,7 @@ enum ccp_urgent {
 
 /* Create flags. */
 #define CCP_CF_EXISTING (1 << 0) /* the flow had sent data before this CC took it over */
+#define CCP_CF_ECN (1 << 1)      /* the connection negotiated ECN */
 
 struct ccp_rec_hdr {
 	__u8 version;
@@ -94,7 +95,7 @@ struct ccp_rec_report {
 	__u32 rtt_max_us;
 	__u32 rtt_last_us;
 	__u32 rtt_samples;
-	__u32 rtt_over_pkts;
+	__u32 rtt_over_samples; /* RTT samples above the control entry's threshold */
 	__u32 srtt_us;        /* kernel srtt */
 	__u32 rate_delivered; /* last valid rate sample: packets delivered ... */
 	__u32 rate_snd_us;    /* ... over this send interval ... */
@@ -159,6 +160,8 @@ struct ccp_ctrl {
 	__u32 epoch;              /* must equal knobs.epoch, or the entry is stale */
 	__u32 seq;                /* echoed in reports once applied */
 	__u32 fid;                /* the flow this entry is for; 0: free */
+	__u32 report_acked_pkts;  /* non-zero: also report once this many packets are delivered */
+	__u32 _pad;
 };
 
 /* Fallback algorithms. */
@@ -267,7 +270,7 @@ _Static_assert(sizeof(struct ccp_rec_create) == 120, "ccp_rec_create");
 _Static_assert(sizeof(struct ccp_rec_report) == 144, "ccp_rec_report");
 _Static_assert(sizeof(struct ccp_rec_close) == 32, "ccp_rec_close");
 _Static_assert(sizeof(struct ccp_rec_ack) == 80, "ccp_rec_ack");
-_Static_assert(sizeof(struct ccp_ctrl) == 40, "ccp_ctrl");
+_Static_assert(sizeof(struct ccp_ctrl) == 48, "ccp_ctrl");
 _Static_assert(sizeof(struct ccp_knobs) == 56, "ccp_knobs");
 _Static_assert(sizeof(struct ccp_flow_id) == 40, "ccp_flow_id");
 _Static_assert(sizeof(struct ccp_switch_result) == 88, "ccp_switch_result");

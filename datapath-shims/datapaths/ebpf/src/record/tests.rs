@@ -21,7 +21,7 @@ fn report() -> RawReport {
         rtt_max_us: 30_000,
         rtt_last_us: 20_000,
         rtt_samples: 3,
-        rtt_over_pkts: 5,
+        rtt_over_samples: 5,
         srtt_us: 21_000,
         rate_delivered: 10,
         rate_snd_us: 9_000,
@@ -48,7 +48,7 @@ fn a_report_decodes_field_by_field() {
     assert_eq!((r.acked_bytes, r.acked_pkts, r.sacked_pkts, r.lost_pkts), (14_480, 10, 2, 1));
     assert_eq!((r.ce_pkts, r.ece_acks, r.acks), (3, 1, 4));
     assert_eq!((r.rtt_min_us, r.rtt_max_us, r.rtt_last_us, r.rtt_sum_us, r.rtt_samples), (10_000, 30_000, 20_000, 60_000, 3));
-    assert_eq!((r.rtt_over_pkts, r.srtt_us), (5, 21_000));
+    assert_eq!((r.rtt_over_samples, r.srtt_us), (5, 21_000));
     assert_eq!((r.rate_delivered, r.rate_snd_us, r.rate_rcv_us), (10, 9_000, 10_000));
     assert_eq!((r.inflight_pkts, r.pending_bytes, r.cwnd_pkts, r.mss), (8, 100_000, 12, 1448));
     assert_eq!((r.pacing_rate, r.paced, r.app_limited, r.fallback), (1_000_000, true, true, false));
