@@ -16,6 +16,7 @@ pub mod constant;
 pub mod copa;
 pub mod cubic;
 pub mod dctcp;
+pub mod inigo;
 pub mod nimbus;
 pub mod reno;
 pub mod vegas;

@@ -11,6 +11,7 @@ pub fn all() -> &'static [AlgorithmInfo] {
         crate::reno::INFO,
         crate::cubic::INFO,
         crate::dctcp::INFO,
+        crate::inigo::INFO,
         crate::nimbus::INFO,
         crate::abc::INFO,
         crate::basic_delay::INFO,
