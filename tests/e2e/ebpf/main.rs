@@ -2,6 +2,7 @@
 //! (`ccp-router`: 20 ms RTT, 50 Mbit/s). Needs root; skips loudly without it.
 
 mod hotswap;
+mod inigo;
 mod nimbus;
 mod support;
 
