@@ -81,6 +81,7 @@ pub const ALPHA_INIT: f64 = 1.0;
 const RTT_FAIR_MAX_STEPS: f64 = 1024.0;
 
 const WINDOW_OPTIONS: &[&str] = &["inflight", "srtt"];
+const LOSS_CUT_OPTIONS: &[&str] = &["halve", "alpha"];
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec::float("g", G, Bound::Exclusive(0.0), Bound::Inclusive(1.0), "", "gain of the alpha estimator, eq. 2.1 (thesis: 1/16)"),
@@ -103,6 +104,12 @@ const PARAMS: &[ParamSpec] = &[
         false,
         "RTT-fair variant (thesis eq. 3.35): per segment W += 1/W, and -alpha/2 per marked segment, with no once-per-window guard",
     ),
+    ParamSpec::choice(
+        "loss_cut",
+        "halve",
+        LOSS_CUT_OPTIONS,
+        "response to loss and timeout: \"halve\" = unchanged TCP (spec A9); \"alpha\" = Linux tcp_dctcp's ssthresh cwnd·(1 - alpha/2), which all but vanishes when nothing marks (the host-ECN/unmarking-switch failure mode)",
+    ),
     shared::INIT_CWND_PKTS,
 ];
 
@@ -113,6 +120,15 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
     params: PARAMS,
     build,
 };
+
+/// How a loss or timeout cuts the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LossCut {
+    /// Reno's halving.
+    Halve,
+    /// Linux's `dctcp_ssthresh`: cwnd·(1 − α/2).
+    Alpha,
+}
 
 /// What delimits a window of data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,12 +145,20 @@ pub struct DctcpConfig {
     pub alpha_init: f64,
     pub window: WindowMode,
     pub rtt_fair: bool,
+    pub loss_cut: LossCut,
     pub init_cwnd_pkts: f64,
 }
 
 impl Default for DctcpConfig {
     fn default() -> Self {
-        DctcpConfig { g: G, alpha_init: ALPHA_INIT, window: WindowMode::Inflight, rtt_fair: false, init_cwnd_pkts: 10.0 }
+        DctcpConfig {
+            g: G,
+            alpha_init: ALPHA_INIT,
+            window: WindowMode::Inflight,
+            rtt_fair: false,
+            loss_cut: LossCut::Halve,
+            init_cwnd_pkts: 10.0,
+        }
     }
 }
 
@@ -148,6 +172,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
         alpha_init: p.float("alpha_init"),
         window,
         rtt_fair: p.bool("rtt_fair"),
+        loss_cut: if p.choice("loss_cut") == "alpha" { LossCut::Alpha } else { LossCut::Halve },
         init_cwnd_pkts: p.float("init_cwnd_pkts"),
     }))
 }
@@ -295,10 +320,25 @@ impl Algorithm for Dctcp {
 
         if report.timeouts > 0 {
             self.cwr = None;
-            self.w.on_report(report);
+            match self.cfg.loss_cut {
+                LossCut::Halve => self.w.on_report(report),
+                LossCut::Alpha => {
+                    let flight = self.w.cwnd_bytes.max(report.inflight_bytes as f64);
+                    self.w.observe(report);
+                    self.w.timeout(now, report.inflight_bytes);
+                    self.w.ssthresh_bytes = (flight * (1.0 - self.alpha / 2.0)).max(self.w.min_cwnd());
+                }
+            }
         } else if report.lost_pkts > 0 {
             if self.cwr.is_none() {
-                self.w.on_report(report);
+                match self.cfg.loss_cut {
+                    LossCut::Halve => self.w.on_report(report),
+                    LossCut::Alpha if !self.w.in_recovery(now) => {
+                        self.w.observe(report);
+                        self.w.reduce(now, 1.0 - self.alpha / 2.0)
+                    }
+                    LossCut::Alpha => {}
+                }
             }
         } else if marked {
             if self.w.in_recovery(now) {
@@ -690,5 +730,32 @@ mod tests {
                 prop_assert!((0.0..=1.0).contains(&d.alpha));
             }
         }
+    }
+
+    #[test]
+    fn linux_loss_cut_follows_alpha_and_vanishes_without_marks() {
+        let f = INFO.configure(&"loss_cut = \"alpha\"\nalpha_init = 0.0".parse().unwrap()).unwrap();
+        let mut d = f.create();
+        d.init(&seed(100.0));
+        let mut r = Report {
+            now_us: 1,
+            mss_bytes: MSS,
+            lost_pkts: 3,
+            inflight_bytes: 100 * u64::from(MSS),
+            rtt: rtt(RTT_US),
+            ..Report::default()
+        };
+        r.urgent = Some(ccp_contract::Urgent::Loss);
+        let w = d.on_report(&r).cwnd_bytes.unwrap() / MSS_F;
+        assert!((w - 100.0).abs() < 1e-9, "α = 0: the loss costs nothing (Linux DCTCP behind an unmarking switch): {w}");
+        let f = INFO.configure(&"loss_cut = \"alpha\"".parse().unwrap()).unwrap();
+        let mut d = f.create();
+        d.init(&seed(100.0));
+        let w = d.on_report(&r).cwnd_bytes.unwrap() / MSS_F;
+        assert!((w - 50.0).abs() < 1e-9, "α = 1 (initial): halved: {w}");
+        let f = INFO.configure(&toml::Table::new()).unwrap();
+        let mut d = f.create();
+        d.init(&seed(100.0));
+        assert!((d.on_report(&r).cwnd_bytes.unwrap() / MSS_F - 50.0).abs() < 1e-9, "the default halves");
     }
 }
