@@ -695,9 +695,11 @@ impl Algorithm for Cdg {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reno::Reno;
     use crate::test_support::{check_sane, reports};
     use ccp_contract::Seed;
     use proptest::prelude::*;
+    use std::collections::VecDeque;
 
     const MSS: u32 = 1000;
     const MSS_F: f64 = MSS as f64;
@@ -1228,5 +1230,147 @@ mod tests {
                 check_sane(a.cwnd_bytes, mss, &c.state())?;
             }
         }
+    }
+
+    /// A fluid drop-tail bottleneck with one window-limited sender: per-RTT reports, and an
+    /// urgent report whenever a loss is detected. Returns the queue's mean and maximum and the
+    /// link utilization after `warmup_s`.
+    struct Fluid {
+        mu_bytes_per_s: f64,
+        buffer_bytes: f64,
+        prop_us: u64,
+    }
+
+    #[derive(Debug)]
+    struct Outcome {
+        queue_mean_bytes: f64,
+        queue_max_bytes: f64,
+        utilization: f64,
+    }
+
+    fn closed_loop(alg: &mut dyn Algorithm, link: &Fluid, secs: u64, warmup_s: u64) -> Outcome {
+        const STEP_US: u64 = 250;
+        const MSS_B: f64 = 1448.0;
+        let dt = STEP_US as f64 / 1e6;
+        let mut cwnd = alg.init(&FlowStart::new(MSS_B as u32, (10.0 * MSS_B) as u64)).cwnd_bytes.unwrap();
+        let (mut queue, mut queued) = (VecDeque::<(f64, u64)>::new(), 0.0f64);
+        let mut acks = VecDeque::<(u64, f64, u64)>::new();
+        let mut losses = VecDeque::<(u64, f64)>::new();
+        let mut inflight = 0.0f64;
+        // The report fold.
+        let (mut acked, mut lost, mut srtt) = (0.0f64, 0.0f64, 0.0f64);
+        let (mut rmin, mut rmax, mut rlast, mut rsum, mut rn) = (u64::MAX, 0u64, 0u64, 0u64, 0u32);
+        let (mut next_report, mut last_report) = (10_000u64, 0u64);
+        let (mut q_sum, mut q_max, mut q_n, mut delivered) = (0.0, 0.0f64, 0u64, 0.0);
+        let warmup_us = warmup_s * 1_000_000;
+        let mut now = 0u64;
+        while now < secs * 1_000_000 {
+            now += STEP_US;
+            while acks.front().is_some_and(|a| a.0 <= now) {
+                let (_, bytes, sent) = acks.pop_front().unwrap();
+                inflight = (inflight - bytes).max(0.0);
+                acked += bytes;
+                let rtt = now - sent;
+                (rmin, rmax, rlast, rsum, rn) = (rmin.min(rtt), rmax.max(rtt), rtt, rsum + rtt, rn + 1);
+                srtt = if srtt == 0.0 { rtt as f64 } else { srtt + (rtt as f64 - srtt) / 8.0 };
+            }
+            let mut detected = false;
+            while losses.front().is_some_and(|l| l.0 <= now) {
+                let (_, bytes) = losses.pop_front().unwrap();
+                inflight = (inflight - bytes).max(0.0);
+                lost += bytes;
+                detected = true;
+            }
+            // Send what the window allows; drop-tail admission; a drop is detected when the
+            // data queued behind it has been acknowledged.
+            let send = (cwnd - inflight).max(0.0);
+            inflight += send;
+            let admitted = send.min((link.buffer_bytes - queued).max(0.0));
+            if admitted > 0.0 {
+                queue.push_back((admitted, now));
+                queued += admitted;
+            }
+            if send - admitted > 0.0 {
+                let at = now + link.prop_us + (queued / link.mu_bytes_per_s * 1e6) as u64;
+                losses.push_back((at, send - admitted));
+            }
+            // The link serves FIFO.
+            let mut budget = link.mu_bytes_per_s * dt;
+            while budget > 0.0 {
+                let Some(head) = queue.front_mut() else { break };
+                let take = head.0.min(budget);
+                head.0 -= take;
+                budget -= take;
+                queued -= take;
+                acks.push_back((now + link.prop_us, take, head.1));
+                if now >= warmup_us {
+                    delivered += take;
+                }
+                if head.0 <= 1e-9 {
+                    queue.pop_front();
+                }
+            }
+            queued = queued.max(0.0);
+            if now >= warmup_us {
+                q_sum += queued;
+                q_max = q_max.max(queued);
+                q_n += 1;
+            }
+            let urgent = detected && lost > 0.0;
+            if now >= next_report || urgent {
+                let rtt = (rn > 0).then(|| RttStats {
+                    min_us: rmin,
+                    max_us: rmax,
+                    last_us: rlast,
+                    srtt_us: srtt as u64,
+                    mean_us: rsum / u64::from(rn),
+                    samples: rn,
+                });
+                let report = Report {
+                    now_us: now,
+                    interval_us: now - last_report,
+                    mss_bytes: MSS_B as u32,
+                    acked_bytes: acked as u64,
+                    acked_pkts: (acked / MSS_B) as u64,
+                    lost_pkts: (lost / MSS_B).ceil() as u64,
+                    rtt,
+                    inflight_bytes: inflight as u64,
+                    cwnd_bytes: cwnd as u64,
+                    urgent: urgent.then_some(ccp_contract::Urgent::Loss),
+                    ..Report::default()
+                };
+                if let Some(c) = alg.on_report(&report).cwnd_bytes {
+                    cwnd = c;
+                }
+                (acked, lost) = (0.0, 0.0);
+                (rmin, rmax, rsum, rn) = (u64::MAX, 0, 0, 0);
+                last_report = now;
+                if !urgent {
+                    next_report = now + if srtt > 0.0 { srtt as u64 } else { 10_000 };
+                }
+            }
+        }
+        let span_s = (secs - warmup_s) as f64;
+        Outcome {
+            queue_mean_bytes: q_sum / q_n.max(1) as f64,
+            queue_max_bytes: q_max,
+            utilization: delivered / (link.mu_bytes_per_s * span_s),
+        }
+    }
+
+    /// 100 Mbit/s, 20 ms, a drop-tail buffer of 2 BDP (40 ms): Reno fills the buffer, CDG keeps
+    /// the queue a small fraction of it and still uses most of the link.
+    #[test]
+    fn closed_loop_cdg_keeps_the_queue_well_below_the_buffer_reno_fills() {
+        let link = Fluid { mu_bytes_per_s: 12.5e6, buffer_bytes: 500_000.0, prop_us: 20_000 };
+        let mut reno = Reno::new(RenoConfig::default());
+        let reno = closed_loop(&mut reno, &link, 40, 5);
+        let mut cdg = Cdg::new(CdgConfig::default(), 0);
+        let cdg = closed_loop(&mut cdg, &link, 40, 5);
+        println!("reno {reno:?}\ncdg  {cdg:?}");
+        assert!(reno.queue_max_bytes > 0.95 * link.buffer_bytes, "Reno fills the buffer: {reno:?}");
+        assert!(cdg.queue_max_bytes < 0.5 * link.buffer_bytes, "{cdg:?}");
+        assert!(cdg.queue_mean_bytes < 0.25 * reno.queue_mean_bytes, "{cdg:?} vs {reno:?}");
+        assert!(cdg.utilization > 0.8, "{cdg:?}");
     }
 }
