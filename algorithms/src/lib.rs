@@ -12,6 +12,7 @@ pub mod filters;
 
 pub mod abc;
 pub mod basic_delay;
+pub mod cdg;
 pub mod constant;
 pub mod copa;
 pub mod cubic;

@@ -10,6 +10,7 @@ pub fn all() -> &'static [AlgorithmInfo] {
     static ALL: &[AlgorithmInfo] = &[
         crate::reno::INFO,
         crate::cubic::INFO,
+        crate::cdg::INFO,
         crate::dctcp::INFO,
         crate::inigo::INFO,
         crate::nimbus::INFO,
