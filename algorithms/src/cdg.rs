@@ -1144,6 +1144,7 @@ mod tests {
             now_us: 5,
             mss_bytes: MSS,
             init_cwnd_bytes: 10_000,
+            ecn: None,
             seed: Some(Seed { cwnd_bytes: 50_000, srtt_us: Some(RTT_US), min_rtt_us: Some(9_000), ..Seed::default() }),
         };
         let a = c.init(&start);
