@@ -29,7 +29,7 @@ use libbpf_rs::{libbpf_sys, MapCore, MapFlags, MapHandle, Object, ObjectBuilder,
 use serde::Serialize;
 
 use crate::counters::Counters;
-use crate::layout::{Pod, RawSettings, LAYOUT, MAGIC, NUM_COUNTERS};
+use crate::layout::{Conn, Key, Pod, RawSettings, LAYOUT, MAGIC, NUM_COUNTERS};
 use crate::settings::{Capacity, Mode, Settings};
 use crate::{bpf_err, Error, OBJECT};
 
@@ -568,6 +568,75 @@ pub fn status(target: &Target) -> Result<Status, Error> {
         counters,
         pin_dir: dir,
     })
+}
+
+/// One connection's receiver state, for `status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnStatus {
+    pub local: std::net::SocketAddr,
+    pub remote: std::net::SocketAddr,
+    /// RTT_min, µs (the socket's receive RTT estimate >> 3, min-filtered).
+    pub rtt_min_us: u32,
+    /// The last raw `rcv_rtt_est.rtt_us` (×8).
+    pub rtt_raw: u32,
+    pub threshold_us: u32,
+    /// D_total, µs.
+    pub rfd_total_us: i64,
+    pub late_segments: u64,
+    /// α_RFD, 0..1024 (window mode).
+    pub alpha: u32,
+    /// The window cap, bytes (window mode; 0 = unset).
+    pub rcv_cwnd: u32,
+    /// Whether this state belongs to the current settings (older state restarts at its next segment).
+    pub current: bool,
+}
+
+impl ConnStatus {
+    fn new(key: &Key, c: &Conn, generation: u64) -> ConnStatus {
+        let addr = |w: &[u32; 4], port: u16| -> std::net::SocketAddr {
+            let ip: std::net::IpAddr = if key.family == 4 {
+                std::net::Ipv4Addr::from(w[0].to_ne_bytes()).into()
+            } else {
+                let mut o = [0u8; 16];
+                for (i, x) in w.iter().enumerate() {
+                    o[i * 4..i * 4 + 4].copy_from_slice(&x.to_ne_bytes());
+                }
+                std::net::Ipv6Addr::from(o).into()
+            };
+            (ip, u16::from_be(port)).into()
+        };
+        ConnStatus {
+            local: addr(&key.local, key.lport),
+            remote: addr(&key.remote, key.rport),
+            rtt_min_us: c.rtt_min_us,
+            rtt_raw: c.rtt_raw,
+            threshold_us: c.thresh_us,
+            rfd_total_us: c.rfd_total_us,
+            late_segments: c.segs_late,
+            alpha: c.alpha,
+            rcv_cwnd: c.rcv_cwnd,
+            current: c.generation == generation,
+        }
+    }
+}
+
+/// The per-connection state of the instance on `target`, at most `limit` entries.
+pub fn connections(target: &Target, limit: usize) -> Result<Vec<ConnStatus>, Error> {
+    require_root()?;
+    check_dev_name(&target.dev)?;
+    let netns = open_netns(&target.netns)?;
+    let dir =
+        find(&netns, &target.dev).ok_or_else(|| Error::NotEnabled { dev: target.dev.clone(), netns: target.netns.clone() })?;
+    let raw = read_settings(&dir)?;
+    let map = MapHandle::from_pinned_path(dir.join("conns")).map_err(bpf_err("opening the pinned connection map"))?;
+    let mut out = Vec::new();
+    for k in map.keys().take(limit) {
+        let (Some(key), Ok(Some(v))) = (Key::from_bytes(&k), map.lookup(&k, MapFlags::ANY)) else { continue };
+        if let Some(c) = Conn::from_bytes(&v) {
+            out.push(ConnStatus::new(&key, &c, raw.generation));
+        }
+    }
+    Ok(out)
 }
 
 /// Sums a per-CPU counters map.

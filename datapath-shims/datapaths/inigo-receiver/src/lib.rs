@@ -19,7 +19,9 @@ pub mod testrun;
 use std::path::PathBuf;
 
 pub use counters::{Counter, Counters};
-pub use instance::{disable, enable, status, DisableReport, EnableOutcome, EnableReport, Status, Target, PIN_BASE};
+pub use instance::{
+    connections, disable, enable, status, ConnStatus, DisableReport, EnableOutcome, EnableReport, Status, Target, PIN_BASE,
+};
 pub use settings::{Capacity, Mode, RfdSource, Settings, SsExit};
 
 /// The compiled object (build.rs): both programs and their maps.
