@@ -518,3 +518,29 @@ fn new_settings_restart_connection_state() {
     let c = r.conn();
     assert_eq!((c.rfd_total_us, c.ref_tsval, c.generation), (0, 102, r.bench.generation()), "T-R1 again");
 }
+
+#[test]
+fn state_goes_with_syn_rst_and_fin() {
+    if skip_without_root("syn/rst/fin") {
+        return;
+    }
+    let mut r = Rig::mark();
+    let gone = |r: &Rig| r.bench.conn(&r.key()).unwrap().is_none();
+    r.arrive(0, 100, 500, ECT0);
+    assert!(!gone(&r));
+    // A new connection on the same 4-tuple: its timestamps start elsewhere; the old state goes.
+    let syn = Seg { flags: SYN, payload: 0, ..r.seg(9_000_000, 0) };
+    assert_eq!(r.arrive_seg(1000, syn.clone()).frame, syn.frame());
+    assert!(gone(&r));
+    r.arrive(2000, 9_000_001, 500, ECT0);
+    assert_eq!(r.conn().ref_tsval, 9_000_001);
+    let rst = Seg { flags: RST | ACK, payload: 0, ..r.seg(9_000_002, 500) };
+    r.arrive_seg(3000, rst);
+    assert!(gone(&r));
+    // A FIN carrying data is judged (and marked), then the state goes.
+    r.arrive(4000, 9_000_003, 500, ECT0);
+    let fin = Seg { flags: FIN | ACK, ..r.seg(9_000_004, 500) };
+    let out = r.arrive_seg(9000, fin);
+    assert_eq!(ecn_of(&out.frame), CE, "D_total 4000 us > 1700: late");
+    assert!(gone(&r));
+}

@@ -501,7 +501,13 @@ int inigo_ingress(struct __sk_buff *skb)
 	if (parse(skb, s->l2_len, &g, true))
 		return TCX_NEXT;
 	count(IC_IN_TCP);
-	if (!g.payload || (g.tcp_flags & (TH_SYN | TH_RST)))
+	if (g.tcp_flags & (TH_SYN | TH_RST)) {
+		/* A new connection on this 4-tuple (its timestamps start from a new random offset),
+		 * or the end of one: whatever state the tuple had goes. */
+		bpf_map_delete_elem(&conns, &g.key);
+		return TCX_NEXT;
+	}
+	if (!g.payload)
 		return TCX_NEXT;
 	count(IC_IN_DATA);
 	parse_ts(skb, &g);
@@ -549,6 +555,9 @@ int inigo_ingress(struct __sk_buff *skb)
 	enum verdict v = rfd_step(c, s, &g, &si, now_ns());
 
 	__sync_fetch_and_and(&c->busy, 0);
+	/* The peer sends nothing after its FIN: free the slot (the ECN verdict below still holds). */
+	if (g.tcp_flags & TH_FIN)
+		bpf_map_delete_elem(&conns, &g.key);
 
 	if (v == V_INIT) {
 		count(IC_IN_INIT);

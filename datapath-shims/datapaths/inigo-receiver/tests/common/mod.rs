@@ -12,6 +12,8 @@ pub const CE: u8 = 3;
 pub const ACK: u8 = 0x10;
 pub const PSH: u8 = 0x08;
 pub const SYN: u8 = 0x02;
+pub const FIN: u8 = 0x01;
+pub const RST: u8 = 0x04;
 
 /// The setup and CI run as root; without it these tests say loudly why they do nothing.
 pub fn skip_without_root(test: &str) -> bool {
