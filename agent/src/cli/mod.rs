@@ -2,6 +2,7 @@
 
 mod attach;
 mod ctl;
+mod receiver;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -73,6 +74,9 @@ pub enum Command {
     Detach(Direct<DetachArgs>),
     /// Install the binary, a default configuration and the systemd unit.
     Install(InstallArgs),
+    /// The Inigo receiver on a device: relative forward delay of arriving TCP segments, CE on
+    /// late ones or a cap on the advertised window (tc programs; enable, disable, status).
+    Receiver(receiver::ReceiverArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -205,6 +209,7 @@ pub fn main() -> ExitCode {
         Command::Attach(args) => attach::attach(args),
         Command::Detach(args) => attach::detach(args),
         Command::Install(args) => install(args),
+        Command::Receiver(args) => receiver::receiver(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
