@@ -46,9 +46,35 @@ fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
+/// `ccp-agent receiver ARGS`; panics with its output on failure.
+fn receiver(args: &[&str]) -> String {
+    let out = std::process::Command::new(ccp_integration_tests::bin("ccp-agent")).arg("receiver").args(args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "ccp-agent receiver {args:?}: {text}");
+    text
+}
+
 /// One flow on `algorithm` through a fresh router; returns its trace records and goodput.
+/// `ecn_receiver`: the sender asks for ECN and the Inigo receiver marks late segments.
 fn run(tag: &str, algorithm: &str, params: &str) -> (Vec<(f64, f64, f64, serde_json::Value)>, f64) {
+    run_with(tag, algorithm, params, false).0
+}
+
+#[allow(clippy::type_complexity)]
+fn run_with(
+    tag: &str,
+    algorithm: &str,
+    params: &str,
+    ecn_receiver: bool,
+) -> ((Vec<(f64, f64, f64, serde_json::Value)>, f64), (u64, u64)) {
     let router = Router::start(&format!("ccpebpf-{tag}"), ONE_WAY_DELAY_MS, RATE_MBPS, QUEUE_PKTS);
+    let rcv_ns = Router::netns_path(&router.receiver_ns);
+    let rcv_ns = rcv_ns.to_str().unwrap().to_string();
+    if ecn_receiver {
+        let ok = in_ns(&router.sender_ns).args(["sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_ecn"]).status().unwrap();
+        assert!(ok.success());
+        receiver(&["enable", "--netns", &rcv_ns, "--dev", "ccp0", "--mode", "mark"]);
+    }
     let setup = AgentSetup::new(tag, &format!("[default]\nalgorithm = \"{algorithm}\"\n[algorithms.{algorithm}]\n{params}\n"));
     let trace_path = setup.trace_path();
     let agent = setup.start_with("info", &["--trace-flows", trace_path.to_str().unwrap()]);
@@ -57,7 +83,19 @@ fn run(tag: &str, algorithm: &str, params: &str) -> (Vec<(f64, f64, f64, serde_j
     let stopped = agent.stop();
     assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
     let trace = std::fs::read_to_string(&trace_path).expect("the agent's flow trace");
-    (records(&trace, algorithm), mean_between(&iv, 3.0, FLOW_S as f64))
+    let mut ce = (0, 0);
+    if ecn_receiver {
+        let status: serde_json::Value =
+            serde_json::from_str(&receiver(&["status", "--json", "--netns", &rcv_ns, "--dev", "ccp0"])).unwrap_or_default();
+        receiver(&["disable", "--netns", &rcv_ns, "--dev", "ccp0"]);
+        let reported: u64 = trace
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter_map(|v| v["ce_pkts"].as_u64())
+            .sum();
+        ce = (status["counters"]["ingress"]["ce_set"].as_u64().unwrap_or(0), reported);
+    }
+    ((records(&trace, algorithm), mean_between(&iv, 3.0, FLOW_S as f64)), ce)
 }
 
 #[test]
@@ -88,4 +126,28 @@ fn inigo_rtt_mode_holds_the_queue_that_cubic_fills() {
     assert!(c95 > 40.0, "cubic fills the buffer: p95 {c95:.1} ms");
     assert!(i95 < 20.0 && i95 < c95 / 3.0, "inigo's queue p95 {i95:.1} ms against cubic's {c95:.1} ms");
     assert!(inigo_goodput > 0.6 * f64::from(RATE_MBPS), "inigo keeps the link busy: {inigo_goodput:.1} Mbit/s");
+}
+
+#[test]
+fn inigo_ecn_mode_reacts_to_the_inigo_receivers_marks() {
+    if skip_without_root("inigo_ecn_mode_reacts_to_the_inigo_receivers_marks") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // No ECN→RTT fallback: the queue must be held by the receiver's marks alone. (With the
+    // default fallback a window with late RTTs but no marks — the receiver's millisecond
+    // timestamps are coarser than the sender's RTT samples — switches the flow to RTT mode.)
+    let ((recs, goodput), (marked, reported)) = run_with(&tag("inirc"), "inigo", "fallback = \"off\"", true);
+    let queue: Vec<f64> = recs.iter().filter(|x| x.0 >= 3.0).map(|x| x.1).collect();
+    assert!(queue.len() > 100, "{} reports after 3 s", queue.len());
+    let q95 = quantile(queue, 0.95);
+    let last = recs.last().map(|x| x.3.clone()).unwrap_or_default();
+    eprintln!(
+        "inigo ECN + receiver: receiver set CE on {marked} segments, the sender's reports counted {reported} CE packets; \
+         queue p95 {q95:.1} ms, goodput {goodput:.1} Mbit/s, state {last}"
+    );
+    assert!(marked > 0, "the receiver marked late segments");
+    assert!(reported > 0, "the sender's reports count the receiver's marks");
+    assert_eq!(last["rtt_mode"].as_f64(), Some(0.0), "ECN negotiated: ECN mode throughout");
+    assert!(q95 < 20.0, "the receiver's marks hold the queue: p95 {q95:.1} ms");
 }
