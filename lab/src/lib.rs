@@ -11,7 +11,10 @@
 //! * [`netns`]: unique prefixes, threads inside namespaces, sysctls, leftover sweeping;
 //! * [`traffic`]: bulk TCP, CBR/Poisson UDP, Poisson TCP flows, TCP_INFO;
 //! * [`run`]: one run and the matrix; [`cancel`]: Ctrl-C;
-//! * [`metrics`]: utilisation, queueing delay, throughput, classification accuracy;
+//! * [`metrics`]: utilisation, queueing delay, throughput, classification accuracy, and the
+//!   Inigo thesis's indices (JFI over ideal shares, goodput and latency indices, %re-TX, %drop,
+//!   the queue every 10 ms);
+//! * [`srtt`]: per-ACK SRTT of the scheme's flows, a BPF histogram on tcp:tcp_probe;
 //! * [`output`] and [`plot`]: CSV/JSON and PNG; [`cli`]: the command line.
 
 pub mod agent;
@@ -27,6 +30,7 @@ pub mod output;
 pub mod plot;
 pub mod run;
 pub mod scheme;
+pub mod srtt;
 pub mod traffic;
 
 pub use error::{Error, Result};
