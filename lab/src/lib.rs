@@ -15,6 +15,7 @@
 //!   Inigo thesis's indices (JFI over ideal shares, goodput and latency indices, %re-TX, %drop,
 //!   the queue every 10 ms);
 //! * [`srtt`]: per-ACK SRTT of the scheme's flows, a BPF histogram on tcp:tcp_probe;
+//! * [`receiver`]: receiver-side programs around a scheme's flows (`ccp-agent receiver`);
 //! * [`output`] and [`plot`]: CSV/JSON and PNG; [`cli`]: the command line.
 
 pub mod agent;
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod netns;
 pub mod output;
 pub mod plot;
+pub mod receiver;
 pub mod run;
 pub mod scheme;
 pub mod srtt;

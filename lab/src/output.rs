@@ -70,6 +70,8 @@ pub struct RunRecord {
     pub emulator_late_p99_ms: Option<f64>,
     /// Schemes with `receiver_ce_echo`: what the receiver's echo saw.
     pub ce_echo: Option<crate::echo::EchoCounts>,
+    /// Schemes with a `receiver`: the enable command and the agent's counters.
+    pub receiver: Option<crate::receiver::ReceiverRecord>,
     /// Per-ACK SRTT of the scheme's flows over the run (kernel tcp_probe, all ACKs).
     pub srtt: Option<crate::srtt::SrttSummary>,
     /// The Inigo thesis's indices over the run (specs/inigo.md §9.2).

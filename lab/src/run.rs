@@ -13,13 +13,15 @@
 //! scheduler sees threads either way; a crash of the runner takes the router with it, and the
 //! next runner deletes the leftover namespaces by name ([`netns::sweep_stale`]).
 //!
-//! One run: start the agent (agent schemes; it must register its congestion control first) →
-//! start the emulator with the scheme's queue discipline → set the scheme's sysctls → attach the
-//! per-ACK SRTT probe (tcp_probe, the scheme's flows) → bind every receiver, start every sender →
-//! sample every `sample_interval_ms` until the duration → stop traffic, read and detach the
-//! probe, stop the router and the agent (in that order) → compute metrics, write CSV/JSON/PNG.
-//! Whatever fails, the guards detach the probe, restore sysctls, stop the agent by pid and
-//! delete the namespaces by name.
+//! One run: check that the agent has what the scheme needs (a `receiver`) → start the agent
+//! (agent schemes; it must register its congestion control first) → start the emulator with the
+//! scheme's queue discipline → set the scheme's sysctls → enable the scheme's receiver program
+//! on the receiver's device → attach the per-ACK SRTT probe (tcp_probe, the scheme's flows) →
+//! bind every receiver, start every sender → sample every `sample_interval_ms` until the
+//! duration → stop traffic, read and detach the probe, read the receiver's counters and disable
+//! it, stop the router and the agent (in that order) → compute metrics, write CSV/JSON/PNG.
+//! Whatever fails, the guards detach the probe, disable the receiver, restore sysctls, stop the
+//! agent by pid and delete the namespaces by name.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -38,6 +40,7 @@ use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::metrics::{self, FlowExtra, QueueGrid, QueueSamples, Tick, Window};
 use crate::output::{self, RunRecord};
+use crate::receiver::{self, ReceiverHook};
 use crate::scheme::{Cc, Scheme};
 use crate::srtt::{self, SrttHistogram, SrttProbe};
 use crate::traffic::{lock, Endpoints, FlowPlan, PlanKind, Role, Traffic};
@@ -376,6 +379,10 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
         .clone()
         .or_else(|| x.agent.binary.as_ref().map(|b| ctx.loaded.dir.join(b)))
         .unwrap_or_else(crate::agent::default_binary);
+    // A receiver the agent cannot provide fails the run before anything starts.
+    if ctx.scheme.receiver.is_some() {
+        receiver::check_available(&binary)?;
+    }
     let mut agent = match &ctx.scheme.cc {
         Cc::Agent(algorithm) => Some(Agent::start(&AgentLaunch {
             binary: binary.clone(),
@@ -413,6 +420,11 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
         None => ctx.scheme.clone(),
     };
     let plans = flow_plans(ctx.loaded, &scheme, ctx.scenario, ctx.link, duration_s, &cc_name);
+    // The receiver program on the receiver's device, before any flow.
+    let hook = match &ctx.scheme.receiver {
+        Some(spec) => Some(ReceiverHook::enable(&binary, &topo.receiver_ns(), ccp_router::topology::TUN_NAME, spec)?),
+        None => None,
+    };
     // Per-ACK SRTT of the scheme's flows (the first plans, ports from the first one on).
     let scheme_flows = plans.iter().take_while(|p| p.role == Role::Scheme).count();
     let ports = (crate::traffic::port_of(0), crate::traffic::port_of(scheme_flows.saturating_sub(1)));
@@ -463,6 +475,7 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
         .collect();
     drop(traffic);
     let srtt = probe.map(SrttProbe::finish).transpose()?;
+    rec.receiver = hook.map(ReceiverHook::finish);
     sysctls.restore();
     let summary = emu.stop()?;
     rec.ce_echo = echo.as_ref().map(CeEcho::counts);
