@@ -1,6 +1,7 @@
-//! Compiles the receiver's CE-echo congestion control (`src/bpf/ce_echo.bpf.c`) against a
-//! `vmlinux.h` generated from the running kernel's BTF, as `ccp-ebpf` does for its objects (the
-//! header is generated, not committed, because struct layouts differ between kernel builds).
+//! Compiles ccp-lab's BPF objects (`src/bpf/*.bpf.c`: the receiver's CE-echo congestion control
+//! and the per-ACK SRTT histogram) against a `vmlinux.h` generated from the running kernel's BTF,
+//! as `ccp-ebpf` does for its objects (the header is generated, not committed, because struct
+//! layouts differ between kernel builds).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -25,11 +26,13 @@ fn main() {
         ),
         Err(e) => panic!("bpftool is needed to build ccp-lab (scripts/setup.sh installs it): {e}"),
     }
-    let source = src.join("ce_echo.bpf.c");
-    SkeletonBuilder::new()
-        .source(&source)
-        .obj(out.join("ce_echo.bpf.o"))
-        .clang_args([format!("-I{}", out.display()), "-mcpu=v3".into(), "-Wall".into()])
-        .build()
-        .unwrap_or_else(|e| panic!("compiling {}: {e:#}", source.display()));
+    for name in ["ce_echo", "srtt_hist"] {
+        let source = src.join(format!("{name}.bpf.c"));
+        SkeletonBuilder::new()
+            .source(&source)
+            .obj(out.join(format!("{name}.bpf.o")))
+            .clang_args([format!("-I{}", out.display()), "-mcpu=v3".into(), "-Wall".into()])
+            .build()
+            .unwrap_or_else(|e| panic!("compiling {}: {e:#}", source.display()));
+    }
 }

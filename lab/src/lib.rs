@@ -11,7 +11,11 @@
 //! * [`netns`]: unique prefixes, threads inside namespaces, sysctls, leftover sweeping;
 //! * [`traffic`]: bulk TCP, CBR/Poisson UDP, Poisson TCP flows, TCP_INFO;
 //! * [`run`]: one run and the matrix; [`cancel`]: Ctrl-C;
-//! * [`metrics`]: utilisation, queueing delay, throughput, classification accuracy;
+//! * [`metrics`]: utilisation, queueing delay, throughput, classification accuracy, and the
+//!   Inigo thesis's indices (JFI over ideal shares, goodput and latency indices, %re-TX, %drop,
+//!   the queue every 10 ms);
+//! * [`srtt`]: per-ACK SRTT of the scheme's flows, a BPF histogram on tcp:tcp_probe;
+//! * [`receiver`]: receiver-side programs around a scheme's flows (`ccp-agent receiver`);
 //! * [`output`] and [`plot`]: CSV/JSON and PNG; [`cli`]: the command line.
 
 pub mod agent;
@@ -25,8 +29,10 @@ pub mod metrics;
 pub mod netns;
 pub mod output;
 pub mod plot;
+pub mod receiver;
 pub mod run;
 pub mod scheme;
+pub mod srtt;
 pub mod traffic;
 
 pub use error::{Error, Result};

@@ -8,7 +8,10 @@
 //! summary.csv, summary.json            per link × scenario × scheme (means over repetitions)
 //! averages.csv                         per scenario × scheme, means over links
 //! runs.csv                             one row per run (failed ones with their error)
+//! indices.csv                          the Inigo thesis's indices: median/min/max over repetitions
+//! queue-ecdf.csv                       the 10 ms queue samples' ECDF per scheme, pooled over runs
 //! plots/scatter-<link>.png, plots/scatter-average-<scenario>.png
+//! plots/indices-<link>.png, plots/queue-ecdf-<link>.png   (-<scenario> unless "solo")
 //! traces/                              generated link traces (square waves)
 //! runs/<link>/<scenario>/<scheme>/rep<k>/
 //!     run.json                         everything about the run, including the router summary
@@ -17,6 +20,7 @@
 //!     classification.csv               agent schemes with `classify`: truth vs prediction
 //!     short-flows.csv                  Poisson TCP cross flows: start, size, completion time
 //!     agent.log, agent-trace.jsonl     agent schemes
+//!     srtt-histogram.csv               per-ACK SRTT of the scheme's flows: non-empty 10 µs bins
 //!     router.csv                       the per-packet log, with keep_packet_logs
 //!     run.png                          throughput, queueing delay, cwnd (and classification)
 //! ```
@@ -66,6 +70,14 @@ pub struct RunRecord {
     pub emulator_late_p99_ms: Option<f64>,
     /// Schemes with `receiver_ce_echo`: what the receiver's echo saw.
     pub ce_echo: Option<crate::echo::EchoCounts>,
+    /// Schemes with a `receiver`: the enable command and the agent's counters.
+    pub receiver: Option<crate::receiver::ReceiverRecord>,
+    /// Per-ACK SRTT of the scheme's flows over the run (kernel tcp_probe, all ACKs).
+    pub srtt: Option<crate::srtt::SrttSummary>,
+    /// The Inigo thesis's indices over the run (specs/inigo.md §9.2).
+    pub indices: Option<crate::metrics::Indices>,
+    /// The bottleneck queue every 10 ms over the run.
+    pub queue_10ms: Option<crate::metrics::QueueSamples>,
     /// The run's directory, relative to the output directory.
     pub dir: String,
 }
@@ -166,8 +178,9 @@ pub fn short_flows_csv(flows: &[(String, ShortFlow)]) -> String {
 
 /// runs.csv: one row per run.
 pub fn runs_csv(records: &[RunRecord]) -> String {
-    csv("link,scenario,scheme,repetition,ok,utilisation,qdelay_p50_ms,qdelay_p95_ms,qdelay_mean_ms,scheme_throughput_mbps,scheme_share,cross_throughput_mbps,accuracy,wall_time_s,dir,error,emulator_late_p99_ms", records, |r| {
+    csv("link,scenario,scheme,repetition,ok,utilisation,qdelay_p50_ms,qdelay_p95_ms,qdelay_mean_ms,scheme_throughput_mbps,scheme_share,cross_throughput_mbps,accuracy,wall_time_s,dir,error,emulator_late_p99_ms,jain_ideal,goodput_index,latency_index,srtt_p99_ms,retx_pct,drop_pct,queue_max_pkts", records, |r| {
         let q = r.link_metrics.as_ref().and_then(|m| m.queue_delay_ms);
+        let x = r.indices.as_ref();
         vec![
             text(&r.link),
             text(&r.scenario),
@@ -186,7 +199,141 @@ pub fn runs_csv(records: &[RunRecord]) -> String {
             text(&r.dir),
             text(r.error.as_deref().unwrap_or("")),
             of(r.emulator_late_p99_ms, 2),
+            of(x.and_then(|x| x.jain_ideal), 4),
+            of(x.and_then(|x| x.goodput_index), 4),
+            of(x.and_then(|x| x.latency_index), 4),
+            of(x.and_then(|x| x.srtt_p99_ms), 3),
+            of(x.and_then(|x| x.retx_pct), 4),
+            of(x.and_then(|x| x.drop_pct), 4),
+            opt(r.queue_10ms.as_ref().and_then(|q| q.max_pkts)),
         ]
+    })
+}
+
+/// A run's per-ACK SRTT histogram: its non-empty bins.
+pub fn srtt_histogram_csv(h: &crate::srtt::SrttHistogram) -> String {
+    csv("lo_us,hi_us,count", &h.non_empty(), |&(lo, hi, c)| vec![lo.to_string(), hi.to_string(), c.to_string()])
+}
+
+/// Median, minimum and maximum over repetitions (the thesis's violin plots, A-19).
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// Of the finite values (None when there are none); an even count's median is the mean of
+    /// the middle two.
+    pub fn of(values: impl IntoIterator<Item = Option<f64>>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Spread { median, min: v[0], max: v[n - 1] })
+    }
+}
+
+/// The thesis's indices of one link × scenario × scheme over its successful repetitions.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct IndexRow {
+    pub link: String,
+    pub scenario: String,
+    pub scheme: String,
+    pub runs_ok: u32,
+    pub jain_ideal: Option<Spread>,
+    pub goodput_index: Option<Spread>,
+    pub latency_index: Option<Spread>,
+    pub srtt_p99_ms: Option<Spread>,
+    pub retx_pct: Option<Spread>,
+    pub drop_pct: Option<Spread>,
+    pub queue_max_pkts: Option<Spread>,
+    /// Runs with the emulator late by more than 10 ms at p99 (their link was not the declared one).
+    pub runs_emulator_late: u32,
+}
+
+/// Groups runs by link × scenario × scheme (first-seen order) and spreads their indices.
+pub fn index_rows(records: &[RunRecord]) -> Vec<IndexRow> {
+    first_seen(records, |r| (r.link.clone(), r.scenario.clone(), r.scheme.clone()))
+        .into_iter()
+        .map(|(link, scenario, scheme)| {
+            let ok: Vec<&RunRecord> =
+                records.iter().filter(|r| r.ok && r.link == link && r.scenario == scenario && r.scheme == scheme).collect();
+            let ix =
+                |g: fn(&crate::metrics::Indices) -> Option<f64>| Spread::of(ok.iter().map(|r| r.indices.as_ref().and_then(g)));
+            IndexRow {
+                runs_ok: ok.len() as u32,
+                jain_ideal: ix(|x| x.jain_ideal),
+                goodput_index: ix(|x| x.goodput_index),
+                latency_index: ix(|x| x.latency_index),
+                srtt_p99_ms: ix(|x| x.srtt_p99_ms),
+                retx_pct: ix(|x| x.retx_pct),
+                drop_pct: ix(|x| x.drop_pct),
+                queue_max_pkts: Spread::of(ok.iter().map(|r| r.queue_10ms.as_ref().and_then(|q| q.max_pkts).map(f64::from))),
+                runs_emulator_late: ok.iter().filter(|r| r.emulator_late_p99_ms.is_some_and(|l| l > 10.0)).count() as u32,
+                link,
+                scenario,
+                scheme,
+            }
+        })
+        .collect()
+}
+
+/// indices.csv: median, min and max of each index per link × scenario × scheme.
+pub fn indices_csv(rows: &[IndexRow]) -> String {
+    let names = ["jain_ideal", "goodput_index", "latency_index", "srtt_p99_ms", "retx_pct", "drop_pct", "queue_max_pkts"];
+    let mut header = "link,scenario,scheme,runs_ok,runs_emulator_late".to_string();
+    for n in names {
+        header += &format!(",{n}_median,{n}_min,{n}_max");
+    }
+    csv(&header, rows, |r| {
+        let mut v =
+            vec![text(&r.link), text(&r.scenario), text(&r.scheme), r.runs_ok.to_string(), r.runs_emulator_late.to_string()];
+        for (s, d) in [
+            (r.jain_ideal, 4),
+            (r.goodput_index, 4),
+            (r.latency_index, 4),
+            (r.srtt_p99_ms, 3),
+            (r.retx_pct, 4),
+            (r.drop_pct, 4),
+            (r.queue_max_pkts, 1),
+        ] {
+            v.extend([of(s.map(|s| s.median), d), of(s.map(|s| s.min), d), of(s.map(|s| s.max), d)]);
+        }
+        v
+    })
+}
+
+/// A link × scenario × scheme and its pooled queue ECDF ((packets, fraction ≤) per value seen).
+pub type QueueEcdf = ((String, String, String), Vec<(u32, f64)>);
+
+/// The pooled queue ECDF of each link × scenario × scheme over its successful repetitions.
+pub fn queue_ecdfs(records: &[RunRecord]) -> Vec<QueueEcdf> {
+    first_seen(records, |r| (r.link.clone(), r.scenario.clone(), r.scheme.clone()))
+        .into_iter()
+        .map(|k| {
+            let hists = records
+                .iter()
+                .filter(|r| r.ok && r.link == k.0 && r.scenario == k.1 && r.scheme == k.2)
+                .filter_map(|r| r.queue_10ms.as_ref().map(|q| q.histogram.as_slice()));
+            let e = crate::metrics::queue_ecdf(hists);
+            (k, e)
+        })
+        .filter(|(_, e)| !e.is_empty())
+        .collect()
+}
+
+/// queue-ecdf.csv: the ECDF of the 10 ms queue samples per scheme, pooled over repetitions, one
+/// row per queue length that occurred (fraction of samples at or below it).
+pub fn queue_ecdf_csv(ecdfs: &[QueueEcdf]) -> String {
+    let rows: Vec<(&(String, String, String), u32, f64)> =
+        ecdfs.iter().flat_map(|(k, e)| e.iter().map(move |&(q, f)| (k, q, f))).collect();
+    csv("link,scenario,scheme,queue_pkts,ecdf", &rows, |(k, q, e)| {
+        vec![text(&k.0), text(&k.1), text(&k.2), q.to_string(), f(*e, 6)]
     })
 }
 
@@ -414,6 +561,50 @@ mod tests {
         let table = summary_table(&rows, &avg);
         assert!(table.contains("average over links") && table.contains("(1 failed)"), "{table}");
         assert_eq!(runs_csv(&recs).lines().count(), 6);
+    }
+
+    #[test]
+    fn indices_spread_over_repetitions() {
+        assert_eq!(
+            Spread::of([Some(3.0), None, Some(1.0), Some(f64::NAN), Some(2.0)]),
+            Some(Spread { median: 2.0, min: 1.0, max: 3.0 })
+        );
+        assert_eq!(Spread::of([Some(4.0), Some(1.0)]).map(|s| s.median), Some(2.5));
+        assert_eq!(Spread::of([None]), None);
+        let rec = |scheme: &str, jfi: f64, late: f64, queue: &[u32], ok: bool| RunRecord {
+            indices: Some(crate::metrics::Indices {
+                jain_ideal: Some(jfi),
+                latency_index: Some(jfi / 2.0),
+                ..Default::default()
+            }),
+            queue_10ms: Some(crate::metrics::QueueSamples::of(queue, 10.0)),
+            emulator_late_p99_ms: Some(late),
+            ..record("a", scheme, 0.9, 10.0, ok)
+        };
+        let recs = vec![
+            rec("inigo", 0.9, 0.2, &[0, 1, 2], true),
+            rec("inigo", 0.7, 12.0, &[2, 2, 5], true),
+            rec("inigo", 0.1, 0.2, &[100], false),
+            rec("cubic", 0.5, 0.2, &[400], true),
+        ];
+        let rows = index_rows(&recs);
+        assert_eq!(rows.len(), 2);
+        let i = &rows[0];
+        assert_eq!((i.scheme.as_str(), i.runs_ok, i.runs_emulator_late), ("inigo", 2, 1));
+        let j = i.jain_ideal.unwrap();
+        assert!((j.median - 0.8).abs() < 1e-12 && j.min == 0.7 && j.max == 0.9, "{j:?}");
+        assert_eq!(i.queue_max_pkts, Some(Spread { median: 3.5, min: 2.0, max: 5.0 }));
+        assert_eq!(i.goodput_index, None);
+        let csv = indices_csv(&rows);
+        assert!(csv.lines().next().unwrap().contains("jain_ideal_median,jain_ideal_min,jain_ideal_max"), "{csv}");
+        assert!(csv.lines().nth(1).unwrap().starts_with("a,solo,inigo,2,1,0.8000,0.7000,0.9000,,,,0.4000"), "{csv}");
+        let ecdfs = queue_ecdfs(&recs);
+        assert_eq!(ecdfs[0].1, vec![(0, 1.0 / 6.0), (1, 2.0 / 6.0), (2, 5.0 / 6.0), (5, 1.0)], "failed runs are left out");
+        let csv = queue_ecdf_csv(&ecdfs);
+        assert_eq!(csv.lines().count(), 1 + 4 + 1);
+        assert_eq!(csv.lines().last().unwrap(), "a,solo,cubic,400,1.000000");
+        let h = crate::srtt::SrttHistogram::of_samples(&[4003, 4007, 4100], 10, 1000);
+        assert_eq!(srtt_histogram_csv(&h), "lo_us,hi_us,count\n4000,4010,2\n4100,4110,1\n");
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! PNG plots (plotters' bitmap backend; labels rasterised by ab_glyph from a TrueType file found
 //! at run time, so no system font library is linked): per run, throughput / queueing delay /
 //! cwnd over time (plus classification for agent schemes that report it); per link and on
-//! average, the utilisation-versus-p95-delay scatter of the ABC paper's Fig. 2-8.
+//! average, the utilisation-versus-p95-delay scatter of the ABC paper's Fig. 2-8; per link, the
+//! Inigo thesis's index whisker plots (Figs 4.10–4.12) and queue ECDFs (Figs 4.13/4.18).
 //!
 //! A missing font or a drawing error skips the plot with a warning: plots never fail a run.
 
@@ -199,6 +200,107 @@ pub fn scatter(path: &Path, title: &str, points: &[ScatterPoint]) -> Result<(), 
     root.present().map_err(|x| e(&x))
 }
 
+/// One scheme's values per run of the three indices (JFI over ideal shares, goodput index,
+/// latency index).
+pub type IndexRuns = (String, [Vec<f64>; 3]);
+
+/// The thesis's Figs 4.10–4.12 as whisker plots: per scheme, every run's value (small dots), the
+/// range (min–max whisker) and the median (bar), for JFI, goodput index and latency index.
+pub fn indices(path: &Path, title: &str, schemes: &[IndexRuns]) -> Result<(), String> {
+    font()?;
+    let e = |x: &dyn std::fmt::Display| format!("{}: {x}", path.display());
+    let n = schemes.len().max(1) as i32;
+    let root = BitMapBackend::new(path, ((110 * n as u32).max(700), 3 * 300 + 50)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let root = root.titled(title, ("sans-serif", 20)).map_err(|x| e(&x))?;
+    let names = ["Jain's index over ideal shares", "goodput index", "latency index"];
+    for (k, area) in root.split_evenly((3, 1)).iter().enumerate() {
+        let mut chart = ChartBuilder::on(area)
+            .margin(8)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d((0..n - 1).into_segmented(), 0.0..1.05)
+            .map_err(|x| e(&x))?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc(names[k])
+            .x_labels(schemes.len().max(1))
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) | SegmentValue::Exact(i) => {
+                    schemes.get(*i as usize).map_or_else(String::new, |s| s.0.clone())
+                }
+                SegmentValue::Last => String::new(),
+            })
+            .draw()
+            .map_err(|x| e(&x))?;
+        for (i, (_, runs)) in schemes.iter().enumerate() {
+            let mut v: Vec<f64> = runs[k].iter().copied().filter(|x| x.is_finite()).collect();
+            if v.is_empty() {
+                continue;
+            }
+            v.sort_by(f64::total_cmp);
+            let color = PALETTE[i % PALETTE.len()];
+            let x = SegmentValue::CenterOf(i as i32);
+            let (lo, hi) = (v[0], v[v.len() - 1]);
+            let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
+            chart
+                .draw_series(std::iter::once(PathElement::new(vec![(x.clone(), lo), (x.clone(), hi)], color.stroke_width(2))))
+                .map_err(|x| e(&x))?;
+            chart.draw_series(v.iter().map(|&y| Circle::new((x.clone(), y), 3, color.mix(0.5).filled()))).map_err(|x| e(&x))?;
+            // The median as a short bar across the whisker (an 18-pixel element at the point).
+            chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at((x.clone(), median)) + Rectangle::new([(-9, -2), (9, 2)], color.filled()),
+                ))
+                .map_err(|x| e(&x))?;
+        }
+    }
+    root.present().map_err(|x| e(&x))
+}
+
+/// Empirical CDFs as step lines, one per scheme (the thesis's Figs 4.13/4.18 for the queue):
+/// `series` holds (label, [(value, fraction ≤ value)]) in increasing value.
+pub fn ecdf(path: &Path, title: &str, x_label: &str, series: &[(String, Vec<(f64, f64)>)]) -> Result<(), String> {
+    font()?;
+    let e = |x: &dyn std::fmt::Display| format!("{}: {x}", path.display());
+    let root = BitMapBackend::new(path, (900, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|x| e(&x))?;
+    let x_max = series.iter().flat_map(|(_, p)| p).map(|p| p.0).fold(1.0, f64::max) * 1.05;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 20))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0.0..1.02)
+        .map_err(|x| e(&x))?;
+    chart.configure_mesh().x_desc(x_label).y_desc("fraction of samples ≤ x").draw().map_err(|x| e(&x))?;
+    for (i, (label, pts)) in series.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let mut steps = Vec::with_capacity(pts.len() * 2 + 1);
+        let mut prev = 0.0;
+        for &(x, f) in pts {
+            steps.push((x, prev));
+            steps.push((x, f));
+            prev = f;
+        }
+        steps.push((x_max, prev));
+        chart
+            .draw_series(LineSeries::new(steps, color.stroke_width(2)))
+            .map_err(|x| e(&x))?
+            .label(label.as_str())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
+    root.present().map_err(|x| e(&x))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,6 +338,18 @@ mod tests {
         let s = dir.join("scatter.png");
         scatter(&s, "scatter", &[("cubic".into(), 500.0, 0.95), ("bbr".into(), 200.0, 0.9)]).unwrap();
         assert!(std::fs::metadata(&s).unwrap().len() > 1000);
+        let ix = dir.join("indices.png");
+        let runs = |a: f64| [vec![a, a - 0.1, a + 0.05], vec![0.9, 0.95], vec![a / 2.0]];
+        indices(
+            &ix,
+            "indices",
+            &[("cubic".into(), runs(0.8)), ("inigo-rtt".into(), runs(0.95)), ("none".into(), Default::default())],
+        )
+        .unwrap();
+        assert!(std::fs::metadata(&ix).unwrap().len() > 1000);
+        let q = dir.join("ecdf.png");
+        ecdf(&q, "queue", "queue (packets)", &[("cubic".into(), vec![(0.0, 0.1), (400.0, 1.0)]), ("x".into(), vec![])]).unwrap();
+        assert!(std::fs::metadata(&q).unwrap().len() > 1000);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

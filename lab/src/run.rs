@@ -13,11 +13,15 @@
 //! scheduler sees threads either way; a crash of the runner takes the router with it, and the
 //! next runner deletes the leftover namespaces by name ([`netns::sweep_stale`]).
 //!
-//! One run: start the agent (agent schemes; it must register its congestion control first) →
-//! start the emulator with the scheme's queue discipline → set the scheme's sysctls → bind
-//! every receiver, start every sender → sample every `sample_interval_ms` until the duration →
-//! stop traffic, router, agent (in that order) → compute metrics, write CSV/JSON/PNG. Whatever
-//! fails, the guards restore sysctls, stop the agent by pid and delete the namespaces by name.
+//! One run: check that the agent has what the scheme needs (a `receiver`) → start the agent
+//! (agent schemes; it must register its congestion control first) → start the emulator with the
+//! scheme's queue discipline → set the scheme's sysctls → enable the scheme's receiver program
+//! on the receiver's device → attach the per-ACK SRTT probe (tcp_probe, the scheme's flows) →
+//! bind every receiver, start every sender → sample every `sample_interval_ms` until the
+//! duration → stop traffic, read and detach the probe, read the receiver's counters and disable
+//! it, stop the router and the agent (in that order) → compute metrics, write CSV/JSON/PNG.
+//! Whatever fails, the guards detach the probe, disable the receiver, restore sysctls, stop the
+//! agent by pid and delete the namespaces by name.
 
 use std::fs::File;
 use std::io::BufReader;
@@ -34,9 +38,11 @@ use crate::config::{CrossSpec, FlowGroup, Loaded, Scenario};
 use crate::echo::CeEcho;
 use crate::error::{Error, Result};
 use crate::link::Link;
-use crate::metrics::{self, FlowExtra, Tick, Window};
+use crate::metrics::{self, FlowExtra, QueueGrid, QueueSamples, Tick, Window};
 use crate::output::{self, RunRecord};
+use crate::receiver::{self, ReceiverHook};
 use crate::scheme::{Cc, Scheme};
+use crate::srtt::{self, SrttHistogram, SrttProbe};
 use crate::traffic::{lock, Endpoints, FlowPlan, PlanKind, Role, Traffic};
 use crate::{cancel, netns, plot};
 
@@ -44,6 +50,8 @@ use crate::{cancel, netns, plot};
 const MTU_BYTES: f64 = 1500.0;
 /// A run whose emulator delivered packets later than this at p99 gets a warning.
 const EMULATOR_LATE_WARN_MS: f64 = 10.0;
+/// The bottleneck queue is sampled this often (the thesis's 10 ms `tc -s` samples).
+const QUEUE_SAMPLE_MS: u64 = 10;
 /// Default `--quick` duration when the file gives none.
 const QUICK_DEFAULT_S: f64 = 30.0;
 
@@ -314,6 +322,8 @@ struct Recorded {
     extra: Vec<FlowExtra>,
     summary: ccp_router::Summary,
     agent_trace: Option<(PathBuf, u64)>,
+    /// The per-ACK SRTT histogram and its skipped segments (no RTT yet, other ports).
+    srtt: Option<(SrttHistogram, u64, u64)>,
 }
 
 /// Runs one cell of the matrix. Failures are recorded in the returned record; only an
@@ -364,13 +374,18 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
     let o = ctx.options;
     // Agent first: if its congestion control never appears, no namespace is created.
     let cc_name = x.agent.cc_name.clone().unwrap_or_else(netns::unique_cc_name);
+    let binary = o
+        .agent
+        .clone()
+        .or_else(|| x.agent.binary.as_ref().map(|b| ctx.loaded.dir.join(b)))
+        .unwrap_or_else(crate::agent::default_binary);
+    // A receiver the agent cannot provide fails the run before anything starts.
+    if ctx.scheme.receiver.is_some() {
+        receiver::check_available(&binary)?;
+    }
     let mut agent = match &ctx.scheme.cc {
         Cc::Agent(algorithm) => Some(Agent::start(&AgentLaunch {
-            binary: o
-                .agent
-                .clone()
-                .or_else(|| x.agent.binary.as_ref().map(|b| ctx.loaded.dir.join(b)))
-                .unwrap_or_else(crate::agent::default_binary),
+            binary: binary.clone(),
             algorithm: algorithm.clone(),
             params: ctx.scheme.params.clone(),
             extra_args: ctx.scheme.agent_args.clone(),
@@ -405,6 +420,18 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
         None => ctx.scheme.clone(),
     };
     let plans = flow_plans(ctx.loaded, &scheme, ctx.scenario, ctx.link, duration_s, &cc_name);
+    // The receiver program on the receiver's device, before any flow.
+    let hook = match &ctx.scheme.receiver {
+        Some(spec) => Some(ReceiverHook::enable(&binary, &topo.receiver_ns(), ccp_router::topology::TUN_NAME, spec)?),
+        None => None,
+    };
+    // Per-ACK SRTT of the scheme's flows (the first plans, ports from the first one on).
+    let scheme_flows = plans.iter().take_while(|p| p.role == Role::Scheme).count();
+    let ports = (crate::traffic::port_of(0), crate::traffic::port_of(scheme_flows.saturating_sub(1)));
+    let probe = match ports {
+        (Some(lo), Some(hi)) if scheme_flows > 0 => Some(SrttProbe::start(srtt::netns_cookie(&topo.sender_ns())?, (lo, hi))?),
+        _ => None,
+    };
     let since_router = || ccp_router::clock::now().saturating_sub(router_start);
     let traffic_start_ns = since_router();
     let mut traffic = Traffic::start(plans.clone(), &ends)?;
@@ -447,6 +474,8 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
         })
         .collect();
     drop(traffic);
+    let srtt = probe.map(SrttProbe::finish).transpose()?;
+    rec.receiver = hook.map(ReceiverHook::finish);
     sysctls.restore();
     let summary = emu.stop()?;
     rec.ce_echo = echo.as_ref().map(CeEcho::counts);
@@ -455,7 +484,7 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
         a.stop();
         a.trace.clone().map(|t| (t, a.started_ns))
     });
-    Ok(Recorded { router_start, traffic_start_ns, plans, ticks, extra, summary, agent_trace })
+    Ok(Recorded { router_start, traffic_start_ns, plans, ticks, extra, summary, agent_trace, srtt })
 }
 
 /// Computes the metrics of a recorded run and writes its outputs.
@@ -473,13 +502,30 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
         .iter()
         .filter_map(|d| d.delay_error_ms.as_ref().map(|p| p.p99))
         .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
-    rec.router = Some(r.summary);
+    // The thesis's metrics cover the whole run (its flow schedule starts with the traffic).
+    let run_end_ns = r.traffic_start_ns + (duration_s * 1e9) as u64;
+    let grid = QueueGrid { start_ns: r.traffic_start_ns, end_ns: run_end_ns, step_ns: QUEUE_SAMPLE_MS * NANOS_PER_MS };
     let log = packet_log_path(&rec.namespace_prefix);
     let file = File::open(&log).map_err(|e| Error::io(format!("opening {}", log.display()), e))?;
-    let parsed = metrics::link_metrics(BufReader::with_capacity(1 << 20, file), ctx.link, w)
+    let parsed = metrics::link_metrics(BufReader::with_capacity(1 << 20, file), ctx.link, w, grid)
         .map_err(|e| Error::Run(format!("{}: {e}", log.display())));
     keep_or_remove_log(ctx, &log);
-    let (lm, bins) = parsed?;
+    let (lm, bins, queue) = parsed?;
+    rec.queue_10ms = Some(QueueSamples::of(&queue, QUEUE_SAMPLE_MS as f64));
+    if let Some((h, no_rtt, other_port)) = &r.srtt {
+        rec.srtt = Some(h.summary(*no_rtt, *other_port));
+        output::write_file(&ctx.dir.join("srtt-histogram.csv"), &output::srtt_histogram_csv(h))?;
+    }
+    rec.indices = Some(metrics::run_indices(
+        &r.plans,
+        &r.ticks,
+        (r.traffic_start_ns, run_end_ns),
+        ctx.link.mean_rate_bps / 1e6,
+        x.network.rtt_ms,
+        rec.srtt.as_ref().and_then(|s| s.p99_ms),
+        &r.summary.down.counts,
+    ));
+    rec.router = Some(r.summary);
     let (flows, points) = metrics::flow_metrics(&r.plans, &r.ticks, w, lm.capacity_mbps, &r.extra);
     let sum_role = |role: Role| flows.iter().filter(|f| f.role == Some(role)).map(|f| f.throughput_mbps).sum::<f64>();
     let scheme_tputs: Vec<f64> = flows.iter().filter(|f| f.role == Some(Role::Scheme)).map(|f| f.throughput_mbps).collect();
@@ -626,13 +672,17 @@ fn run_line(r: &RunRecord) -> String {
 pub fn write_summary(l: &Loaded, o: &RunOptions, records: &[RunRecord]) -> Result<()> {
     let rows = output::summarise(records);
     let avgs = output::averages(&rows);
+    let index_rows = output::index_rows(records);
+    let ecdfs = output::queue_ecdfs(records);
     output::write_file(&o.out.join("summary.csv"), &output::summary_csv(&rows))?;
     output::write_json(
         &o.out.join("summary.json"),
-        &serde_json::json!({ "experiment": l.name, "rows": rows, "averages": avgs }),
+        &serde_json::json!({ "experiment": l.name, "rows": rows, "averages": avgs, "indices": index_rows }),
     )?;
     output::write_file(&o.out.join("averages.csv"), &output::averages_csv(&avgs))?;
     output::write_file(&o.out.join("runs.csv"), &output::runs_csv(records))?;
+    output::write_file(&o.out.join("indices.csv"), &output::indices_csv(&index_rows))?;
+    output::write_file(&o.out.join("queue-ecdf.csv"), &output::queue_ecdf_csv(&ecdfs))?;
     if o.no_plots || !l.experiment.output.plots {
         return Ok(());
     }
@@ -662,7 +712,40 @@ pub fn write_summary(l: &Loaded, o: &RunOptions, records: &[RunRecord]) -> Resul
             .filter_map(|x| Some((x.scheme.clone(), x.qdelay_p95_ms?, x.utilisation?)))
             .collect();
         let name = if r.scenario == "solo" { r.link.clone() } else { format!("{}-{}", r.link, r.scenario) };
-        draw(&plots.join(format!("scatter-{name}.png")), &format!("{} — {} — {}", l.name, r.link, r.scenario), pts);
+        let title = format!("{} — {} — {}", l.name, r.link, r.scenario);
+        draw(&plots.join(format!("scatter-{name}.png")), &title, pts);
+        // The thesis's figures: indices per scheme over repetitions, and the queue's ECDF.
+        let same = |x: &RunRecord| x.ok && x.link == r.link && x.scenario == r.scenario;
+        let runs: Vec<plot::IndexRuns> = rows
+            .iter()
+            .filter(|x| x.link == r.link && x.scenario == r.scenario)
+            .map(|x| {
+                let of = |g: fn(&metrics::Indices) -> Option<f64>| -> Vec<f64> {
+                    records
+                        .iter()
+                        .filter(|y| same(y) && y.scheme == x.scheme)
+                        .filter_map(|y| y.indices.as_ref().and_then(g))
+                        .collect()
+                };
+                (x.scheme.clone(), [of(|i| i.jain_ideal), of(|i| i.goodput_index), of(|i| i.latency_index)])
+            })
+            .collect();
+        if runs.iter().any(|(_, v)| v.iter().any(|x| !x.is_empty())) {
+            if let Err(e) = plot::indices(&plots.join(format!("indices-{name}.png")), &title, &runs) {
+                eprintln!("ccp-lab: {e}");
+            }
+        }
+        let series: Vec<(String, Vec<(f64, f64)>)> = ecdfs
+            .iter()
+            .filter(|((link, scenario, _), _)| *link == r.link && *scenario == r.scenario)
+            .map(|((_, _, scheme), e)| (scheme.clone(), e.iter().map(|&(q, f)| (f64::from(q), f)).collect()))
+            .collect();
+        if !series.is_empty() {
+            let t = format!("{title} — queue every {QUEUE_SAMPLE_MS} ms, pooled over runs");
+            if let Err(e) = plot::ecdf(&plots.join(format!("queue-ecdf-{name}.png")), &t, "bottleneck queue (packets)", &series) {
+                eprintln!("ccp-lab: {e}");
+            }
+        }
     }
     let mut scenarios: Vec<&str> = avgs.iter().map(|a| a.scenario.as_str()).collect();
     scenarios.dedup();

@@ -17,7 +17,7 @@ use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::{Nanos, NANOS_PER_MS};
 use ccp_router::QdiscKind;
 
-use crate::config::{check_cc_name, ClassifySpec, QdiscSpec, SchemeSpec};
+use crate::config::{check_cc_name, ClassifySpec, QdiscSpec, ReceiverSpec, SchemeSpec};
 
 /// How the scheme's flows get their congestion control.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +57,8 @@ pub struct Scheme {
     pub receiver_cc: Option<String>,
     /// The receiving sockets use the run's CE echo ([`crate::echo`]).
     pub receiver_ce_echo: bool,
+    /// A receiver-side program on the receiver's device ([`crate::receiver`]).
+    pub receiver: Option<ReceiverSpec>,
     pub classify: Option<ClassifySpec>,
     pub agent_args: Vec<String>,
 }
@@ -78,6 +80,7 @@ impl Scheme {
             receiver_sysctls: sysctls(&spec.receiver_sysctls)?,
             receiver_cc: spec.receiver_cc.clone(),
             receiver_ce_echo: spec.receiver_ce_echo,
+            receiver: spec.receiver.clone(),
             classify: spec.classify.clone(),
             agent_args: spec.agent_args.clone(),
         })
@@ -103,7 +106,13 @@ impl Scheme {
         } else {
             self.receiver_cc.as_ref().map_or_else(String::new, |r| format!(", receiver {r}"))
         };
-        format!("{what}, router {}{echo}", describe_qdisc(&self.qdisc))
+        let receiver = self.receiver.as_ref().map_or_else(String::new, |r| format!(", {}", crate::receiver::describe(r)));
+        let ecn = self
+            .sender_sysctls
+            .iter()
+            .find(|(k, _)| k == "net.ipv4.tcp_ecn")
+            .map_or_else(String::new, |(_, v)| format!(", tcp_ecn {v}"));
+        format!("{what}, router {}{echo}{receiver}{ecn}", describe_qdisc(&self.qdisc))
     }
 }
 

@@ -1,8 +1,8 @@
 //! Whole experiments through the library: a tiny real run (2 s, kernel Cubic, fixed rate) with
 //! every expected output; a run that fails mid-way (a cross flow with a congestion control the
 //! kernel lacks) recorded as failed with its namespaces deleted; an agent scheme whose agent
-//! does not exist failing with a clear message before any namespace exists; leftover namespaces
-//! of a dead runner swept by name.
+//! does not exist failing with a clear message before any namespace exists, and so a scheme
+//! whose receiver the agent lacks; leftover namespaces of a dead runner swept by name.
 
 mod common;
 
@@ -146,6 +146,30 @@ fn an_agent_scheme_without_an_agent_fails_clearly() {
     let e = r.error.as_deref().unwrap();
     assert!(e.contains("ccp-agent binary") && e.contains("not found"), "{e}");
     assert!(r.namespace_prefix.is_empty(), "no namespace is created before the agent is ready");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_receiver_the_agent_lacks_fails_clearly_before_any_namespace() {
+    if !common::can_run("a_receiver_the_agent_lacks_fails_clearly_before_any_namespace") {
+        return;
+    }
+    let dir = common::scratch("noreceiver");
+    let file = dir.join("rcv.toml");
+    std::fs::write(&file, format!("{TINY}receiver = {{ kind = \"inigo\", mode = \"window\" }}\n")).unwrap();
+    let loaded = config::load(&file).unwrap();
+    // An agent from before `ccp-agent receiver` existed: clap refuses the subcommand.
+    let old = dir.join("ccp-agent");
+    std::fs::write(&old, "#!/bin/sh\necho \"error: unrecognized subcommand '$1'\" >&2\nexit 2\n").unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&old).status().unwrap();
+    let mut o = options(&dir.join("out"));
+    o.agent = Some(old);
+    let outcome = run_experiment(&loaded, &o).unwrap();
+    let r = &outcome.records[0];
+    assert!(!r.ok);
+    let e = r.error.as_deref().unwrap();
+    assert!(e.contains("no `receiver` subcommand") && e.contains("unrecognized subcommand 'receiver'"), "{e}");
+    assert!(r.namespace_prefix.is_empty(), "no namespace is created before the receiver is known to exist");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -170,6 +170,36 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn receivers_are_checked() {
+        let ok = parse(
+            Path::new("x.toml"),
+            &format!(
+                "{MINIMAL}receiver = {{ kind = \"inigo\", mode = \"window\", threshold_pct = 17, rfd_source = \"tsecr\" }}\n"
+            ),
+        )
+        .unwrap();
+        assert!(
+            matches!(&ok.experiment.schemes[0].receiver, Some(crate::config::ReceiverSpec::Inigo { mode: Some(m), .. }) if m == "window")
+        );
+        let (line, key, m) = err(&format!("{MINIMAL}receiver = {{ kind = \"inigo\", mode = \"mark\" }}\n"));
+        assert_eq!((line, key.as_str()), (12, "schemes[0].receiver.mode"));
+        assert!(m.contains("tcp_ecn"), "{m}");
+        let marking = format!(
+            "{MINIMAL}sender_sysctls = {{ \"net.ipv4.tcp_ecn\" = 1 }}\nreceiver = {{ kind = \"inigo\", mode = \"mark\", clear_ce = true }}\n"
+        );
+        parse(Path::new("x.toml"), &marking).unwrap();
+        let (_, key, _) = err(&format!("{MINIMAL}receiver = {{ kind = \"inigo\", clear_ce = true }}\n"));
+        assert_eq!(key, "schemes[0].receiver.clear_ce");
+        let (_, key, m) = err(&format!("{MINIMAL}receiver = {{ kind = \"inigo\", rfd_source = \"psychic\" }}\n"));
+        assert_eq!(key, "schemes[0].receiver.rfd_source");
+        assert!(m.contains("arrival"), "{m}");
+        let (_, key, _) = err(&format!("{MINIMAL}receiver = {{ kind = \"inigo\", threshold_pct = 0 }}\n"));
+        assert_eq!(key, "schemes[0].receiver.threshold_pct");
+        let (_, _, m) = err(&format!("{MINIMAL}receiver = {{ kind = \"rfc9999\" }}\n"));
+        assert!(m.contains("rfc9999"), "{m}");
+    }
+
+    #[test]
     fn syntax_error_has_a_line() {
         let (line, _, _) = err("duration_s = 2\n[network\n");
         assert_eq!(line, 2);

@@ -158,6 +158,10 @@ pub struct SchemeSpec {
     /// delivered_ce counts CE packets one for one. Needs net.ipv4.tcp_ecn = 1 at the sender.
     #[serde(default)]
     pub receiver_ce_echo: bool,
+    /// A receiver-side program enabled on the receiver's device for the scheme's runs (the Inigo
+    /// receiver: `ccp-agent receiver enable` before the flows, `disable` after). Default: none.
+    #[serde(default)]
+    pub receiver: Option<ReceiverSpec>,
     /// How to read the agent's elasticity classification from its per-flow trace.
     #[serde(default)]
     pub classify: Option<ClassifySpec>,
@@ -231,6 +235,37 @@ fn abc_brake() -> String {
 }
 fn abc_delay() -> String {
     "queue".into()
+}
+
+/// A receiver-side program around a scheme's flows.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ReceiverSpec {
+    /// The Inigo receiver (relative forward delay; specs/inigo.md §4), run as
+    /// `ccp-agent receiver enable --netns <receiver namespace> --dev ccp0 [options]` on the
+    /// receiver's TUN device. Options left out take the agent's defaults.
+    Inigo {
+        /// "mark" (set CE on late segments; needs an ECN-negotiated connection) or "window"
+        /// (cap the advertised receive window).
+        #[serde(default)]
+        mode: Option<String>,
+        /// Late when the forward delay exceeds RTT_min by this percentage (thesis: 17).
+        #[serde(default)]
+        threshold_pct: Option<u32>,
+        /// "arrival" (local arrival times; the recommended true RFD) or "tsecr" (the published
+        /// receiver's TSecr deltas; spec A-2).
+        #[serde(default)]
+        rfd_source: Option<String>,
+        /// Window mode's update interval as a fraction of the window: rcv_cwnd / fairness (10).
+        #[serde(default)]
+        fairness: Option<u32>,
+        /// Mark mode: clear CE on segments that are not late (the published receiver does).
+        #[serde(default)]
+        clear_ce: bool,
+        /// Further `receiver enable` arguments, passed as they are.
+        #[serde(default)]
+        args: Vec<String>,
+    },
 }
 
 /// Reading "the cross traffic is elastic" out of one agent state variable.

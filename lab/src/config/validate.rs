@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::{CrossSpec, Experiment, FlowGroup, LinkSpec, Network, SchemeSpec};
+use super::{CrossSpec, Experiment, FlowGroup, LinkSpec, Network, ReceiverSpec, SchemeSpec};
 use crate::scheme::Cc;
 
 /// Longest congestion control name Linux accepts (TCP_CA_NAME_MAX − 1).
@@ -209,6 +209,9 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
             return Err((format!("{key}.receiver_ce_echo"), "give receiver_cc or receiver_ce_echo, not both".into()));
         }
     }
+    if let Some(r) = &s.receiver {
+        validate_receiver(&format!("{key}.receiver"), r, s)?;
+    }
     if let Some(c) = &s.classify {
         if c.elastic_if_equals.is_some() == c.elastic_if_above.is_some() {
             return Err((format!("{key}.classify"), "give exactly one of elastic_if_equals or elastic_if_above".into()));
@@ -216,6 +219,43 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
         if c.state.is_empty() {
             return Err((format!("{key}.classify.state"), "name the agent state variable".into()));
         }
+    }
+    Ok(())
+}
+
+fn validate_receiver(key: &str, r: &ReceiverSpec, s: &SchemeSpec) -> Result<(), Invalid> {
+    let ReceiverSpec::Inigo { mode, threshold_pct, rfd_source, fairness, clear_ce, args } = r;
+    let choice = |field: &str, v: &Option<String>, allowed: &[&str]| match v {
+        Some(x) if !allowed.contains(&x.as_str()) => Err((format!("{key}.{field}"), format!("{x:?}: use one of {allowed:?}"))),
+        _ => Ok(()),
+    };
+    choice("mode", mode, &["mark", "window"])?;
+    choice("rfd_source", rfd_source, &["arrival", "tsecr"])?;
+    if let Some(t) = threshold_pct {
+        if !(1..=1000).contains(t) {
+            return Err((format!("{key}.threshold_pct"), format!("must be in 1..=1000 %, got {t}")));
+        }
+    }
+    if let Some(f) = fairness {
+        if !(1..=1000).contains(f) {
+            return Err((format!("{key}.fairness"), format!("must be in 1..=1000, got {f}")));
+        }
+    }
+    let marking = mode.as_deref() == Some("mark");
+    if *clear_ce && !marking {
+        return Err((format!("{key}.clear_ce"), "only the marking mode (mode = \"mark\") sets or clears CE".into()));
+    }
+    // Marking reaches the sender only on an ECN-negotiated connection (spec T-R7), which needs
+    // the sender to ask for ECN.
+    let ecn = s.sender_sysctls.get("net.ipv4.tcp_ecn").and_then(toml::Value::as_integer);
+    if marking && ecn != Some(1) {
+        return Err((
+            format!("{key}.mode"),
+            "the marking receiver needs ECN-negotiated connections: set sender_sysctls = { \"net.ipv4.tcp_ecn\" = 1 }".into(),
+        ));
+    }
+    if args.iter().any(|a| a.is_empty() || a.contains('\n')) {
+        return Err((format!("{key}.args"), "arguments must be non-empty single-line strings".into()));
     }
     Ok(())
 }

@@ -34,6 +34,12 @@ pub const TCP_WIRE_PER_PAYLOAD: f64 = 1500.0 / 1448.0;
 /// Longest a blocked thread waits before checking whether to stop.
 const POLL: Duration = Duration::from_millis(100);
 
+/// The receiver's port of the run's flow number `index` (plans in order; the scheme's come
+/// first), which is also the destination port of its sender.
+pub fn port_of(index: usize) -> Option<u16> {
+    u16::try_from(index).ok().and_then(|i| BASE_PORT.checked_add(i))
+}
+
 /// Whose flow it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -238,7 +244,7 @@ impl Traffic {
         let states: Vec<Arc<FlowState>> = plans.iter().map(|_| Arc::new(FlowState::default())).collect();
         let mut traffic = Traffic { plans: plans.clone(), states: states.clone(), clock: clock.clone(), threads: Vec::new() };
         for (i, (plan, state)) in plans.iter().zip(&states).enumerate() {
-            let port = BASE_PORT + u16::try_from(i).map_err(|_| Error::Run("too many flows".into()))?;
+            let port = port_of(i).ok_or_else(|| Error::Run("too many flows".into()))?;
             // On error, `traffic` drops and stops what already started.
             let start = match &plan.kind {
                 PlanKind::Bulk { .. } => bulk::start,

@@ -26,6 +26,10 @@ pub struct TcpInfo {
     /// CE-marked packets this socket received (counted by the AccECN-era kernel on receivers).
     pub received_ce: u32,
     pub total_retrans: u32,
+    /// Segments sent, retransmissions and pure ACKs included (netstat's OutSegs for one socket).
+    pub segs_out: u32,
+    /// Data segments sent, retransmissions included.
+    pub data_segs_out: u32,
     pub ecn_negotiated: bool,
 }
 
@@ -163,6 +167,8 @@ pub fn tcp_info(stream: &TcpStream) -> std::io::Result<TcpInfo> {
         delivered_ce: info.tcpi_delivered_ce,
         received_ce: info.tcpi_received_ce,
         total_retrans: info.tcpi_total_retrans,
+        segs_out: info.tcpi_segs_out,
+        data_segs_out: info.tcpi_data_segs_out,
         ecn_negotiated: info.tcpi_options & TCPI_OPT_ECN != 0,
     })
 }
