@@ -59,6 +59,15 @@ pub enum SsExitArg {
     Hold,
 }
 
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum RttScaleArg {
+    /// The kernel's receive-side RTT estimate in microseconds (tcpi_rcv_rtt).
+    Actual,
+    /// That estimate as the kernel stores it, x8, as the published patch read it: an 8x larger
+    /// late threshold.
+    X8,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct EnableArgs {
     #[command(flatten)]
@@ -88,6 +97,10 @@ pub struct EnableArgs {
     /// Let RTT_min creep up by 1 us per segment whose RTT sample exceeds it, as the patch did.
     #[arg(long)]
     pub rtt_min_creep: bool,
+
+    /// How RTT_min, and so the late threshold, is scaled.
+    #[arg(long, value_enum, default_value_t = RttScaleArg::Actual)]
+    pub rtt_scale: RttScaleArg,
 
     /// Window mode: what the receiver's slow start does on its first late segment.
     #[arg(long, value_enum, default_value_t = SsExitArg::Halve)]
@@ -153,6 +166,10 @@ impl EnableArgs {
             fairness: self.fairness,
             clear_ce: self.clear_ce,
             rtt_min_creep: self.rtt_min_creep,
+            rtt_scale: match self.rtt_scale {
+                RttScaleArg::Actual => rx::RttScale::Actual,
+                RttScaleArg::X8 => rx::RttScale::X8,
+            },
             ss_exit: match self.ss_exit {
                 SsExitArg::Halve => rx::SsExit::Halve,
                 SsExitArg::Hold => rx::SsExit::Hold,
@@ -285,6 +302,8 @@ mod tests {
             "0",
             "--clear-ce",
             "--rtt-min-creep",
+            "--rtt-scale",
+            "x8",
             "--ss-exit",
             "hold",
         ])
@@ -295,6 +314,7 @@ mod tests {
         let s = a.settings();
         assert_eq!((s.mode, s.threshold_pct, s.rfd_source, s.fairness), (rx::Mode::Window, 20, rx::RfdSource::Tsecr, 0));
         assert!(s.clear_ce && s.rtt_min_creep && s.ss_exit == rx::SsExit::Hold);
+        assert_eq!(s.rtt_scale, rx::RttScale::X8);
     }
 
     #[test]

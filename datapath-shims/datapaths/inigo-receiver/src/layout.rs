@@ -13,6 +13,7 @@ pub const RFD_TSECR: u32 = 1;
 pub const F_CLEAR_CE: u32 = 1 << 0;
 pub const F_RTT_CREEP: u32 = 1 << 1;
 pub const F_SS_HOLD: u32 = 1 << 2;
+pub const F_RTT_X8: u32 = 1 << 3;
 
 pub const C_HAVE_REF: u8 = 1 << 0;
 pub const C_USEC_TS: u8 = 1 << 1;

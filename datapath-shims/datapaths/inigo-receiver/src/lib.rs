@@ -22,7 +22,7 @@ pub use counters::{Counter, Counters};
 pub use instance::{
     connections, disable, enable, status, ConnStatus, DisableReport, EnableOutcome, EnableReport, Status, Target, PIN_BASE,
 };
-pub use settings::{Capacity, Mode, RfdSource, Settings, SsExit};
+pub use settings::{Capacity, Mode, RfdSource, RttScale, Settings, SsExit};
 
 /// The compiled object (build.rs): both programs and their maps.
 pub(crate) const OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/inigo_receiver.bpf.o"));

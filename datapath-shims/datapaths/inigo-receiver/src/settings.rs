@@ -39,6 +39,17 @@ pub enum SsExit {
     Hold,
 }
 
+/// How RTT_min is read from the kernel's receive-side RTT estimate (spec A-3, risk R-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RttScale {
+    /// `rcv_rtt_est.rtt_us >> 3`: the estimate in µs, as `tcpi_rcv_rtt` reports it (default).
+    Actual,
+    /// `rcv_rtt_est.rtt_us` as stored, i.e. 8× the estimate, as the published patch read it: the
+    /// late threshold is 8× larger. Reproduces [R]'s receiver results.
+    X8,
+}
+
 /// The receiver's settings; every one can be replaced on a live instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Settings {
@@ -54,6 +65,7 @@ pub struct Settings {
     pub clear_ce: bool,
     /// RTT_min += 1 µs per segment whose RTT sample exceeds it, as the patch did. Off by default.
     pub rtt_min_creep: bool,
+    pub rtt_scale: RttScale,
     pub ss_exit: SsExit,
     /// µs per TSval tick for connections without µs timestamps (Linux: 1 ms). Default 1000.
     pub ts_tick_us: u32,
@@ -71,6 +83,7 @@ impl Default for Settings {
             fairness: 10,
             clear_ce: false,
             rtt_min_creep: false,
+            rtt_scale: RttScale::Actual,
             ss_exit: SsExit::Halve,
             ts_tick_us: 1000,
             rebase: 0,
@@ -124,7 +137,8 @@ impl Settings {
         raw.fairness = self.fairness;
         raw.flags = (if self.clear_ce { layout::F_CLEAR_CE } else { 0 })
             | (if self.rtt_min_creep { layout::F_RTT_CREEP } else { 0 })
-            | (if self.ss_exit == SsExit::Hold { layout::F_SS_HOLD } else { 0 });
+            | (if self.ss_exit == SsExit::Hold { layout::F_SS_HOLD } else { 0 })
+            | (if self.rtt_scale == RttScale::X8 { layout::F_RTT_X8 } else { 0 });
         raw.ts_tick_us = self.ts_tick_us;
         raw.rebase = self.rebase;
     }
@@ -137,6 +151,7 @@ impl Settings {
             fairness: raw.fairness,
             clear_ce: raw.flags & layout::F_CLEAR_CE != 0,
             rtt_min_creep: raw.flags & layout::F_RTT_CREEP != 0,
+            rtt_scale: if raw.flags & layout::F_RTT_X8 != 0 { RttScale::X8 } else { RttScale::Actual },
             ss_exit: if raw.flags & layout::F_SS_HOLD != 0 { SsExit::Hold } else { SsExit::Halve },
             ts_tick_us: raw.ts_tick_us,
             rebase: raw.rebase,
@@ -150,7 +165,7 @@ impl Settings {
         a.iter().zip(b.iter()).filter(|(x, y)| x.1 != y.1).map(|(new, old)| format!("{} {} -> {}", new.0, old.1, new.1)).collect()
     }
 
-    fn fields(&self) -> [(&'static str, String); 9] {
+    fn fields(&self) -> [(&'static str, String); 10] {
         [
             ("mode", format!("{:?}", self.mode).to_lowercase()),
             ("threshold-pct", self.threshold_pct.to_string()),
@@ -158,6 +173,7 @@ impl Settings {
             ("fairness", self.fairness.to_string()),
             ("clear-ce", self.clear_ce.to_string()),
             ("rtt-min-creep", self.rtt_min_creep.to_string()),
+            ("rtt-scale", format!("{:?}", self.rtt_scale).to_lowercase()),
             ("ss-exit", format!("{:?}", self.ss_exit).to_lowercase()),
             ("ts-tick-us", self.ts_tick_us.to_string()),
             ("rebase", self.rebase.to_string()),
@@ -185,6 +201,7 @@ mod tests {
             fairness: 0,
             clear_ce: true,
             rtt_min_creep: true,
+            rtt_scale: RttScale::X8,
             ss_exit: SsExit::Hold,
             ts_tick_us: 1,
             rebase: 512,

@@ -10,7 +10,7 @@ mod common;
 
 use ccp_inigo_receiver::layout::{Conn, Key, TestHooks, C_HAVE_REF};
 use ccp_inigo_receiver::testrun::{RunResult, TestBench, TCX_NEXT};
-use ccp_inigo_receiver::{Counter, Mode, RfdSource, Settings, SsExit};
+use ccp_inigo_receiver::{Counter, Mode, RfdSource, RttScale, Settings, SsExit};
 use common::*;
 
 const SND4: &str = "10.0.0.1:40000";
@@ -459,6 +459,23 @@ fn rtt_min_is_a_min_filter_with_an_optional_creep() {
         r.hooks(|h| h.rtt_raw = 9_000 << 3);
         r.arrive(3000, 103, 500, ECT0);
         assert_eq!(r.conn().rtt_min_us, 9_000);
+    }
+}
+
+#[test]
+fn rtt_scale_x8_reads_the_estimate_as_stored_like_the_patch() {
+    if skip_without_root("rtt_x8") {
+        return;
+    }
+    // rcv_rtt_est.rtt_us holds 8 x 10 ms; the patch took it as RTT_min, so its threshold at 17 %
+    // is 13.6 ms instead of 1.7 ms: an RFD of 5 ms is late with the actual scale only.
+    for (scale, rtt_min, thresh, late) in [(RttScale::Actual, RTT_US, 1700, true), (RttScale::X8, RTT_US * 8, 13_600, false)] {
+        let mut r = Rig::new(Settings { rtt_scale: scale, ..Settings::default() }, false);
+        r.arrive(0, 100, 500, ECT0);
+        let out = r.arrive(6000, 101, 500, ECT0); // R = 6 ms of arrival, S = 1 tick: RFD 5 ms
+        let c = r.conn();
+        assert_eq!((c.rtt_min_us, c.thresh_us, c.rfd_total_us), (rtt_min, thresh, 5000), "{scale:?}");
+        assert_eq!(ecn_of(&out.frame) == CE, late, "{scale:?}");
     }
 }
 

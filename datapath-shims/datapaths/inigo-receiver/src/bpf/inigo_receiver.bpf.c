@@ -13,7 +13,8 @@
  * RTT_min comes from the receiving socket (bpf_skc_lookup_tcp + bpf_skc_to_tcp_sock): the
  * kernel's receive-side RTT estimate tcp_sock.rcv_rtt_est.rtt_us, which tcp_rcv_rtt_update()
  * stores left-shifted by 3 (tcp_get_info() reports it >> 3 as tcpi_rcv_rtt). The published patch
- * took that value unshifted (spec A-3); here it is shifted back.
+ * took that value unshifted (spec A-3), which makes its threshold 8x larger; here it is shifted
+ * back unless the rtt_x8 flag asks for the patch's behaviour.
  *
  * Everything that is not a TCP data segment of a connection with timestamps passes untouched;
  * so do non-ECN segments in marking mode. Programs return TCX_NEXT: later programs on the hook
@@ -386,8 +387,8 @@ static __always_inline enum verdict rfd_step(struct inigo_conn *c, const struct 
 					     const struct seg *g, const struct sockinfo *si, __u64 now)
 {
 	__u32 mss = si->advmss ? si->advmss : 536;
-	/* tcp_rcv_rtt_update() keeps rcv_rtt_est.rtt_us << 3. */
-	__u32 rtt = si->rtt_raw >> 3;
+	/* tcp_rcv_rtt_update() keeps rcv_rtt_est.rtt_us << 3; the patch used it as it is. */
+	__u32 rtt = (s->flags & INIGO_F_RTT_X8) ? si->rtt_raw : si->rtt_raw >> 3;
 
 	c->rtt_raw = si->rtt_raw;
 	c->advmss = mss;

@@ -25,6 +25,7 @@ enum inigo_rfd_source {
 #define INIGO_F_CLEAR_CE (1u << 0)  /* marking mode: clear CE on segments that are not late ([R]) */
 #define INIGO_F_RTT_CREEP (1u << 1) /* RTT_min += 1 µs per segment whose sample exceeds it ([R]) */
 #define INIGO_F_SS_HOLD (1u << 2)   /* receiver slow-start exit without halving ([R4.2]) */
+#define INIGO_F_RTT_X8 (1u << 3)    /* RTT_min from rcv_rtt_est unshifted (x8), as the patch ([R], A-3) */
 
 /* The one entry of the `settings` array. */
 struct inigo_settings {
