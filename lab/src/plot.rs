@@ -18,7 +18,9 @@ use crate::metrics::{ClassPoint, FlowPoint, LinkBin};
 /// Label fonts tried in order (fonts-dejavu-core, which scripts/setup.sh installs, ships the first).
 const FONTS: [&str; 2] =
     ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"];
-const PALETTE: [RGBColor; 8] = [
+/// Twenty distinguishable colours (the first eight as before, then darker and lighter companions):
+/// an experiment with up to twenty schemes gets one colour each in the pooled plots.
+const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -27,6 +29,18 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
     RGBColor(23, 190, 207),
+    RGBColor(188, 189, 34),
+    RGBColor(0, 0, 0),
+    RGBColor(120, 170, 230),
+    RGBColor(250, 150, 150),
+    RGBColor(130, 220, 110),
+    RGBColor(255, 190, 110),
+    RGBColor(80, 40, 130),
+    RGBColor(200, 160, 150),
+    RGBColor(120, 20, 80),
+    RGBColor(10, 100, 100),
+    RGBColor(100, 100, 20),
+    RGBColor(150, 150, 255),
 ];
 const GREY: RGBColor = RGBColor(150, 150, 150);
 
