@@ -312,7 +312,17 @@ impl Cubic {
     /// twice what is in flight so it cannot run away while another window is in control.
     /// A cap is not a congestion event: W_max, K and the epoch are left alone.
     pub fn cap_cwnd(&mut self, max_bytes: f64) {
-        self.w.cwnd_bytes = self.w.cwnd_bytes.min(max_bytes.max(self.w.min_cwnd()));
+        self.w.cap(max_bytes);
+    }
+
+    /// A proportional drop ordered by another loop (Annulus, annulus.md §5.3 rule 2, §12 A11):
+    /// cwnd ×= factor, ssthresh ≤ cwnd. Cubic would otherwise climb straight back to the curve it
+    /// was on, so the epoch restarts with W_max no higher than the new window (K = 0: convex growth
+    /// from here, at Cubic's own pace). W_max is only lowered, never raised.
+    pub fn scale(&mut self, factor: f64) {
+        self.w.scale(factor);
+        self.w_max = self.w_max.min(self.cwnd_pkts());
+        self.epoch_start_us = None;
     }
 
     /// Whether a loss or ECN-Echo at `now_us` starts a new congestion event. RFC 9438 §4.6 reduces

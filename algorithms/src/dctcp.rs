@@ -246,6 +246,22 @@ impl Dctcp {
         }
     }
 
+    /// The current window, bytes.
+    pub fn cwnd_bytes(&self) -> f64 {
+        self.w.cwnd_bytes
+    }
+
+    /// Limits the window from outside (Annulus's growth pause); not a congestion event.
+    pub fn cap_cwnd(&mut self, max_bytes: f64) {
+        self.w.cap(max_bytes);
+    }
+
+    /// A proportional drop ordered by another loop (Annulus, annulus.md §12 A11): α and the
+    /// observation window are untouched — this loop's path did not mark.
+    pub fn scale(&mut self, factor: f64) {
+        self.w.scale(factor);
+    }
+
     fn open(&self, inflight_bytes: f64, now_us: u64) -> WindowEnd {
         WindowEnd::open(self.cfg.window, inflight_bytes, self.w.mss, now_us, self.w.srtt_us)
     }

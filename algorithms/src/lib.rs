@@ -11,14 +11,18 @@ pub mod registry;
 pub mod filters;
 
 pub mod abc;
+pub mod annulus;
 pub mod basic_delay;
+pub mod bbr;
 pub mod cdg;
 pub mod constant;
 pub mod copa;
 pub mod cubic;
+pub mod dcqcn;
 pub mod dctcp;
 pub mod inigo;
 pub mod nimbus;
+pub mod qcn;
 pub mod reno;
 pub mod vegas;
 

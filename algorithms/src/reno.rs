@@ -145,6 +145,20 @@ impl RenoWindow {
         self.cwnd_bytes = self.ssthresh_bytes;
     }
 
+    /// Limits the window from outside (a growth pause ordered by another loop, ABC's legacy
+    /// window): never raises it, never below the floor. Not a congestion event.
+    pub fn cap(&mut self, max_bytes: f64) {
+        self.cwnd_bytes = self.cwnd_bytes.min(max_bytes.max(self.min_cwnd()));
+    }
+
+    /// A proportional drop ordered from outside (Annulus's rule 2, annulus.md §12 A11): the window
+    /// times `factor`, and ssthresh no higher than the new window, so slow start does not regrow
+    /// what the other loop took away. Opens no recovery period: this loop saw no congestion.
+    pub fn scale(&mut self, factor: f64) {
+        self.cwnd_bytes = (self.cwnd_bytes * factor.clamp(0.0, 1.0)).max(self.min_cwnd());
+        self.ssthresh_bytes = self.ssthresh_bytes.min(self.cwnd_bytes);
+    }
+
     /// Retransmission timeout: remember half the window, collapse to the loss window.
     pub fn timeout(&mut self, now_us: u64, inflight_bytes: u64) {
         let flight = (inflight_bytes as f64).max(self.cwnd_bytes);

@@ -1,0 +1,130 @@
+//! The end-to-end loop: the flow's own congestion control, unmodified, behind the three hooks the
+//! coordination needs (annulus.md §6.2 `E2eAlg`): its rate, a growth ceiling and a proportional drop.
+
+use ccp_contract::{Action, Algorithm, FlowStart, Report, StateVar};
+
+use crate::bbr::{Bbr, BbrConfig};
+use crate::cubic::{Cubic, CubicConfig};
+use crate::dctcp::{Dctcp, DctcpConfig};
+
+/// Which algorithm an end-to-end loop runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum E2eKind {
+    Dctcp,
+    Cubic,
+    Bbr,
+}
+
+impl E2eKind {
+    pub const NAMES: &'static [&'static str] = &["dctcp", "cubic", "bbr"];
+
+    pub fn parse(name: &str) -> Option<E2eKind> {
+        match name {
+            "dctcp" => Some(E2eKind::Dctcp),
+            "cubic" => Some(E2eKind::Cubic),
+            "bbr" => Some(E2eKind::Bbr),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            E2eKind::Dctcp => "dctcp",
+            E2eKind::Cubic => "cubic",
+            E2eKind::Bbr => "bbr",
+        }
+    }
+}
+
+/// One flow's end-to-end algorithm, with its registry defaults.
+pub(super) enum E2eLoop {
+    Dctcp(Dctcp),
+    Cubic(Cubic),
+    Bbr(Bbr),
+}
+
+impl E2eLoop {
+    pub(super) fn new(kind: E2eKind) -> Self {
+        match kind {
+            E2eKind::Dctcp => E2eLoop::Dctcp(Dctcp::new(DctcpConfig::default())),
+            E2eKind::Cubic => E2eLoop::Cubic(Cubic::new(CubicConfig::default())),
+            E2eKind::Bbr => E2eLoop::Bbr(Bbr::new(BbrConfig::default())),
+        }
+    }
+
+    fn alg(&mut self) -> &mut dyn Algorithm {
+        match self {
+            E2eLoop::Dctcp(a) => a,
+            E2eLoop::Cubic(a) => a,
+            E2eLoop::Bbr(a) => a,
+        }
+    }
+
+    pub(super) fn init(&mut self, start: &FlowStart) -> Action {
+        self.alg().init(start)
+    }
+
+    pub(super) fn on_report(&mut self, report: &Report) -> Action {
+        self.alg().on_report(report)
+    }
+
+    pub(super) fn state(&self) -> Vec<StateVar> {
+        match self {
+            E2eLoop::Dctcp(a) => a.state(),
+            E2eLoop::Cubic(a) => a.state(),
+            E2eLoop::Bbr(a) => a.state(),
+        }
+    }
+
+    pub(super) fn cwnd_bytes(&self) -> f64 {
+        match self {
+            E2eLoop::Dctcp(a) => a.cwnd_bytes(),
+            E2eLoop::Cubic(a) => a.cwnd_bytes(),
+            E2eLoop::Bbr(a) => a.cwnd_bytes(),
+        }
+    }
+
+    /// True when the algorithm sets its own pacing rate (the rate the min() compares).
+    pub(super) fn rate_based(&self) -> bool {
+        matches!(self, E2eLoop::Bbr(_))
+    }
+
+    /// The loop's rate, bytes/s: cwnd/srtt for a window (annulus.md §3, factor 1.0 per §12 A12),
+    /// the algorithm's pacing rate for BBR. Infinite while a window-based loop has no RTT yet.
+    pub(super) fn rate_bytes_per_s(&self, srtt_us: Option<u64>) -> f64 {
+        match self {
+            E2eLoop::Bbr(a) => a.pacing_rate_bytes_per_s(),
+            _ => match srtt_us {
+                Some(rtt) if rtt > 0 => self.cwnd_bytes() * 1e6 / rtt as f64,
+                _ => f64::INFINITY,
+            },
+        }
+    }
+
+    /// Growth pause: the loop's rate no higher than `ceiling_bytes_per_s` (never raised).
+    pub(super) fn limit_growth(&mut self, ceiling_bytes_per_s: f64, srtt_us: Option<u64>) {
+        let window_cap = |srtt: Option<u64>| srtt.map(|rtt| ceiling_bytes_per_s * rtt as f64 / 1e6);
+        match self {
+            E2eLoop::Dctcp(a) => {
+                if let Some(cap) = window_cap(srtt_us) {
+                    a.cap_cwnd(cap)
+                }
+            }
+            E2eLoop::Cubic(a) => {
+                if let Some(cap) = window_cap(srtt_us) {
+                    a.cap_cwnd(cap)
+                }
+            }
+            E2eLoop::Bbr(a) => a.cap_rate(ceiling_bytes_per_s),
+        }
+    }
+
+    /// Proportional drop by `factor` in (0, 1].
+    pub(super) fn scale(&mut self, factor: f64) {
+        match self {
+            E2eLoop::Dctcp(a) => a.scale(factor),
+            E2eLoop::Cubic(a) => a.scale(factor),
+            E2eLoop::Bbr(a) => a.scale(factor),
+        }
+    }
+}
