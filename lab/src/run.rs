@@ -256,7 +256,9 @@ fn router_config(l: &Loaded, link: &Link, qdisc: &QdiscKind, buffer: u32, log: O
         },
         None => DirectionConfig::unlimited(one_way),
     };
-    RouterConfig { down, up, feedback: FeedbackConfig::default(), log_csv: log, duration: None, realtime }
+    // Validated when the experiment was loaded.
+    let classes = ccp_router::classes::parse_all(&n.class_delays).expect("network.class_delays were validated at load");
+    RouterConfig { down, up, feedback: FeedbackConfig::default(), classes, log_csv: log, duration: None, realtime }
 }
 
 /// Where the router writes a run's per-packet log: on tmpfs when there is one. The router writes

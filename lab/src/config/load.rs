@@ -150,6 +150,18 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn class_delays_are_parsed_by_the_router_and_located() {
+        let good = MINIMAL.replace("buffer_pkts = 100", "buffer_pkts = 100\nclass_delays = [\"dport=5202:down=1,up=1\"]");
+        let l = parse(Path::new("x.toml"), &good).unwrap();
+        assert_eq!(l.experiment.network.class_delays, ["dport=5202:down=1,up=1"]);
+        let bad =
+            MINIMAL.replace("buffer_pkts = 100", "buffer_pkts = 100\nclass_delays = [\"dport=5201-5210:1\", \"dport=5205:2\"]");
+        let (line, key, m) = err(&bad);
+        assert_eq!((line, key.as_str()), (6, "network.class_delays"));
+        assert!(m.contains("overlap"), "{m}");
+    }
+
+    #[test]
     fn kernel_schemes_refuse_agent_keys() {
         let text = format!("{MINIMAL}params = {{ g = 1 }}\n");
         let (_, key, m) = err(&text);

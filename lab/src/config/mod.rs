@@ -91,6 +91,12 @@ pub struct Network {
     /// Rate of the ACK direction, Mbit/s (default unlimited; the ABC artifact used 12).
     #[serde(default)]
     pub ack_rate_mbps: Option<f64>,
+    /// Per-flow-class one-way delays through the same bottleneck, in `ccp-router --class-delay`
+    /// syntax (`"dport=5203-5210:down=1,up=1"`); flows without a class get `rtt_ms`. Flow number
+    /// i of a run (the scheme's flows first, then cross flows in order) uses receiver port
+    /// 5201 + i.
+    #[serde(default)]
+    pub class_delays: Vec<String>,
 }
 
 /// A bottleneck link, or a set of them.

@@ -141,6 +141,7 @@ fn validate_network(n: &Network) -> Result<(), Invalid> {
     if let Some(r) = n.ack_rate_mbps {
         finite_positive("network.ack_rate_mbps", r)?;
     }
+    ccp_router::classes::parse_all(&n.class_delays).map_err(|e| ("network.class_delays".to_string(), e.to_string()))?;
     Ok(())
 }
 
@@ -334,8 +335,8 @@ fn validate_cross(key: &str, c: &CrossSpec) -> Result<(), Invalid> {
             if extra_rtt_ms.is_some() {
                 return Err((
                     format!("{key}.extra_rtt_ms"),
-                    "not supported: ccp-router applies one propagation delay per direction to every packet, so cross \
-                     flows cannot have their own RTT (it would need per-flow delay in the router)"
+                    "not supported per cross flow: give the flow's receiver port (5201 + its index, the scheme's flows \
+                     first) a per-flow delay in network.class_delays (ccp-router --class-delay syntax)"
                         .into(),
                 ));
             }

@@ -24,7 +24,7 @@ pub const DEFAULT_QUEUE_PKTS: usize = 1000;
 /// Largest rate accepted, Mbit/s (well beyond what a user-space forwarder can do).
 const MAX_RATE_MBPS: f64 = 100_000.0;
 /// Largest one-way delay accepted, ms.
-const MAX_DELAY_MS: f64 = 10_000.0;
+pub const MAX_DELAY_MS: f64 = 10_000.0;
 
 /// Milliseconds (as given) to ns, checking range; errors name `flag`.
 pub fn ms_to_ns(flag: &str, ms: f64, max_ms: f64) -> Result<Nanos> {
@@ -292,6 +292,7 @@ impl LinkArgs {
         Ok(RouterConfig {
             down: DirectionConfig { shape: down_shape, delay: delay_down, limit, qdisc },
             up: DirectionConfig { shape: up_shape, delay: delay_up, limit: up_limit, qdisc: QdiscKind::DropTail },
+            classes: crate::classes::parse_all(&self.class_delay)?,
             feedback: FeedbackConfig {
                 port: self.qcn_port.unwrap_or(DEFAULT_CNM_PORT),
                 delay: self
@@ -388,6 +389,31 @@ mod tests {
         let bad_prefix = Cli::try_parse_from(["ccp-router", "run", "--netns-prefix", "../x", "--rate-mbps", "1"]).unwrap();
         let Command::Run(r) = bad_prefix.command else { unreachable!() };
         assert!(r.configs().unwrap_err().to_string().starts_with("--netns-prefix:"));
+    }
+
+    #[test]
+    fn class_delays_parse_and_are_validated() {
+        let r = parse(&[
+            "--rate-mbps",
+            "10",
+            "--delay-ms",
+            "15",
+            "--class-delay",
+            "dport=5201-5299:down=20,up=20",
+            "--class-delay",
+            "dst=10.77.0.2,proto=udp,dport=6000:1",
+        ]);
+        let (_, c) = r.configs().unwrap();
+        assert_eq!(c.classes.len(), 2);
+        assert_eq!(c.classes[0].to_string(), "dport=5201-5299:20");
+        assert_eq!(c.classes[1].down, Some(NANOS_PER_MS));
+        assert_eq!(c.down.delay, 15 * NANOS_PER_MS, "the default delay is unchanged");
+        assert!(parse(&["--rate-mbps", "10"]).configs().unwrap().1.classes.is_empty());
+        let e = err(&["--rate-mbps", "10", "--class-delay", "dport=5201-5299:1", "--class-delay", "dport=5250:2"]);
+        assert!(e.starts_with("--class-delay: classes 1 (dport=5201-5299) and 2 (dport=5250) overlap"), "{e}");
+        assert!(err(&["--rate-mbps", "10", "--class-delay", "dport=9-5:1"])
+            .starts_with("--class-delay: \"dport=9-5:1\": dport: the range 9-5 is empty"));
+        assert!(err(&["--rate-mbps", "10", "--class-delay", "dport=80:99999"]).contains("outside 0..=10000 ms"));
     }
 
     #[test]

@@ -85,6 +85,14 @@ pub struct LinkArgs {
     /// One-way delay receiver → sender, ms (overrides --delay-ms).
     #[arg(long)]
     pub delay_ms_up: Option<f64>,
+    /// Per-flow-class one-way delay (repeatable), MATCH[,MATCH…]:DELAY, e.g.
+    /// `dport=5201-5299:20` or `dst=10.77.0.2,proto=udp:down=1,up=1`. MATCH: dport, sport
+    /// (PORT or LO-HI), src, dst (A.B.C.D[/LEN]), proto (tcp|udp), written for the
+    /// sender → receiver direction (replies match with source and destination swapped). DELAY:
+    /// MS for both directions, or down=MS and/or up=MS. Unmatched packets get --delay-ms; the
+    /// queue is shared. Classes must not overlap.
+    #[arg(long = "class-delay", value_name = "MATCH:DELAY")]
+    pub class_delay: Vec<String>,
     /// Fixed rate of the sender → receiver link, Mbit/s, or "unlimited".
     #[arg(long)]
     pub rate_mbps: Option<String>,

@@ -12,6 +12,7 @@ use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::qcn::{Qcn, QcnParams};
 use ccp_qdisc::{Limit, Nanos, Qdisc};
 
+use crate::classes::ClassDelay;
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
 use crate::packet::IpPacket;
@@ -147,6 +148,10 @@ pub struct RouterConfig {
     /// Receiver → sender (ACKs; unlimited unless given a rate or trace).
     pub up: DirectionConfig,
     pub feedback: FeedbackConfig,
+    /// Per-flow-class one-way delays (`--class-delay`), overriding `down.delay`/`up.delay` for
+    /// the packets they match; disjoint, checked by [`crate::classes::validate`]. Empty: every
+    /// packet gets its direction's delay.
+    pub classes: Vec<ClassDelay>,
     pub log_csv: Option<PathBuf>,
     /// Stop by itself after this long.
     pub duration: Option<Nanos>,
@@ -167,6 +172,7 @@ impl RouterConfig {
             },
             up: DirectionConfig::unlimited(delay),
             feedback: FeedbackConfig::default(),
+            classes: Vec::new(),
             log_csv: None,
             duration: None,
             realtime: false,

@@ -3,7 +3,8 @@
 //! `ccp-qdisc` (drop-tail, ABC, DCTCP marking, HULL phantom queue, QCN congestion point, CoDel).
 //!
 //! * [`topology`]: namespaces `PFX-snd`/`PFX-rcv`, TUN devices, addresses, cleanup;
-//! * [`router`]: the event loop (qdisc → [`link`] → [`delay`] per direction);
+//! * [`router`]: the event loop (qdisc → [`link`] → [`delay`] per direction), with per-flow-class
+//!   delays ([`classes`]) after the shared queue;
 //! * [`emulator`]: both together as one handle for tests and experiment runners;
 //! * [`trace`]: mahimahi trace files; [`feedback`]: QCN notifications on the wire;
 //! * [`log`] and [`summary`]: the per-packet CSV and the exit summary, with delays as
@@ -13,6 +14,7 @@
 //!   printed each second and plotted).
 
 pub mod args_to_config;
+pub mod classes;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -34,6 +36,7 @@ pub mod topology;
 pub mod trace;
 pub mod tun;
 
+pub use classes::ClassDelay;
 pub use config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
 pub use emulator::Emulator;
 pub use error::{Error, Result};

@@ -1,6 +1,10 @@
 //! The router's event loop: moves packets between the two TUN devices through, per direction, a
 //! queue discipline, an emulated link and a propagation delay line.
 //!
+//! With per-flow-class delays ([`crate::classes`]) the queue and link stay shared; a packet's
+//! class only picks the delay line it waits in after the link, one line per class, released
+//! independently (a short-delay packet never waits behind a long-delay one).
+//!
 //! One thread, level-triggered epoll over the two TUN descriptors, a timerfd armed at the next
 //! instant something is due (a link opportunity, a packet leaving the delay line) and a stop
 //! descriptor (signalfd for the binary, eventfd for the library). No busy polling: on a 2-core
@@ -14,15 +18,16 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use ccp_qdisc::qcn::wire::Cnm;
 use ccp_qdisc::{DropReason, Ecn, Nanos, Outputs, Qdisc};
 
+use crate::classes::{self, ClassDelay, Dir};
 use crate::clock::{self, Timer};
 use crate::config::{DirectionConfig, RouterConfig};
-use crate::delay::DelayLine;
+use crate::delay::{ClassedDelayLine, DelayLine};
 use crate::error::{Error, Result};
 use crate::feedback::cnm_datagram;
 use crate::link::{Link, Sent};
 use crate::log::{CsvLog, Outcome, Row};
 use crate::packet::IpPacket;
-use crate::summary::{DirectionInfo, DirectionStats, Summary};
+use crate::summary::{ClassSummary, DirectionInfo, DirectionStats, Summary};
 use crate::topology::{Side, Topology};
 use crate::tun::Tun;
 
@@ -54,13 +59,19 @@ struct InFlight {
     finished_at: Nanos,
 }
 
-/// One direction: qdisc → link → delay line.
+/// One direction: qdisc → link → delay line (one per flow class).
 struct Direction {
     name: &'static str,
+    dir: Dir,
     config: DirectionConfig,
     qdisc: Box<dyn Qdisc<IpPacket> + Send>,
     link: Link<IpPacket>,
-    line: DelayLine<InFlight>,
+    /// The flow classes (shared by both directions; each matches in its own orientation).
+    classes: Vec<ClassDelay>,
+    /// Line 0: the direction's default delay; line i + 1: class i's.
+    line: ClassedDelayLine<InFlight>,
+    /// Packets delivered per line.
+    class_packets_out: Vec<u64>,
     out: Outputs<IpPacket>,
     sent: Vec<Sent<IpPacket>>,
     next_id: u64,
@@ -68,13 +79,17 @@ struct Direction {
 }
 
 impl Direction {
-    fn new(name: &'static str, config: DirectionConfig, start: Nanos) -> Result<Direction> {
+    fn new(name: &'static str, dir: Dir, config: DirectionConfig, classes: &[ClassDelay], start: Nanos) -> Result<Direction> {
         let mut qdisc = config.qdisc.build(config.limit, &config.shape)?;
         let link = Link::new(&config.shape, start);
         link.announce_rate(start, qdisc.as_mut());
+        let delays = std::iter::once(config.delay).chain(classes.iter().map(|c| c.delay(dir, config.delay)));
         Ok(Direction {
             name,
-            line: DelayLine::new(config.delay),
+            dir,
+            line: ClassedDelayLine::new(delays),
+            class_packets_out: vec![0; classes.len() + 1],
+            classes: classes.to_vec(),
             config,
             qdisc,
             link,
@@ -103,7 +118,8 @@ impl Direction {
                 dequeued_at: s.dequeued_at,
                 finished_at: s.finished_at,
             };
-            self.line.push(s.finished_at, item);
+            let class = classes::classify(&self.classes, self.dir, &item.packet.data).map_or(0, |c| c + 1);
+            self.line.push(s.finished_at, class, item);
         }
     }
 
@@ -148,7 +164,11 @@ impl Router {
             Some(p) => Some(CsvLog::create(p, start)?),
             None => None,
         };
-        let dirs = [Direction::new("down", config.down, start)?, Direction::new("up", config.up, start)?];
+        classes::validate(&config.classes)?;
+        let dirs = [
+            Direction::new("down", Dir::Down, config.down, &config.classes, start)?,
+            Direction::new("up", Dir::Up, config.up, &config.classes, start)?,
+        ];
         let tuns = [topology.tun(Side::Sender)?, topology.tun(Side::Receiver)?];
         // SAFETY: plain syscall; the fd is owned immediately.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -313,12 +333,13 @@ impl Router {
         for di in 0..2 {
             let far = &self.tuns[1 - di];
             let d = &mut self.dirs[di];
-            while let Some((release, f)) = d.line.pop_due(now) {
+            while let Some((release, class, f)) = d.line.pop_due(now) {
                 let written = clock::now();
                 let ecn_out = crate::packet::ecn_of(&f.packet.data);
                 let outcome = match far.write(&f.packet.data) {
                     Ok(()) => {
                         d.stats.counts.packets_out += 1;
+                        d.class_packets_out[class] += 1;
                         d.stats.counts.bytes_out += f.packet.data.len() as u64;
                         d.stats.queue_delay_us.record(f.dequeued_at.saturating_sub(f.enqueued_at) / 1000);
                         d.stats.delay_error_us.record(written.saturating_sub(release) / 1000);
@@ -380,6 +401,19 @@ impl Router {
             d.stats.summarise(info, elapsed)
         };
         let [down, up] = &self.dirs;
-        Ok(Summary { duration_s: elapsed as f64 / 1e9, down: summarise(down), up: summarise(up) })
+        let ms = |ns: Nanos| ns as f64 / 1e6;
+        let classes = down
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ClassSummary {
+                class: c.to_string(),
+                delay_down_ms: ms(c.delay(Dir::Down, down.config.delay)),
+                delay_up_ms: ms(c.delay(Dir::Up, up.config.delay)),
+                packets_down: down.class_packets_out[i + 1],
+                packets_up: up.class_packets_out[i + 1],
+            })
+            .collect();
+        Ok(Summary { duration_s: elapsed as f64 / 1e9, down: summarise(down), up: summarise(up), classes })
     }
 }

@@ -60,6 +60,17 @@ pub struct DirectionSummary {
     pub delay_error_ms: Option<Percentiles>,
 }
 
+/// One flow class (`--class-delay`): its delays and the packets it delivered.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ClassSummary {
+    /// The class in `--class-delay` syntax.
+    pub class: String,
+    pub delay_down_ms: f64,
+    pub delay_up_ms: f64,
+    pub packets_down: u64,
+    pub packets_up: u64,
+}
+
 /// What the router writes at exit.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
@@ -68,6 +79,10 @@ pub struct Summary {
     pub down: DirectionSummary,
     /// Receiver → sender.
     pub up: DirectionSummary,
+    /// Per-flow-class delays, when any were configured (absent from the JSON otherwise);
+    /// packets of no class are the directions' totals minus these.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub classes: Vec<ClassSummary>,
 }
 
 /// Everything needed to summarise one direction besides its counters.
@@ -128,6 +143,12 @@ impl Summary {
                 }
             }
         }
+        for c in &self.classes {
+            s += &format!(
+                "  class {}: delay down {:.1} ms, up {:.1} ms; packets delivered down {}, up {}\n",
+                c.class, c.delay_down_ms, c.delay_up_ms, c.packets_down, c.packets_up
+            );
+        }
         s
     }
 }
@@ -147,8 +168,19 @@ mod tests {
         assert_eq!(d.throughput_mbps, 4.0);
         assert_eq!(d.capacity_mbps, Some(8.0));
         assert_eq!(d.utilisation, Some(0.5));
-        let s = Summary { duration_s: 2.0, down: d.clone(), up: d };
+        let mut s = Summary { duration_s: 2.0, down: d.clone(), up: d, classes: Vec::new() };
         assert!(s.to_text().contains("utilisation 50.0 %"));
-        assert!(serde_json::to_string(&s).unwrap().contains("\"throughput_mbps\":4.0"));
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.contains("\"throughput_mbps\":4.0"));
+        assert!(!json.contains("classes"), "no classes, no key: the JSON is as before");
+        s.classes.push(ClassSummary {
+            class: "dport=5201:20".into(),
+            delay_down_ms: 20.0,
+            delay_up_ms: 20.0,
+            packets_down: 7,
+            packets_up: 5,
+        });
+        assert!(s.to_text().contains("class dport=5201:20: delay down 20.0 ms, up 20.0 ms; packets delivered down 7, up 5"));
+        assert!(serde_json::to_string(&s).unwrap().contains("\"classes\":[{\"class\":\"dport=5201:20\""));
     }
 }

@@ -1,5 +1,6 @@
 //! The emulator with real kernel TCP flows between real namespaces: topology lifecycle, rate and
-//! delay accuracy, ECN marks reaching the sender, QCN notifications parsed by a test receiver.
+//! delay accuracy, per-flow-class delays, ECN marks reaching the sender, QCN notifications parsed
+//! by a test receiver.
 //! Needs root; skips loudly otherwise. Each test takes a few seconds.
 
 mod common;
@@ -7,6 +8,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -149,6 +151,115 @@ fn round_trips_take_twice_the_configured_delay() {
     assert!(p50 <= 2000.0, "median one-way error {p50:.1} µs");
     let internal = summary.down.delay_error_ms.unwrap();
     assert!(internal.p50 <= 1.0, "router's own delay error p50 {} ms", internal.p50);
+}
+
+/// UDP echo servers inside the receiver namespace, one per port, stopped and joined on drop.
+struct UdpEcho {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl UdpEcho {
+    fn start(topo: &Topology, ports: &[u16]) -> UdpEcho {
+        let stop = Arc::new(AtomicBool::new(false));
+        let rcv = topo.config().receiver_addr;
+        let threads = ports
+            .iter()
+            .map(|&port| {
+                let sock = topo.run_in(Side::Receiver, move || UdpSocket::bind((rcv, port))).unwrap().unwrap();
+                sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 64];
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                            let _ = sock.send_to(&buf[..n], from);
+                        }
+                    }
+                })
+            })
+            .collect();
+        UdpEcho { stop, threads }
+    }
+}
+
+impl Drop for UdpEcho {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+#[test]
+fn flow_classes_see_their_own_round_trip_time() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    // One 50 Mbit/s queue; default 15 ms each way, a datacenter class at 1 ms and a WAN class at
+    // 20 ms each way. A misclassified reply (up direction) would add the default instead: 16 ms
+    // and 35 ms round trips, caught below.
+    let mut cfg = RouterConfig::fixed(50e6, 15 * NANOS_PER_MS, Limit::Packets(100));
+    cfg.classes = ccp_router::classes::parse_all(&["dport=6001:1", "dport=6002:down=20,up=20"]).unwrap();
+    let emu = Emulator::start(TopologyConfig::new(&prefix.name), cfg).unwrap();
+    let topo = emu.topology();
+    // (port, configured RTT in ms): WAN first, so that a shared FIFO delay line would hold the
+    // later-sent, shorter-delay probes behind it.
+    let classes = [(6002u16, 40.0), (6003, 30.0), (6001, 2.0)];
+    let echo = UdpEcho::start(topo, &classes.map(|c| c.0));
+    let (snd, rcv) = (topo.config().sender_addr, topo.config().receiver_addr);
+    let clients: Vec<UdpSocket> = classes
+        .iter()
+        .map(|&(port, _)| {
+            let s = topo.run_in(Side::Sender, move || UdpSocket::bind((snd, 0))).unwrap().unwrap();
+            s.connect((rcv, port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            s
+        })
+        .collect();
+    const ROUNDS: usize = 40;
+    let mut rtts_ms = vec![Vec::new(); classes.len()];
+    let mut buf = [0u8; 64];
+    for round in 0..ROUNDS {
+        // All three probes go out back to back and cross the same queue.
+        let sent: Vec<Instant> = clients
+            .iter()
+            .map(|c| {
+                let t = Instant::now();
+                c.send(&(round as u64).to_be_bytes()).unwrap();
+                t
+            })
+            .collect();
+        // Shortest first: each read starts before its echo can be back.
+        for i in (0..classes.len()).rev() {
+            let n = clients[i].recv(&mut buf).unwrap();
+            rtts_ms[i].push(sent[i].elapsed().as_secs_f64() * 1e3);
+            assert_eq!(&buf[..n], &(round as u64).to_be_bytes());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(clients);
+    drop(echo);
+    let summary = emu.stop().unwrap();
+    eprintln!("{}", summary.to_text());
+    for (i, &(port, want)) in classes.iter().enumerate() {
+        let r = &mut rtts_ms[i];
+        r.sort_by(f64::total_cmp);
+        let (min, p50, max) = (r[0], r[r.len() / 2], r[r.len() - 1]);
+        eprintln!("port {port}: configured RTT {want} ms, measured min {min:.2} / p50 {p50:.2} / max {max:.2} ms");
+        assert!(min >= want - 0.1, "port {port}: a round trip of {min:.2} ms is shorter than the configured {want} ms");
+        // The margin allows for thread wake-ups on a loaded 2-core machine (as in
+        // round_trips_take_twice_the_configured_delay); a wrong class is off by ≥ 5 ms.
+        assert!(p50 <= want + 4.0, "port {port}: median round trip {p50:.2} ms for a configured {want} ms");
+    }
+    // Every probe and its echo were counted in their class (the default carries the rest).
+    assert_eq!(summary.classes.len(), 2);
+    for c in &summary.classes {
+        assert_eq!((c.packets_down, c.packets_up), (ROUNDS as u64, ROUNDS as u64), "{c:?}");
+    }
+    assert_eq!(summary.classes[1].class, "dport=6002:20");
+    assert_eq!((summary.classes[0].delay_down_ms, summary.classes[0].delay_up_ms), (1.0, 1.0));
 }
 
 #[test]
