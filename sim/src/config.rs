@@ -58,7 +58,19 @@ fn default_seed() -> u64 {
 pub enum TopologyConfig {
     /// Senders on a left switch, receivers on a right switch, one bottleneck link between them.
     /// Hosts 0..senders are senders, the rest receivers.
-    Dumbbell { senders: u32, receivers: u32, host_gbps: f64, host_delay_us: f64, bottleneck_gbps: f64, bottleneck_delay_us: f64 },
+    Dumbbell {
+        senders: u32,
+        receivers: u32,
+        host_gbps: f64,
+        host_delay_us: f64,
+        /// One-way delay of each sender's access link, µs, one value per sender (in host
+        /// order), instead of `host_delay_us`: flows with different RTTs on one bottleneck (a
+        /// DC/WAN mix). Receivers keep `host_delay_us`. Absent: every host has `host_delay_us`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host_delays_us: Option<Vec<f64>>,
+        bottleneck_gbps: f64,
+        bottleneck_delay_us: f64,
+    },
     /// Hosts around one switch (incast, and the DCTCP single-switch experiments).
     Star { hosts: u32, link_gbps: f64, link_delay_us: f64 },
     /// Two-tier Clos: every ToR connects to every spine (bfc.md §13.2: 8 ToR × 16 hosts, 8 spines,
@@ -140,6 +152,10 @@ pub enum QdiscConfig {
         w: f64,
         #[serde(default = "default_qcn_p")]
         sampling_probability: f64,
+        /// One sample every this many arriving bytes instead (the Annulus testbed: 15 KB);
+        /// overrides `sampling_probability`.
+        #[serde(default)]
+        sampling_bytes: Option<u64>,
         /// "packets" (thesis) or "standard" (802.1Qau).
         #[serde(default = "default_qcn_quantization")]
         quantization: String,
@@ -308,7 +324,29 @@ pub struct FlowConfig {
     pub start_us: f64,
     #[serde(default = "one")]
     pub count: u32,
+    /// A name for these flows in the per-flow output (`flows.csv`'s `label` column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// These flows' congestion control instead of `[cc]`'s algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<FlowCcConfig>,
 }
+
+/// A congestion control for some flows instead of `[cc]`'s `algorithm` and `params` (validated
+/// the same way). How the datapath reports (`reporting`, `report_interval_us`, `agent_delay_us`,
+/// `urgent_on_ece`) stays `[cc]`'s for every flow.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowCcConfig {
+    /// A name from the `ccp-algorithms` registry.
+    pub algorithm: String,
+    /// The algorithm's parameters.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+/// Longest `label` accepted, characters.
+pub const MAX_LABEL_LEN: usize = 64;
 
 fn one() -> u32 {
     1
@@ -337,6 +375,9 @@ pub struct RandomConfig {
     /// At most this many random flows.
     #[serde(default)]
     pub max_flows: Option<u64>,
+    /// The random flows' congestion control instead of `[cc]`'s algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<FlowCcConfig>,
 }
 
 fn default_arrivals() -> Arrivals {
@@ -372,6 +413,9 @@ pub struct IncastConfig {
     /// At most this many bursts.
     #[serde(default)]
     pub bursts: Option<u32>,
+    /// The incast flows' congestion control instead of `[cc]`'s algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<FlowCcConfig>,
 }
 
 /// What to record and write.
@@ -517,9 +561,26 @@ fn assigns(line: &str, key: &str) -> bool {
 }
 
 /// The 1-based line of a dotted key such as `switch.qdisc.k_pkts` or `workload.flows[1].dst`:
-/// the line that assigns it inside its table (or as a dotted key in a parent table), else its
-/// table's header, else 1.
+/// the line that assigns it inside its table (or as a dotted key in a parent table), else the
+/// line that assigns the nearest enclosing key (a key inside an inline table:
+/// `cc = { algorithm = "x" }`), else its table's header, else 1.
 pub fn locate(text: &str, key: &str) -> usize {
+    let (exact, header) = scan(text, key);
+    if let Some(line) = exact {
+        return line;
+    }
+    let mut k = key;
+    while let Some((parent, _)) = k.rsplit_once('.') {
+        if let (Some(line), _) = scan(text, parent) {
+            return line;
+        }
+        k = parent;
+    }
+    header.unwrap_or(1)
+}
+
+/// The line assigning `key` exactly, if any, and the header line of its table, if any.
+fn scan(text: &str, key: &str) -> (Option<usize>, Option<usize>) {
     let parts: Vec<&str> = key.split('.').collect();
     let (table_parts, leaf) = parts.split_at(parts.len().saturating_sub(1));
     let leaf = leaf.first().copied().unwrap_or("");
@@ -562,20 +623,20 @@ pub fn locate(text: &str, key: &str) -> usize {
             continue;
         }
         if current == table && occurrence == want_index && assigns(t, leaf) {
-            return i + 1;
+            return (Some(i + 1), header_line);
         }
         // A dotted key in a parent table ("qdisc.k_pkts = 20" under [switch]).
         let rest = if current.is_empty() { Some(table.as_str()) } else { table.strip_prefix(&format!("{current}.")) };
         if let Some(rest) = rest.filter(|r| !r.is_empty()) {
             if assigns(t, &format!("{rest}.{leaf}")) {
-                return i + 1;
+                return (Some(i + 1), header_line);
             }
         }
         if table.is_empty() && current.is_empty() && assigns(t, leaf) {
-            return i + 1;
+            return (Some(i + 1), header_line);
         }
     }
-    header_line.unwrap_or(1)
+    (None, header_line)
 }
 
 /// Applies one `a.b.c=value` override (the value parsed as TOML, or taken as a string if it does
@@ -618,6 +679,22 @@ fn non_negative(l: &Loaded, key: &str, v: f64) -> Result<(), ConfigError> {
     }
 }
 
+/// Largest per-sender delay accepted, µs (10 s).
+pub const MAX_HOST_DELAY_US: f64 = 10_000_000.0;
+
+/// An algorithm name and its parameters, checked by the registry; errors name
+/// `{table}.algorithm` or `{table}.params`.
+fn check_algorithm(l: &Loaded, table: &str, algorithm: &str, params: &toml::Table) -> Result<(), ConfigError> {
+    if let Err(e) = ccp_algorithms::registry::configure(algorithm, params) {
+        let leaf = match &e {
+            ccp_contract::ParamError::UnknownAlgorithm { .. } => "algorithm",
+            _ => "params",
+        };
+        return Err(l.invalid(&format!("{table}.{leaf}"), e.to_string()));
+    }
+    Ok(())
+}
+
 /// Checks everything the types cannot: ranges, cross-field consistency, host indices, files,
 /// algorithm names and parameters.
 pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
@@ -628,13 +705,39 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
         return Err(l.invalid("warmup_ms", "must be shorter than duration_ms"));
     }
     let hosts = match &s.topology {
-        TopologyConfig::Dumbbell { senders, receivers, host_gbps, host_delay_us, bottleneck_gbps, bottleneck_delay_us } => {
+        TopologyConfig::Dumbbell {
+            senders,
+            receivers,
+            host_gbps,
+            host_delay_us,
+            host_delays_us,
+            bottleneck_gbps,
+            bottleneck_delay_us,
+        } => {
             positive(l, "topology.host_gbps", *host_gbps)?;
             positive(l, "topology.bottleneck_gbps", *bottleneck_gbps)?;
             non_negative(l, "topology.host_delay_us", *host_delay_us)?;
             non_negative(l, "topology.bottleneck_delay_us", *bottleneck_delay_us)?;
             if *senders == 0 || *receivers == 0 {
                 return Err(l.invalid("topology.senders", "a dumbbell needs at least one sender and one receiver"));
+            }
+            if let Some(d) = host_delays_us {
+                if d.len() != *senders as usize {
+                    return Err(
+                        l.invalid("topology.host_delays_us", format!("needs one delay per sender ({senders}), got {}", d.len()))
+                    );
+                }
+                for (i, &us) in d.iter().enumerate() {
+                    if !(us >= 0.0 && us.is_finite()) {
+                        return Err(l.invalid("topology.host_delays_us", format!("sender {i}: must be ≥ 0 µs, got {us}")));
+                    }
+                    if us > MAX_HOST_DELAY_US {
+                        return Err(l.invalid(
+                            "topology.host_delays_us",
+                            format!("sender {i}: {us} µs is above {MAX_HOST_DELAY_US} µs (10 s)"),
+                        ));
+                    }
+                }
             }
             senders + receivers
         }
@@ -694,8 +797,11 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
             }
             non_negative(l, "switch.qdisc.mark_threshold_bytes", *mark_threshold_bytes)?;
         }
-        QdiscConfig::Qcn { w, sampling_probability, quantization, .. } => {
+        QdiscConfig::Qcn { w, sampling_probability, sampling_bytes, quantization, .. } => {
             non_negative(l, "switch.qdisc.w", *w)?;
+            if *sampling_bytes == Some(0) {
+                return Err(l.invalid("switch.qdisc.sampling_bytes", "must be at least 1 byte"));
+            }
             if !(*sampling_probability > 0.0 && *sampling_probability <= 1.0) {
                 return Err(l.invalid("switch.qdisc.sampling_probability", "must be in (0, 1]"));
             }
@@ -739,13 +845,7 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
     positive(l, "transport.delayed_ack_timeout_us", t.delayed_ack_timeout_us)?;
 
     let cc = &s.cc;
-    if let Err(e) = ccp_algorithms::registry::configure(&cc.algorithm, &cc.params) {
-        let key = match &e {
-            ccp_contract::ParamError::UnknownAlgorithm { .. } => "cc.algorithm",
-            _ => "cc.params",
-        };
-        return Err(l.invalid(key, e.to_string()));
-    }
+    check_algorithm(l, "cc", &cc.algorithm, &cc.params)?;
     positive(l, "cc.report_interval_us", cc.report_interval_us)?;
     non_negative(l, "cc.agent_delay_us", cc.agent_delay_us)?;
 
@@ -761,6 +861,20 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
             return Err(l.invalid(&format!("workload.flows[{i}].bytes"), "must be > 0 (omit it for an unbounded flow)"));
         }
         non_negative(l, &format!("workload.flows[{i}].start_us"), f.start_us)?;
+        if let Some(label) = &f.label {
+            let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:/+".contains(c);
+            if label.is_empty() || label.chars().count() > MAX_LABEL_LEN || !label.chars().all(ok) {
+                return Err(l.invalid(
+                    &format!("workload.flows[{i}].label"),
+                    format!(
+                        "{label:?}: 1 to {MAX_LABEL_LEN} letters, digits or - _ . : / + (it is written into flows.csv unquoted)"
+                    ),
+                ));
+            }
+        }
+        if let Some(c) = &f.cc {
+            check_algorithm(l, &format!("workload.flows[{i}].cc"), &c.algorithm, &c.params)?;
+        }
     }
     if let Some(r) = &w.random {
         if !(r.load > 0.0 && r.load < 1.5) {
@@ -774,6 +888,9 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
         if let Err(e) = crate::workload::SizeCdf::load(&path) {
             return Err(l.invalid("workload.random.cdf", e));
         }
+        if let Some(c) = &r.cc {
+            check_algorithm(l, "workload.random.cc", &c.algorithm, &c.params)?;
+        }
     }
     if let Some(inc) = &w.incast {
         if inc.degree == 0 || inc.degree >= hosts {
@@ -785,6 +902,9 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
         positive(l, "workload.incast.interval_us", inc.interval_us)?;
         if inc.receiver.is_some_and(|r| r >= hosts) {
             return Err(l.invalid("workload.incast.receiver", format!("must be a host below {hosts}")));
+        }
+        if let Some(c) = &inc.cc {
+            check_algorithm(l, "workload.incast.cc", &c.algorithm, &c.params)?;
         }
     }
 
@@ -876,6 +996,87 @@ dst = 3
         assert!(e.contains(&format!(":{}: `cc.algorithm`", line_of(&bad, "algorithm", 0))), "{e}");
     }
 
+    const DUMBBELL: &str = r#"
+duration_ms = 10
+
+[topology]
+kind = "dumbbell"
+senders = 2
+receivers = 1
+host_gbps = 10
+host_delay_us = 1
+host_delays_us = [1.0, 500.0]
+bottleneck_gbps = 1
+bottleneck_delay_us = 5
+
+[[workload.flows]]
+src = 0
+dst = 2
+label = "dc"
+
+[[workload.flows]]
+src = 1
+dst = 2
+label = "wan"
+cc = { algorithm = "dctcp", params = { g = 0.0625 } }
+"#;
+
+    #[test]
+    fn per_flow_delays_labels_and_algorithms_load() {
+        let l = load_text(DUMBBELL).unwrap();
+        match &l.scenario.topology {
+            TopologyConfig::Dumbbell { host_delays_us, .. } => assert_eq!(host_delays_us.as_deref(), Some(&[1.0, 500.0][..])),
+            other => panic!("{other:?}"),
+        }
+        let f = &l.scenario.workload.flows;
+        assert_eq!((f[0].label.as_deref(), f[1].label.as_deref()), (Some("dc"), Some("wan")));
+        assert!(f[0].cc.is_none());
+        let cc = f[1].cc.as_ref().unwrap();
+        assert_eq!((cc.algorithm.as_str(), cc.params.get("g").and_then(|g| g.as_float())), ("dctcp", Some(0.0625)));
+        // Absent keys stay absent when a scenario is written back.
+        let good = toml::to_string(&load_text(GOOD).unwrap().scenario).unwrap();
+        assert!(!good.contains("host_delays_us") && !good.contains("label") && !good.contains("cc = "), "{good}");
+    }
+
+    #[test]
+    fn per_flow_errors_are_located() {
+        let e = |text: &str| load_text(text).unwrap_err().to_string();
+        // The algorithm and its parameters, validated by the registry on the flow's `cc` line.
+        let bad = DUMBBELL.replace("algorithm = \"dctcp\"", "algorithm = \"bogus\"");
+        let m = e(&bad);
+        assert!(m.starts_with(&format!("test.toml:{}: `workload.flows[1].cc.algorithm`", line_of(&bad, "cc = ", 0))), "{m}");
+        assert!(m.contains("bogus"), "{m}");
+        let bad = DUMBBELL.replace("g = 0.0625", "g = 7");
+        let m = e(&bad);
+        assert!(m.starts_with(&format!("test.toml:{}: `workload.flows[1].cc.params`", line_of(&bad, "cc = ", 0))), "{m}");
+        let bad = DUMBBELL.replace("params = {", "colour = 1, params = {");
+        let m = e(&bad);
+        assert!(m.starts_with(&format!("test.toml:{}:", line_of(&bad, "colour", 0))) && m.contains("colour"), "{m}");
+        // Random and incast flows can have their own algorithm too.
+        let bad = format!(
+            "{DUMBBELL}\n[workload.incast]\ndegree = 1\ntotal_bytes = 1000\ninterval_us = 100\ncc = {{ algorithm = \"nope\" }}\n"
+        );
+        let m = e(&bad);
+        assert!(m.starts_with(&format!("test.toml:{}: `workload.incast.cc.algorithm`", line_of(&bad, "cc = ", 1))), "{m}");
+        let ok = bad.replace("\"nope\"", "\"dctcp\"");
+        assert_eq!(load_text(&ok).unwrap().scenario.workload.incast.unwrap().cc.unwrap().algorithm, "dctcp");
+        // Labels go into flows.csv unquoted.
+        let bad = DUMBBELL.replace("label = \"wan\"", "label = \"w,an\"");
+        let m = e(&bad);
+        assert!(m.starts_with(&format!("test.toml:{}: `workload.flows[1].label`", line_of(&bad, "label", 1))), "{m}");
+        assert!(e(&DUMBBELL.replace("label = \"dc\"", "label = \"\"")).contains("`workload.flows[0].label`"));
+        // One delay per sender, each sane.
+        let bad = DUMBBELL.replace("[1.0, 500.0]", "[1.0]");
+        let m = e(&bad);
+        assert!(m.starts_with(&format!("test.toml:{}: `topology.host_delays_us`", line_of(&bad, "host_delays_us", 0))), "{m}");
+        assert!(m.contains("one delay per sender (2), got 1"), "{m}");
+        assert!(e(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, -5.0]")).contains("sender 1: must be ≥ 0 µs"));
+        assert!(e(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, 2e7]")).contains("above 10000000 µs"));
+        // Only the dumbbell has per-sender delays.
+        let m = e(&GOOD.replace("link_delay_us = 1", "link_delay_us = 1\nhost_delays_us = [1.0]"));
+        assert!(m.contains("host_delays_us"), "{m}");
+    }
+
     #[test]
     fn overrides_apply_and_are_named() {
         let l = load_str(Path::new("t.toml"), GOOD, &["switch.qdisc.k_pkts=5".into(), "cc.algorithm=\"dctcp\"".into()]).unwrap();
@@ -894,5 +1095,10 @@ dst = 3
         assert_eq!(locate(text, "y.z[0].c"), 5);
         assert_eq!(locate(text, "p.q.r"), 9);
         assert_eq!(locate(text, "x.missing"), 2);
+        // Keys inside an inline table: the line that assigns the table.
+        let text = "[[f]]\na = 1\n[[f]]\ncc = { algorithm = \"x\", params = { g = 1 } }\n";
+        assert_eq!(locate(text, "f[1].cc.algorithm"), 4);
+        assert_eq!(locate(text, "f[1].cc.params.g"), 4);
+        assert_eq!(locate(text, "f[0].cc.algorithm"), 1, "not in that entry: the fallback");
     }
 }

@@ -224,11 +224,17 @@ fn print_summary(r: &Results) {
     let explicit: Vec<_> = r.flows.iter().filter(|f| f.class == "explicit").collect();
     if !explicit.is_empty() && explicit.len() <= 16 {
         for f in explicit {
+            // Label and algorithm only where they say something.
+            let mut tags: Vec<String> = f.label.iter().cloned().collect();
+            if f.algorithm != r.algorithm {
+                tags.push(f.algorithm.to_string());
+            }
             println!(
-                "flow {} h{}->h{}: goodput {:.3} Gbit/s{}",
+                "flow {} h{}->h{}{}: goodput {:.3} Gbit/s{}",
                 f.id,
                 f.src,
                 f.dst,
+                if tags.is_empty() { String::new() } else { format!(" [{}]", tags.join(", ")) },
                 f.goodput_gbps,
                 f.fct_us.map_or(String::new(), |t| format!(", FCT {t:.1} µs"))
             );

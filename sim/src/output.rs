@@ -2,7 +2,8 @@
 //!
 //! Files in the output directory:
 //! - `summary.json`: counters, speed, per-port throughput and queue statistics, FCT buckets;
-//! - `flows.csv`: one row per started flow (FCT, ideal FCT, slowdown, retransmits, goodput);
+//! - `flows.csv`: one row per started flow (FCT, ideal FCT, slowdown, retransmits, goodput, RTT,
+//!   its algorithm and label);
 //! - `fct_buckets.csv`: FCT and slowdown mean/p50/p95/p99 per flow-size bucket;
 //! - `queues.csv`, `throughput.csv`, `switch_buffer.csv`: the periodic samples;
 //! - `queue.{png,svg}`, `throughput.{png,svg}`, `slowdown.{png,svg}`: plots.
@@ -48,11 +49,11 @@ pub fn write_data(r: &Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
     let mut s =
-        String::from("id,class,src,dst,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,timeouts,goodput_gbps\n");
+        String::from("id,class,src,dst,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,timeouts,goodput_gbps,min_rtt_us,mean_rtt_us,algorithm,label\n");
     for f in &r.flows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{:.3},{},{},{:.3},{},{},{},{:.6}",
+            "{},{},{},{},{},{:.3},{},{},{:.3},{},{},{},{:.6},{},{},{},{}",
             f.id,
             f.class,
             f.src,
@@ -65,7 +66,11 @@ pub fn write_data(r: &Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             f.slowdown.map_or(String::new(), |x| format!("{x:.4}")),
             f.retransmits,
             f.timeouts,
-            f.goodput_gbps
+            f.goodput_gbps,
+            opt(f.min_rtt_us),
+            opt(f.mean_rtt_us),
+            f.algorithm,
+            f.label.as_deref().unwrap_or("")
         );
     }
     put("flows.csv", s)?;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ccp_contract::{AlgorithmFactory, Choice, Limits, ReportPolicy};
 use ccp_qdisc::{DropReason, Ecn, Outputs};
 
-use crate::config::{Loaded, Reporting};
+use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario};
 use crate::event::{Event, EventQueue};
 use crate::hook::{HashQueues, HookPacket, QueueControl, SwitchHook};
 use crate::packet::{Arena, PacketId, Queued};
@@ -16,7 +16,7 @@ use crate::switch::{make_qdisc, BufferPolicy, EgressQueue, Port, SwitchState};
 use crate::time::{from_us, to_ns, tx_time, Time, PS_PER_MS};
 use crate::topology::{NodeId, NodeKind, PortId, Routes, Topology};
 use crate::transport::{Flow, FlowId, HostState, TransportParams};
-use crate::workload::{self, FlowSpec, SizeCdf};
+use crate::workload::{self, FlowClass, FlowSpec, SizeCdf};
 
 /// Bytes of a control frame on the wire (PFC PAUSE, BFC pause/resume, QCN CNM): a minimum
 /// Ethernet frame.
@@ -35,6 +35,51 @@ pub struct CcParams {
     pub urgent_on_ece: bool,
 }
 
+/// Congestion controls that replace `[cc]`'s for some flows (`cc = {…}` on a
+/// `[[workload.flows]]` entry, `[workload.random]` or `[workload.incast]`), resolved through the
+/// registry, and the explicit entries' labels.
+#[derive(Clone, Default)]
+pub struct FlowOverrides {
+    /// Per `[[workload.flows]]` entry.
+    pub explicit_cc: Vec<Option<Choice>>,
+    pub random_cc: Option<Choice>,
+    pub incast_cc: Option<Choice>,
+    /// Per `[[workload.flows]]` entry.
+    pub labels: Vec<Option<String>>,
+}
+
+impl FlowOverrides {
+    /// Resolves a scenario's overrides (already validated by `config::validate`).
+    pub fn from_scenario(s: &Scenario) -> Result<FlowOverrides, String> {
+        let choose = |c: &Option<FlowCcConfig>, origin: String| -> Result<Option<Choice>, String> {
+            c.as_ref()
+                .map(|c| ccp_algorithms::registry::choose(&c.algorithm, c.params.clone(), origin).map_err(|e| e.to_string()))
+                .transpose()
+        };
+        let w = &s.workload;
+        Ok(FlowOverrides {
+            explicit_cc: w
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| choose(&f.cc, format!("workload.flows[{i}].cc")))
+                .collect::<Result<_, _>>()?,
+            random_cc: choose(&w.random.as_ref().and_then(|r| r.cc.clone()), "workload.random.cc".into())?,
+            incast_cc: choose(&w.incast.as_ref().and_then(|r| r.cc.clone()), "workload.incast.cc".into())?,
+            labels: Self::labels(s),
+        })
+    }
+
+    /// Only the labels (every flow runs one algorithm).
+    fn labels_only(s: &Scenario) -> FlowOverrides {
+        FlowOverrides { labels: Self::labels(s), ..FlowOverrides::default() }
+    }
+
+    fn labels(s: &Scenario) -> Vec<Option<String>> {
+        s.workload.flows.iter().map(|f| f.label.clone()).collect()
+    }
+}
+
 /// A whole simulation.
 pub struct Sim {
     pub(crate) q: EventQueue,
@@ -48,9 +93,12 @@ pub struct Sim {
     pub(crate) buffer: BufferPolicy,
     pub(crate) tp: TransportParams,
     pub(crate) ccp: CcParams,
-    /// The algorithm every flow runs, and the one that replaces it where it keeps faulting.
+    /// The algorithm flows run (unless overridden), and the one that replaces it where it keeps
+    /// faulting.
     pub(crate) choice: Choice,
     pub(crate) fallback: Choice,
+    /// Per-flow algorithm overrides and labels.
+    pub(crate) overrides: FlowOverrides,
     pub(crate) ecmp_salt: u64,
     /// Reused scratch space for discipline outputs and hook controls (no per-event allocation).
     out: Outputs<Queued>,
@@ -79,16 +127,18 @@ impl Sim {
         let s = &loaded.scenario;
         let choice =
             ccp_algorithms::registry::choose(&s.cc.algorithm, s.cc.params.clone(), "scenario").map_err(|e| e.to_string())?;
-        Sim::with_choice(loaded, choice)
+        Sim::with_choice(loaded, choice, FlowOverrides::from_scenario(s)?)
     }
 
     /// As [`Sim::new`], with every flow controlled by `factory`'s algorithm instead of the
-    /// scenario's (an algorithm outside the registry, or an instrumented one in tests).
+    /// scenario's (an algorithm outside the registry, or an instrumented one in tests); per-flow
+    /// `cc` overrides are ignored too.
     pub fn with_algorithm(loaded: &Loaded, factory: Arc<dyn AlgorithmFactory>) -> Result<Sim, String> {
-        Sim::with_choice(loaded, Choice::new(factory, toml::Table::new(), "with_algorithm"))
+        let overrides = FlowOverrides::labels_only(&loaded.scenario);
+        Sim::with_choice(loaded, Choice::new(factory, toml::Table::new(), "with_algorithm"), overrides)
     }
 
-    fn with_choice(loaded: &Loaded, choice: Choice) -> Result<Sim, String> {
+    fn with_choice(loaded: &Loaded, choice: Choice, overrides: FlowOverrides) -> Result<Sim, String> {
         let s = &loaded.scenario;
         let topo = Topology::build(&s.topology);
         let end = (s.duration_ms * PS_PER_MS as f64) as Time;
@@ -107,7 +157,7 @@ impl Sim {
             agent_delay: from_us(s.cc.agent_delay_us),
             urgent_on_ece: s.cc.urgent_on_ece,
         };
-        let mut sim = Sim::assemble(topo, loaded, tp, ccp, choice, end)?;
+        let mut sim = Sim::assemble(topo, loaded, tp, ccp, choice, overrides, end)?;
         for spec in flows {
             sim.add_flow(spec);
         }
@@ -120,6 +170,7 @@ impl Sim {
         tp: TransportParams,
         ccp: CcParams,
         choice: Choice,
+        overrides: FlowOverrides,
         end: Time,
     ) -> Result<Sim, String> {
         let s = &loaded.scenario;
@@ -180,6 +231,7 @@ impl Sim {
             tp,
             ccp,
             choice,
+            overrides,
             fallback: ccp_algorithms::registry::choose(FALLBACK_ALGORITHM, toml::Table::new(), "fallback")
                 .map_err(|e| e.to_string())?,
             ecmp_salt: Rng::stream(s.seed, Stream::Ecmp, 0).next_u64(),
@@ -208,6 +260,22 @@ impl Sim {
         }
         self.q.schedule(spec.start.max(self.q.now()), Event::FlowStart { flow: id });
         id
+    }
+
+    /// The algorithm a flow runs: its override, else `[cc]`'s.
+    pub fn choice_for(&self, spec: &FlowSpec) -> &Choice {
+        let o = &self.overrides;
+        let over = match spec.class {
+            FlowClass::Explicit => spec.entry.and_then(|i| o.explicit_cc.get(i as usize)).and_then(Option::as_ref),
+            FlowClass::Random => o.random_cc.as_ref(),
+            FlowClass::Incast => o.incast_cc.as_ref(),
+        };
+        over.unwrap_or(&self.choice)
+    }
+
+    /// An explicit flow's label.
+    pub fn label_of(&self, spec: &FlowSpec) -> Option<&str> {
+        spec.entry.and_then(|i| self.overrides.labels.get(i as usize)).and_then(|l| l.as_deref())
     }
 
     /// Replaces a switch's hook (BFC and other per-hop schemes).

@@ -101,6 +101,13 @@ pub struct FlowRecord {
     pub timeouts: u64,
     /// Goodput over the measured part of the run (after warm-up, or its own lifetime), Gbit/s.
     pub goodput_gbps: f64,
+    /// Smallest and mean RTT sample (send to ACK of newly acknowledged data), µs.
+    pub min_rtt_us: Option<f64>,
+    pub mean_rtt_us: Option<f64>,
+    /// The congestion control the flow was configured with (`[cc]`'s or its override).
+    pub algorithm: &'static str,
+    /// The label of its `[[workload.flows]]` entry.
+    pub label: Option<String>,
 }
 
 /// FCT and slowdown statistics of the completed flows in one size bucket.
@@ -259,6 +266,10 @@ impl Sim {
                     retransmits: f.retransmits,
                     timeouts: f.timeouts,
                     goodput_gbps: bytes as f64 * 8.0 / to_secs(span) / 1e9,
+                    min_rtt_us: f.rtt.min.map(to_us_f64),
+                    mean_rtt_us: f.rtt.mean().map(to_us_f64),
+                    algorithm: self.choice_for(&f.spec).algorithm(),
+                    label: self.label_of(&f.spec).map(str::to_string),
                 }
             })
             .collect();

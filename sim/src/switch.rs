@@ -200,11 +200,14 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
             )
             .expect("validated scenario"),
         ),
-        QdiscConfig::Qcn { q_eq_bytes, w, sampling_probability, quantization, ecn_k_bytes } => {
+        QdiscConfig::Qcn { q_eq_bytes, w, sampling_probability, sampling_bytes, quantization, ecn_k_bytes } => {
             let params = QcnParams {
                 q_eq_bytes: *q_eq_bytes,
                 w: *w,
-                sampling: Sampling::Probability(*sampling_probability),
+                sampling: match sampling_bytes {
+                    Some(bytes) => Sampling::Bytes(*bytes),
+                    None => Sampling::Probability(*sampling_probability),
+                },
                 quantization: if quantization == "standard" { Quantization::Standard } else { Quantization::Packets },
                 seed,
             };

@@ -92,13 +92,25 @@ impl Topology {
     pub fn build(cfg: &TopologyConfig) -> Topology {
         let mut t = Topology::empty();
         match *cfg {
-            TopologyConfig::Dumbbell { senders, receivers, host_gbps, host_delay_us, bottleneck_gbps, bottleneck_delay_us } => {
+            TopologyConfig::Dumbbell {
+                senders,
+                receivers,
+                host_gbps,
+                host_delay_us,
+                ref host_delays_us,
+                bottleneck_gbps,
+                bottleneck_delay_us,
+            } => {
                 let hosts: Vec<NodeId> = (0..senders + receivers).map(|i| t.host(format!("h{i}"))).collect();
                 let left = t.switch("left".into());
                 let right = t.switch("right".into());
                 for (i, &h) in hosts.iter().enumerate() {
-                    let sw = if (i as u32) < senders { left } else { right };
-                    t.link(h, sw, host_gbps, host_delay_us);
+                    let sender = (i as u32) < senders;
+                    let sw = if sender { left } else { right };
+                    // A sender's own delay when given (validated: one per sender).
+                    let delay =
+                        host_delays_us.as_ref().filter(|_| sender).and_then(|d| d.get(i).copied()).unwrap_or(host_delay_us);
+                    t.link(h, sw, host_gbps, delay);
                 }
                 t.link(left, right, bottleneck_gbps, bottleneck_delay_us);
                 t.load_reference_bps = bottleneck_gbps * BPS_PER_GBPS;
@@ -246,6 +258,7 @@ mod tests {
             receivers: 3,
             host_gbps: 10.0,
             host_delay_us: 1.0,
+            host_delays_us: None,
             bottleneck_gbps: 1.0,
             bottleneck_delay_us: 5.0,
         };
@@ -255,5 +268,25 @@ mod tests {
         let bottleneck = 2 * (t.links.len() as PortId - 1);
         assert_eq!(r.next_hops(0, 4), &[bottleneck]);
         assert_eq!(r.next_hops(1, 0), &[bottleneck + 1]);
+    }
+
+    #[test]
+    fn dumbbell_senders_can_have_their_own_delay() {
+        let cfg = |host_delays_us| TopologyConfig::Dumbbell {
+            senders: 2,
+            receivers: 1,
+            host_gbps: 10.0,
+            host_delay_us: 1.0,
+            host_delays_us,
+            bottleneck_gbps: 1.0,
+            bottleneck_delay_us: 5.0,
+        };
+        let delays = |t: Topology| t.links.iter().map(|l| l.delay).collect::<Vec<_>>();
+        assert_eq!(delays(Topology::build(&cfg(None))), [from_us(1.0), from_us(1.0), from_us(1.0), from_us(5.0)]);
+        assert_eq!(
+            delays(Topology::build(&cfg(Some(vec![2.0, 500.0])))),
+            [from_us(2.0), from_us(500.0), from_us(1.0), from_us(5.0)],
+            "senders get their own delays, the receiver keeps host_delay_us"
+        );
     }
 }

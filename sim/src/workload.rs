@@ -39,6 +39,9 @@ pub struct FlowSpec {
     pub bytes: Option<u64>,
     pub start: Time,
     pub class: FlowClass,
+    /// For an explicit flow, the index of its `[[workload.flows]]` entry (its label and
+    /// congestion-control override); `None` for random and incast flows.
+    pub entry: Option<u32>,
 }
 
 /// A piecewise-linear flow-size CDF.
@@ -125,9 +128,17 @@ impl SizeCdf {
 pub fn explicit(flows: &[FlowConfig]) -> Vec<FlowSpec> {
     flows
         .iter()
-        .flat_map(|f| {
+        .enumerate()
+        .flat_map(|(i, f)| {
             std::iter::repeat_n(
-                FlowSpec { src: f.src, dst: f.dst, bytes: f.bytes, start: from_us(f.start_us), class: FlowClass::Explicit },
+                FlowSpec {
+                    src: f.src,
+                    dst: f.dst,
+                    bytes: f.bytes,
+                    start: from_us(f.start_us),
+                    class: FlowClass::Explicit,
+                    entry: Some(i as u32),
+                },
                 f.count as usize,
             )
         })
@@ -182,7 +193,14 @@ pub fn random(cfg: &RandomConfig, cdf: &SizeCdf, reference_bps: f64, pairs: Pair
             break;
         }
         let (src, dst) = pairs.draw(&mut ends);
-        out.push(FlowSpec { src, dst, bytes: Some(cdf.sample(&mut sizes)), start: t as Time, class: FlowClass::Random });
+        out.push(FlowSpec {
+            src,
+            dst,
+            bytes: Some(cdf.sample(&mut sizes)),
+            start: t as Time,
+            class: FlowClass::Random,
+            entry: None,
+        });
     }
     out
 }
@@ -210,7 +228,7 @@ pub fn incast(cfg: &IncastConfig, hosts: u32, seed: u64, end: Time) -> Vec<FlowS
         }
         for (i, &src) in candidates[..cfg.degree as usize].iter().enumerate() {
             let bytes = per + u64::from((i as u64) < extra);
-            out.push(FlowSpec { src, dst: receiver, bytes: Some(bytes), start: t, class: FlowClass::Incast });
+            out.push(FlowSpec { src, dst: receiver, bytes: Some(bytes), start: t, class: FlowClass::Incast, entry: None });
         }
         bursts += 1;
         t += interval;
@@ -272,8 +290,16 @@ mod tests {
     fn arrivals_hit_the_target_load() {
         let cdf = SizeCdf::parse("0 0\n10000 1\n").unwrap();
         for arrivals in [Arrivals::Poisson, Arrivals::Lognormal] {
-            let cfg =
-                RandomConfig { cdf: "x".into(), load: 0.5, arrivals, sigma: 1.0, start_ms: 0.0, stop_ms: None, max_flows: None };
+            let cfg = RandomConfig {
+                cdf: "x".into(),
+                load: 0.5,
+                arrivals,
+                sigma: 1.0,
+                start_ms: 0.0,
+                stop_ms: None,
+                max_flows: None,
+                cc: None,
+            };
             let end = 2 * PS_PER_SEC;
             let flows = random(&cfg, &cdf, 1e10, Pairs::Any { hosts: 8 }, 1, end);
             let bytes: u64 = flows.iter().map(|f| f.bytes.unwrap()).sum();
@@ -293,6 +319,7 @@ mod tests {
             stop_us: Some(350.0),
             receiver: None,
             bursts: None,
+            cc: None,
         };
         let flows = incast(&cfg, 10, 1, PS_PER_SEC);
         assert_eq!(flows.len(), 20);

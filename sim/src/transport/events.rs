@@ -15,13 +15,14 @@ impl Sim {
     pub(crate) fn flow_start(&mut self, f: FlowId) {
         let now = self.q.now();
         let tp = self.tp;
+        let choice = self.choice_for(&self.flows[f as usize].spec).clone();
         let flow = &mut self.flows[f as usize];
         flow.started = true;
         let src = flow.spec.src;
         let snd = Sender::new(&flow.spec, &tp, now);
         let start =
             FlowStart { now_us: to_us(now), mss_bytes: tp.mss, init_cwnd_bytes: snd.cwnd_bytes, ecn: Some(tp.ecn), seed: None };
-        let (cc, init) = FlowCc::start(self.choice.clone(), self.fallback.clone(), self.ccp.limits.clone(), &start, now);
+        let (cc, init) = FlowCc::start(choice, self.fallback.clone(), self.ccp.limits.clone(), &start, now);
         let host = &mut self.hosts[src as usize];
         let nic_queue = (host.senders.len() % usize::from(u16::MAX)) as u16;
         host.senders.push(f);
@@ -311,6 +312,7 @@ impl Sim {
             if p.ts <= now {
                 s.rtt = Some(now - p.ts);
                 snd.rtt_sample(now - p.ts, &tp);
+                flow.rtt.record(now - p.ts);
             }
             let rb = snd.rate_basis;
             let ack_elapsed = now.saturating_sub(rb.prior_time);

@@ -160,6 +160,26 @@ pub struct FlowState {
     in_ready: bool,
 }
 
+/// A flow's RTT samples (every ACK that acknowledged something new), for its output row.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RttStats {
+    pub min: Option<Time>,
+    pub sum: u128,
+    pub samples: u64,
+}
+
+impl RttStats {
+    pub fn record(&mut self, rtt: Time) {
+        self.min = Some(self.min.map_or(rtt, |m| m.min(rtt)));
+        self.sum += u128::from(rtt);
+        self.samples += 1;
+    }
+
+    pub fn mean(&self) -> Option<Time> {
+        (self.samples > 0).then(|| (self.sum / u128::from(self.samples)) as Time)
+    }
+}
+
 /// One flow: what was asked for, its live state while running, and its outcome.
 pub struct Flow {
     pub spec: FlowSpec,
@@ -176,6 +196,7 @@ pub struct Flow {
     pub timeouts: u64,
     pub reports: u64,
     pub started: bool,
+    pub rtt: RttStats,
 }
 
 impl Flow {
@@ -192,6 +213,7 @@ impl Flow {
             timeouts: 0,
             reports: 0,
             started: false,
+            rtt: RttStats::default(),
         }
     }
 }
