@@ -106,6 +106,10 @@ pub struct AnnulusConfig {
     pub pacing: PacingMode,
     /// Snap R_C to the actual rate before a cut (annulus.md §4.2.3, §12 A10).
     pub snap_to_actual: bool,
+    /// React to CNMs. Off: the end-to-end loops alone (DCTCP for DC, BBR/Cubic for WAN, chosen per
+    /// flow as above) — the paper's baseline on the same network, and the "without the near-source
+    /// loop" run of the testbed comparison.
+    pub near_source: bool,
 }
 
 impl Default for AnnulusConfig {
@@ -121,6 +125,7 @@ impl Default for AnnulusConfig {
             gating: Gating::Growth,
             pacing: PacingMode::NsOnly,
             snap_to_actual: true,
+            near_source: true,
         }
     }
 }
@@ -157,6 +162,7 @@ const PARAMS: &[ParamSpec] = &[
     ParamSpec::choice("gating", "growth", GATING_OPTIONS, "coordination: \"growth\" = pause growth at 2x the minimum, decreases apply (spec A1 [R]); \"literal\" = Algorithm 1 as printed; \"off\" = none (Fig. 8a)"),
     ParamSpec::choice("pacing", "ns_only", PACING_OPTIONS, "\"ns_only\": pace at the minimum only while the near-source loop is active (ns-2, unpaced profile); \"always\": testbed's paced profile"),
     ParamSpec::bool("snap_to_actual", true, "before a cut, lower R_C to the rate the flow actually sends at (spec §4.2.3, A10)"),
+    ParamSpec::bool("near_source", true, "react to CNMs; false = the end-to-end loops alone (DCTCP for DC, BBR/Cubic for WAN): the paper's baseline"),
 ];
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
@@ -199,6 +205,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
         },
         pacing: if p.choice("pacing") == "always" { PacingMode::Always } else { PacingMode::NsOnly },
         snap_to_actual: p.bool("snap_to_actual"),
+        near_source: p.bool("near_source"),
     }))
 }
 
@@ -435,7 +442,7 @@ impl Algorithm for Annulus {
         self.classify(report);
         let mut action = self.on_acks(report);
         let mut window_changed = false;
-        if let Some(NetworkFeedback::Qcn { fb_quantized, .. }) = report.feedback {
+        if let (true, Some(NetworkFeedback::Qcn { fb_quantized, .. })) = (self.cfg.near_source, report.feedback) {
             self.update_min();
             window_changed = self.on_cnm(fb_quantized);
         }

@@ -392,3 +392,13 @@ fn paced_at_the_minimum_while_the_near_source_loop_is_active() {
     let act = p.on_report(&acks(1, 1500));
     assert!(matches!(act.pacing, Some(Pacing::BytesPerSec(r)) if r > 3.9 * GBPS));
 }
+
+#[test]
+fn without_the_near_source_loop_cnms_change_nothing() {
+    let cfg = AnnulusConfig { near_source: false, ..dc(AnnulusConfig::default()) };
+    let mut a = seeded(cfg, 4.0);
+    let mut bare = seeded(dc(AnnulusConfig::default()), 4.0);
+    let act = a.on_report(&cnm(1, 63));
+    assert_eq!(act, bare.on_report(&Report { feedback: None, ..cnm(1, 63) }));
+    assert!(!a.ns.active());
+}
