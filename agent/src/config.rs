@@ -14,6 +14,7 @@ use ccp_contract::{Choice, Limits, ReportPolicy, MAX_REPORT_INTERVAL_US, MIN_REP
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::cnm::{self, CnmConfig};
 use crate::datapath::DatapathConfig;
 use crate::rules::{Matcher, Policy, Rule};
 
@@ -71,6 +72,21 @@ pub fn client_control_socket() -> PathBuf {
 pub struct MetricsSection {
     /// A loopback address and port, e.g. "127.0.0.1:9464".
     pub listen: Option<Spanned<String>>,
+}
+
+/// `[cnm]`: congestion notification messages from QCN congestion points; off unless `listen` is
+/// set, and then `allow_from` is required (`crate::cnm` says why).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CnmSection {
+    /// An address and port, e.g. "0.0.0.0:7470" (ccp-router's --qcn-port default).
+    pub listen: Option<Spanned<String>>,
+    /// The network namespace to listen in: a name from `ip netns` or a path.
+    pub netns: Option<Spanned<String>>,
+    /// The congestion points' source addresses or prefixes.
+    pub allow_from: Option<Spanned<Vec<String>>>,
+    pub max_per_pass: Option<Spanned<u64>>,
+    pub recv_buffer_bytes: Option<Spanned<u64>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -172,6 +188,8 @@ pub struct ConfigFile {
     pub control: ControlSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    #[serde(default)]
+    pub cnm: CnmSection,
 }
 
 /// A configuration error, with the file and line when known.
@@ -194,6 +212,10 @@ pub struct Overrides {
     pub control_socket: Option<PathBuf>,
     pub no_control: bool,
     pub metrics_listen: Option<String>,
+    pub cnm_listen: Option<String>,
+    pub cnm_netns: Option<String>,
+    /// Replaces `[cnm] allow_from` when not empty.
+    pub cnm_allow_from: Vec<String>,
 }
 
 /// A validated, resolved configuration.
@@ -207,6 +229,8 @@ pub struct AgentConfig {
     pub algorithm_params: BTreeMap<String, toml::Table>,
     pub control: ControlSection,
     pub metrics_listen: Option<SocketAddr>,
+    /// The CNM listener; `None`: off.
+    pub cnm: Option<CnmConfig>,
     pub source: String,
 }
 
@@ -290,6 +314,15 @@ impl AgentConfig {
         }
         if let Some(m) = &ov.metrics_listen {
             file.metrics.listen = Some(Spanned::new(0..0, m.clone()));
+        }
+        if let Some(l) = &ov.cnm_listen {
+            file.cnm.listen = Some(Spanned::new(0..0, l.clone()));
+        }
+        if let Some(n) = &ov.cnm_netns {
+            file.cnm.netns = Some(Spanned::new(0..0, n.clone()));
+        }
+        if !ov.cnm_allow_from.is_empty() {
+            file.cnm.allow_from = Some(Spanned::new(0..0, ov.cnm_allow_from.clone()));
         }
 
         let interval = *file.reports.interval_us.get_ref();
@@ -397,6 +430,7 @@ impl AgentConfig {
             None => None,
             Some(l) => Some(parse_loopback(l.get_ref()).map_err(|e| src.err(l.span(), format!("metrics.listen: {e}")))?),
         };
+        let cnm = resolve_cnm(src, &file.cnm)?;
         Ok(AgentConfig {
             datapath,
             policy: Policy { default, rules, fallback },
@@ -405,8 +439,64 @@ impl AgentConfig {
             algorithm_params: file.algorithms.iter().map(|(k, v)| (k.clone(), v.get_ref().clone())).collect(),
             control: file.control,
             metrics_listen,
+            cnm,
             source: src.name.to_string(),
         })
+    }
+}
+
+/// `[cnm]` checked: `None` unless `listen` is set.
+fn resolve_cnm(src: &Source, c: &CnmSection) -> Result<Option<CnmConfig>, ConfigError> {
+    let Some(listen) = &c.listen else { return Ok(None) };
+    let addr: SocketAddr = listen.get_ref().parse().map_err(|_| {
+        src.err(listen.span(), format!("cnm.listen: {:?} is not an address:port such as 0.0.0.0:7470", listen.get_ref()))
+    })?;
+    let allow_from = match &c.allow_from {
+        Some(list) if !list.get_ref().is_empty() => list
+            .get_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| parse_net(s).map_err(|e| src.err(list.span(), format!("cnm.allow_from[{i}]: {e}"))))
+            .collect::<Result<Vec<_>, _>>()?,
+        other => {
+            return Err(src.err(
+                other.as_ref().map_or(listen.span(), |l| l.span()),
+                "cnm.allow_from (--cnm-allow-from) is required with cnm.listen: list the congestion points' source \
+                 addresses or prefixes (ccp-router sends from its --router-addr, 10.77.0.254 by default). Any local user \
+                 can send UDP to the port, and a forged CNM would cut another user's flow",
+            ))
+        }
+    };
+    let netns = match &c.netns {
+        None => None,
+        Some(n) if n.get_ref().trim().is_empty() => return Err(src.err(n.span(), "cnm.netns is empty")),
+        Some(n) => Some(netns_path(n.get_ref())),
+    };
+    let bounded = |v: &Option<Spanned<u64>>, default: usize, (lo, hi): (usize, usize), key: &str| match v {
+        None => Ok(default),
+        Some(x) if (lo as u64..=hi as u64).contains(x.get_ref()) => Ok(*x.get_ref() as usize),
+        Some(x) => Err(src.err(x.span(), format!("cnm.{key} = {} is out of range [{lo}, {hi}]", x.get_ref()))),
+    };
+    Ok(Some(CnmConfig {
+        listen: addr,
+        netns,
+        allow_from,
+        max_per_pass: bounded(&c.max_per_pass, cnm::DEFAULT_MAX_PER_PASS, cnm::MAX_PER_PASS_RANGE, "max_per_pass")?,
+        recv_buffer_bytes: bounded(
+            &c.recv_buffer_bytes,
+            cnm::DEFAULT_RECV_BUFFER_BYTES,
+            cnm::RECV_BUFFER_RANGE,
+            "recv_buffer_bytes",
+        )?,
+    }))
+}
+
+/// A network namespace as `ip netns` names it, or a path (/proc/PID/ns/net).
+pub fn netns_path(s: &str) -> PathBuf {
+    if s.contains('/') {
+        PathBuf::from(s)
+    } else {
+        Path::new("/run/netns").join(s)
     }
 }
 

@@ -8,21 +8,75 @@
 //! adopted again by its adapter, like a flow running before the agent started. Adapters keep no
 //! flow lifecycle of their own: `contains` is what they ask.
 //!
+//! Network feedback (a CNM from a congestion point, `crate::cnm`) reaches a flow found by its
+//! 5-tuple (`lookup`) as a report of its own (`network_feedback`), through the same controller and
+//! latch as a datapath's report and at once, not at the next report interval. That report carries:
+//! - the feedback, and `urgent: None`: the simulator's CNM report has no urgent cause either, and
+//!   `feedback` already says why the report came early;
+//! - zero counters and no per-interval samples (`rtt`, rates: `None`), `interval_us = 0`: nothing
+//!   was newly acknowledged, so nothing is counted twice when the datapath's next report covers
+//!   the same time;
+//! - the gauges of the flow's last datapath report (mss, cwnd, inflight, pending, pacing,
+//!   app_limited); before any report, the flow's MSS and the window the agent commands;
+//! - `now_us` on the datapath's clock: the last report's `now_us` plus the agent's time since that
+//!   report arrived, never below what the flow was last given. It lags the datapath's clock by
+//!   the report's delivery delay, so the datapath's next report is normally later still; one that
+//!   is not is raised to the feedback's time (`feedback_clock_clamps`), so a flow's reports never
+//!   go back in time.
+//!
 //! Time comes in as `now_us`, the runtime's clock (microseconds since the agent started).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::time::{Duration, Instant};
 
-use ccp_contract::{Command, Controller, Limits, Outcome, PacingCommand, ReportPolicy};
+use ccp_contract::{Command, Controller, Limits, NetworkFeedback, Outcome, PacingCommand, Report, ReportPolicy};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
 use crate::datapath::latch::Latch;
 use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
 use crate::rules::Policy;
-use crate::runtime::FlowTrace;
+use crate::runtime::{CnmTrace, FlowTrace};
 
 /// A flow: the index of its datapath adapter and the adapter's reference.
 pub type FlowKey = (usize, FlowRef);
+
+/// A flow's addresses as its sender sends: (source address, port), (destination address, port).
+pub type Tuple = ((Ipv4Addr, u16), (Ipv4Addr, u16));
+
+/// Which flow a 5-tuple names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    Found(FlowKey),
+    /// No flow has it (or it closed).
+    Unknown,
+    /// Only flows in other network namespaces than the one asked about have it.
+    OtherNetns,
+    /// More than one flow has it and nothing tells them apart.
+    Ambiguous,
+}
+
+/// Network feedback on its way to a flow, with where it came from (for the trace).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FeedbackEvent {
+    pub feedback: NetworkFeedback,
+    /// The congestion point that sent it.
+    pub cpid: u32,
+    /// When the agent read it.
+    pub received: Instant,
+    /// From the congestion point's sample to the read, when known.
+    pub age_us: Option<u64>,
+}
+
+/// What delivering feedback did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivered {
+    /// From the read to the decision applied.
+    pub latency: Duration,
+    /// The decision changed the flow's settings and a command was sent.
+    pub action: bool,
+}
 
 /// Agent-wide counters.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
@@ -41,6 +95,10 @@ pub struct Counters {
     pub fallbacks: u64,
     pub swaps: u64,
     pub control_requests: u64,
+    /// Reports carrying network feedback (CNMs) delivered to flows.
+    pub feedback_reports: u64,
+    /// Datapath reports older than feedback the flow was given, raised to its time.
+    pub feedback_clock_clamps: u64,
 }
 
 /// One flow's row in a status snapshot.
@@ -62,6 +120,8 @@ pub struct FlowStatus {
     pub reports: u64,
     pub report_age_ms: Option<u64>,
     pub faults: u64,
+    /// Network feedback reports (CNMs) delivered to the flow.
+    pub cnms: u64,
     /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode).
     pub state: BTreeMap<&'static str, f64>,
 }
@@ -75,6 +135,32 @@ struct Totals {
     timeouts: u64,
 }
 
+/// The gauges of a flow's last datapath report, for the reports network feedback makes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Gauges {
+    now_us: u64,
+    mss_bytes: u32,
+    inflight_bytes: u64,
+    pending_bytes: u64,
+    cwnd_bytes: u64,
+    pacing_rate_bytes_per_s: Option<u64>,
+    app_limited: bool,
+}
+
+impl Gauges {
+    fn of(r: &Report) -> Gauges {
+        Gauges {
+            now_us: r.now_us,
+            mss_bytes: r.mss_bytes,
+            inflight_bytes: r.inflight_bytes,
+            pending_bytes: r.pending_bytes,
+            cwnd_bytes: r.cwnd_bytes,
+            pacing_rate_bytes_per_s: r.pacing_rate_bytes_per_s,
+            app_limited: r.app_limited,
+        }
+    }
+}
+
 pub struct Flow {
     pub id: u64,
     pub info: FlowInfo,
@@ -84,10 +170,56 @@ pub struct Flow {
     last_report_us: Option<u64>,
     reports: u64,
     totals: Totals,
+    /// The last datapath report's gauges.
+    gauges: Option<Gauges>,
+    /// The latest `now_us` the controller was given (datapath clock).
+    given_now_us: u64,
+    /// Feedback was given a `now_us` later than the datapath's last report.
+    feedback_ahead: bool,
+    cnms: u64,
+}
+
+impl Flow {
+    /// The report that carries `feedback` to the controller (see the module's documentation).
+    fn feedback_report(&self, feedback: NetworkFeedback, now_us: u64) -> Report {
+        let (t, gauges) = match self.gauges {
+            Some(g) => {
+                let since = self.last_report_us.map_or(0, |arrived| now_us.saturating_sub(arrived));
+                (g.now_us.saturating_add(since), g)
+            }
+            None => (
+                0,
+                Gauges {
+                    now_us: 0,
+                    mss_bytes: self.info.mss_bytes,
+                    inflight_bytes: 0,
+                    pending_bytes: 0,
+                    cwnd_bytes: self.controller.cwnd_bytes(),
+                    pacing_rate_bytes_per_s: None,
+                    app_limited: false,
+                },
+            ),
+        };
+        Report {
+            now_us: t.max(self.given_now_us),
+            interval_us: 0,
+            mss_bytes: gauges.mss_bytes,
+            inflight_bytes: gauges.inflight_bytes,
+            pending_bytes: gauges.pending_bytes,
+            cwnd_bytes: gauges.cwnd_bytes,
+            pacing_rate_bytes_per_s: gauges.pacing_rate_bytes_per_s,
+            app_limited: gauges.app_limited,
+            urgent: None,
+            feedback: Some(feedback),
+            ..Report::default()
+        }
+    }
 }
 
 pub struct FlowTable {
     flows: BTreeMap<FlowKey, Flow>,
+    /// Flows by their addresses, for network feedback (flows whose datapath gave both ends).
+    by_tuple: HashMap<Tuple, Vec<FlowKey>>,
     /// Flows whose datapath does not hold their settings yet (an apply failed).
     unapplied: BTreeSet<FlowKey>,
     next_id: u64,
@@ -101,6 +233,7 @@ impl FlowTable {
     pub fn new(policy: Policy, limits: Limits, idle_timeout_us: u64) -> FlowTable {
         FlowTable {
             flows: BTreeMap::new(),
+            by_tuple: HashMap::new(),
             unapplied: BTreeSet::new(),
             next_id: 1,
             policy,
@@ -141,7 +274,7 @@ impl FlowTable {
     ) {
         match ev {
             DatapathEvent::FlowStarted { flow, info } => self.start(dp, adapter, flow, info, now_us),
-            DatapathEvent::Report { flow, report } => {
+            DatapathEvent::Report { flow, mut report } => {
                 self.counters.reports += 1;
                 let key = (dp, flow);
                 let Some(f) = self.flows.get_mut(&key) else {
@@ -149,6 +282,14 @@ impl FlowTable {
                     debug!(%flow, "report for a flow the adapter did not announce");
                     return;
                 };
+                if f.feedback_ahead && report.now_us < f.given_now_us {
+                    self.counters.feedback_clock_clamps += 1;
+                    debug!(flow = f.id, by_us = f.given_now_us - report.now_us, "report older than the feedback before it");
+                    report.now_us = f.given_now_us;
+                }
+                f.feedback_ahead = false;
+                f.given_now_us = f.given_now_us.max(report.now_us);
+                f.gauges = Some(Gauges::of(&report));
                 f.reports += 1;
                 f.last_report_us = Some(now_us);
                 f.last_activity_us = now_us;
@@ -158,19 +299,19 @@ impl FlowTable {
                 f.totals.timeouts += u64::from(report.timeouts);
                 let outcome = f.controller.on_report(&report, now_us);
                 if let Some(t) = trace {
-                    t.record(now_us, f.id, &report, &f.controller);
+                    t.record(now_us, f.id, &report, &f.controller, None);
                 }
                 self.account(key, adapter, &outcome);
             }
             DatapathEvent::FlowClosed { flow, reason } => {
                 let key = (dp, flow);
                 self.unapplied.remove(&key);
-                if let Some(f) = self.flows.remove(&key) {
+                if let Some(f) = self.remove(&key) {
                     self.counters.flows_closed += 1;
                     let t = f.totals;
                     info!(
                         flow = f.id, datapath_flow = %flow, ?reason, reports = f.reports, acked_bytes = t.acked_bytes,
-                        lost_pkts = t.lost_pkts, ce_pkts = t.ce_pkts, timeouts = t.timeouts, "flow closed"
+                        lost_pkts = t.lost_pkts, ce_pkts = t.ce_pkts, timeouts = t.timeouts, cnms = f.cnms, "flow closed"
                     );
                 }
             }
@@ -186,7 +327,7 @@ impl FlowTable {
 
     fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, info: FlowInfo, now_us: u64) {
         let key = (dp, flow);
-        if let Some(old) = self.flows.remove(&key) {
+        if let Some(old) = self.remove(&key) {
             debug!(flow = old.id, "flow id re-used by the datapath");
         }
         let choice = self.policy.select(&info).clone();
@@ -227,9 +368,87 @@ impl FlowTable {
             last_report_us: None,
             reports: 0,
             totals: Totals::default(),
+            gauges: None,
+            given_now_us: start.now_us,
+            feedback_ahead: false,
+            cnms: 0,
         };
+        if let (Some(src), Some(dst)) = (flow.info.src, flow.info.dst) {
+            self.by_tuple.entry((src, dst)).or_default().push(key);
+        }
         self.flows.insert(key, flow);
         self.account(key, adapter, &outcome);
+    }
+
+    /// Removes a flow and its tuple index entry.
+    fn remove(&mut self, key: &FlowKey) -> Option<Flow> {
+        let f = self.flows.remove(key)?;
+        if let (Some(src), Some(dst)) = (f.info.src, f.info.dst) {
+            if let Some(keys) = self.by_tuple.get_mut(&(src, dst)) {
+                keys.retain(|k| k != key);
+                if keys.is_empty() {
+                    self.by_tuple.remove(&(src, dst));
+                }
+            }
+        }
+        Some(f)
+    }
+
+    /// The flow whose sender sends as `tuple`. With `netns_cookie` (the namespace the feedback
+    /// arrived in), a flow whose datapath knows its namespace must be in that one.
+    pub fn lookup(&self, tuple: &Tuple, netns_cookie: Option<u64>) -> Lookup {
+        let Some(keys) = self.by_tuple.get(tuple) else { return Lookup::Unknown };
+        let mut found = None;
+        let mut matching = 0;
+        let mut elsewhere = false;
+        for key in keys {
+            let Some(f) = self.flows.get(key) else { continue };
+            if let (Some(mine), Some(asked)) = (f.info.netns_cookie, netns_cookie) {
+                if mine != asked {
+                    elsewhere = true;
+                    continue;
+                }
+            }
+            matching += 1;
+            found = Some(*key);
+        }
+        match (matching, found) {
+            (1, Some(key)) => Lookup::Found(key),
+            (0, _) if elsewhere => Lookup::OtherNetns,
+            (0, _) => Lookup::Unknown,
+            _ => Lookup::Ambiguous,
+        }
+    }
+
+    /// Delivers network feedback to a flow at once: its report (see the module's documentation)
+    /// goes through the flow's controller, and what the decision changed is applied through
+    /// `adapter` right away, as for a datapath's report. `None` when the flow is gone.
+    pub fn network_feedback(
+        &mut self,
+        key: FlowKey,
+        adapter: &mut dyn Datapath,
+        ev: &FeedbackEvent,
+        now_us: u64,
+        trace: Option<&mut FlowTrace>,
+    ) -> Option<Delivered> {
+        let f = self.flows.get_mut(&key)?;
+        let report = f.feedback_report(ev.feedback, now_us);
+        if report.now_us > f.gauges.map_or(0, |g| g.now_us) {
+            f.feedback_ahead = true;
+        }
+        f.given_now_us = report.now_us;
+        f.cnms += 1;
+        self.counters.feedback_reports += 1;
+        let outcome = f.controller.on_report(&report, now_us);
+        let sent = self.counters.commands_sent;
+        self.account(key, adapter, &outcome);
+        let latency = ev.received.elapsed();
+        let action = self.counters.commands_sent > sent;
+        if let (Some(t), Some(f)) = (trace, self.flows.get(&key)) {
+            let cnm = CnmTrace { cpid: ev.cpid, read_to_action_us: latency.as_micros() as u64, sample_to_read_us: ev.age_us };
+            t.record(now_us, f.id, &report, &f.controller, Some(&cnm));
+        }
+        Some(Delivered { latency, action })
     }
 
     /// Counts and logs what a controller did, and applies the flow's settings.
@@ -304,7 +523,7 @@ impl FlowTable {
         let stale: Vec<FlowKey> =
             self.flows.iter().filter(|(_, f)| now_us.saturating_sub(f.last_activity_us) > idle).map(|(k, _)| *k).collect();
         for key in &stale {
-            if let Some(f) = self.flows.remove(key) {
+            if let Some(f) = self.remove(key) {
                 self.unapplied.remove(key);
                 self.counters.flows_forgotten += 1;
                 warn!(flow = f.id, idle_s = idle / 1_000_000, "forgetting a flow that stopped reporting");
@@ -364,6 +583,7 @@ impl FlowTable {
                     reports: f.reports,
                     report_age_ms: f.last_report_us.map(|t| now_us.saturating_sub(t) / 1000),
                     faults: f.controller.total_faults(),
+                    cnms: f.cnms,
                     state: f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
                 }
             })

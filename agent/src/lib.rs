@@ -4,11 +4,13 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod cnm;
 pub mod config;
 pub mod control;
 pub mod datapath;
 pub mod flows;
 pub mod install;
+pub mod latency;
 pub mod metrics;
 pub mod permissions;
 pub mod rules;

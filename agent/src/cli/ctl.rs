@@ -162,21 +162,35 @@ fn print_status(r: &Value) {
         r["rules"].as_array().map_or(0, Vec::len),
         r["counters"]
     );
+    if let Some(c) = r["cnm"].as_object() {
+        println!(
+            "cnm: {} (netns {}) from {}; counters {}; read to action p50/p99 {}/{} µs",
+            c["listen"].as_str().unwrap_or("?"),
+            c["netns"].as_str().unwrap_or("the agent's"),
+            c["allow_from"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default(),
+            c["counters"],
+            c["read_to_action_us"]["p50_us"],
+            c["read_to_action_us"]["p99_us"],
+        );
+    }
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
     if flows.is_empty() {
         println!("no flows");
         return;
     }
     println!(
-        "{:>6} {:<22} {:<22} {:<12} {:<12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7}",
-        "ID", "SRC", "DST", "ALGORITHM", "CHOSEN BY", "CWND KB", "RATE Mb/s", "SRTT ms", "REPORTS", "AGE ms", "FAULTS"
+        "{:>6} {:<22} {:<22} {:<12} {:<12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7} {:>7}",
+        "ID", "SRC", "DST", "ALGORITHM", "CHOSEN BY", "CWND KB", "RATE Mb/s", "SRTT ms", "REPORTS", "AGE ms", "FAULTS", "CNMS"
     );
     for f in flows {
         let opt = |v: &Value, scale: f64, digits: usize| {
             num(v).map_or_else(|| "-".to_string(), |x| format!("{:.*}", digits, x / scale))
         };
         println!(
-            "{:>6} {:<22} {:<22} {:<12} {:<12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7}",
+            "{:>6} {:<22} {:<22} {:<12} {:<12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7} {:>7}",
             f["id"].as_u64().unwrap_or(0),
             f["src"].as_str().unwrap_or("-"),
             f["dst"].as_str().unwrap_or("-"),
@@ -188,6 +202,7 @@ fn print_status(r: &Value) {
             f["reports"].as_u64().unwrap_or(0),
             opt(&f["report_age_ms"], 1.0, 0),
             f["faults"].as_u64().unwrap_or(0),
+            f["cnms"].as_u64().unwrap_or(0),
         );
     }
 }

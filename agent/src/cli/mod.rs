@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use tracing::error;
 
+use crate::cnm::CnmListener;
 use crate::config::{AgentConfig, Overrides, DEFAULT_CONFIG_PATH};
 use crate::control::server::ControlServer;
 use crate::datapath::{self, Kind, OpenContext};
@@ -127,6 +128,23 @@ pub struct RunArgs {
     /// algorithm's state) to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace_flows: Option<PathBuf>,
+
+    /// Receive QCN congestion notification messages (CNMs) on this UDP address, e.g.
+    /// 0.0.0.0:7470, and deliver each to its flow at once. Needs --cnm-allow-from (or [cnm]
+    /// allow_from). Off by default.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub cnm_listen: Option<String>,
+
+    /// A congestion point's source address or prefix whose CNMs are believed (repeatable;
+    /// replaces [cnm] allow_from). Any local user can send UDP to the port: list only the
+    /// congestion points' own addresses (ccp-router: its --router-addr, 10.77.0.254).
+    #[arg(long, value_name = "ADDR|PREFIX")]
+    pub cnm_allow_from: Vec<String>,
+
+    /// Listen for CNMs inside this network namespace (a name from `ip netns`, or a path): CNMs
+    /// go to the sender's address, so they arrive in the sender's namespace.
+    #[arg(long, value_name = "NAME|PATH")]
+    pub cnm_netns: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -243,6 +261,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         control_socket: args.control_socket,
         no_control: args.no_control,
         metrics_listen: args.metrics,
+        cnm_listen: args.cnm_listen,
+        cnm_netns: args.cnm_netns,
+        cnm_allow_from: args.cnm_allow_from,
     };
     let path = config_path(args.config.as_deref());
     let cfg = load_config(path.as_deref(), &overrides)?;
@@ -263,17 +284,22 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let metrics = cfg.metrics_listen.map(MetricsServer::bind).transpose()?;
     let trace = args.trace_flows.as_deref().map(FlowTrace::create).transpose()?;
+    let cnm = cfg.cnm.as_ref().map(CnmListener::bind).transpose()?;
     let datapath = datapath::open(&cfg.datapath, &OpenContext { limits: cfg.limits.clone() })
         .with_context(|| format!("{} datapath", cfg.datapath.kind))?;
-    let services = Services { control, metrics, trace, reload_from: path.map(|p| (p, overrides)) };
+    let services = Services { control, metrics, trace, cnm, reload_from: path.map(|p| (p, overrides)) };
     let mut rt = Runtime::new(&cfg, vec![datapath], services)?;
     rt.run()
 }
 
 fn check_config(file: &Path) -> anyhow::Result<()> {
     let cfg = AgentConfig::load(file, &Overrides::default())?;
+    let cnm = cfg.cnm.as_ref().map_or_else(String::new, |c| {
+        let from: Vec<String> = c.allow_from.iter().map(ToString::to_string).collect();
+        format!(", CNMs on {} from {}", c.listen, from.join(" "))
+    });
     println!(
-        "{}: OK (datapath {}, default algorithm {}, {} rule(s), fallback {})",
+        "{}: OK (datapath {}, default algorithm {}, {} rule(s), fallback {}{cnm})",
         file.display(),
         cfg.datapath.kind,
         cfg.policy.default.algorithm(),
@@ -377,5 +403,22 @@ mod tests {
         .is_ok());
         assert!(Cli::try_parse_from(["ccp-agent", "ctl", "attach", "--port", "80"]).is_ok());
         assert!(Cli::try_parse_from(["ccp-agent", "run", "--no-control", "--control-socket", "/x"]).is_err());
+        let cli = Cli::try_parse_from([
+            "ccp-agent",
+            "run",
+            "--cnm-listen",
+            "0.0.0.0:7470",
+            "--cnm-allow-from",
+            "10.77.0.254",
+            "--cnm-allow-from",
+            "10.1.0.0/16",
+            "--cnm-netns",
+            "lab-snd",
+        ])
+        .unwrap();
+        let Command::Run(r) = cli.command else { panic!("not run") };
+        assert_eq!(r.cnm_listen.as_deref(), Some("0.0.0.0:7470"));
+        assert_eq!(r.cnm_allow_from, vec!["10.77.0.254".to_string(), "10.1.0.0/16".to_string()]);
+        assert_eq!(r.cnm_netns.as_deref(), Some("lab-snd"));
     }
 }

@@ -145,3 +145,65 @@ fn missing_file_is_a_clear_error() {
     let e = AgentConfig::load(Path::new("/nonexistent/agent.toml"), &Overrides::default()).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/agent.toml") && e.to_string().contains("cannot read"), "{e}");
 }
+
+#[test]
+fn cnm_is_off_unless_listen_is_set() {
+    assert!(parse("").unwrap().cnm.is_none());
+    assert!(parse("[cnm]\nallow_from = [\"10.77.0.254\"]\n").unwrap().cnm.is_none(), "a list alone listens nowhere");
+    let c = parse("[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = [\"10.77.0.254\", \"10.1.0.0/16\"]\nnetns = \"lab-snd\"\n")
+        .unwrap()
+        .cnm
+        .unwrap();
+    assert_eq!(c.listen, "0.0.0.0:7470".parse().unwrap());
+    assert_eq!(c.allow_from, vec!["10.77.0.254/32".parse().unwrap(), "10.1.0.0/16".parse().unwrap()]);
+    assert_eq!(c.netns, Some(PathBuf::from("/run/netns/lab-snd")));
+    assert_eq!((c.max_per_pass, c.recv_buffer_bytes), (crate::cnm::DEFAULT_MAX_PER_PASS, crate::cnm::DEFAULT_RECV_BUFFER_BYTES));
+    let c = parse("[cnm]\nlisten = \"[::]:7470\"\nallow_from = [\"::1\"]\nnetns = \"/proc/1/ns/net\"\n").unwrap().cnm.unwrap();
+    assert_eq!(c.netns, Some(PathBuf::from("/proc/1/ns/net")));
+}
+
+#[test]
+fn cnm_needs_an_allow_list_and_says_why() {
+    let cases = [("[cnm]\nlisten = \"0.0.0.0:7470\"\n", 2), ("[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = []\n", 3)];
+    for (text, line) in cases {
+        let e = parse(text).unwrap_err();
+        assert_eq!(e.location, format!("test.toml:{line}"), "{e}");
+        assert!(e.message.contains("cnm.allow_from") && e.message.contains("forged CNM"), "{e}");
+    }
+}
+
+#[test]
+fn bad_cnm_values_name_key_and_line() {
+    let e = parse("[cnm]\nlisten = \"7470\"\nallow_from = [\"10.0.0.1\"]\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:2", "{e}");
+    assert!(e.message.contains("cnm.listen") && e.message.contains("0.0.0.0:7470"), "{e}");
+    let e = parse("[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = [\"10.0.0.1\", \"10.0.0.0/40\"]\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:3", "{e}");
+    assert!(e.message.contains("cnm.allow_from[1]"), "{e}");
+    let e = parse("[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = [\"10.0.0.1\"]\n\nmax_per_pass = 0\n").unwrap_err();
+    assert_eq!(e.location, "test.toml:5", "{e}");
+    assert!(e.message.contains("cnm.max_per_pass = 0 is out of range"), "{e}");
+    let e = parse("[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = [\"10.0.0.1\"]\nrecv_buffer_bytes = 1\n").unwrap_err();
+    assert!(e.message.contains("cnm.recv_buffer_bytes"), "{e}");
+    let e = parse("[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = [\"10.0.0.1\"]\nnetns = \"\"\n").unwrap_err();
+    assert!(e.message.contains("cnm.netns is empty"), "{e}");
+    let e = parse("[cnm]\nlisen = \"0.0.0.0:7470\"\n").unwrap_err();
+    assert!(e.message.contains("lisen"), "{e}");
+}
+
+#[test]
+fn cnm_command_line_overrides_the_file() {
+    let ov = Overrides {
+        cnm_listen: Some("127.0.0.1:7471".into()),
+        cnm_allow_from: vec!["127.0.0.2".into()],
+        cnm_netns: Some("snd".into()),
+        ..Overrides::default()
+    };
+    let c = AgentConfig::parse("t", "[cnm]\nlisten = \"0.0.0.0:7470\"\nallow_from = [\"10.0.0.1\"]\n", &ov).unwrap().cnm.unwrap();
+    assert_eq!(c.listen, "127.0.0.1:7471".parse().unwrap());
+    assert_eq!(c.allow_from, vec!["127.0.0.2/32".parse().unwrap()]);
+    assert_eq!(c.netns, Some(PathBuf::from("/run/netns/snd")));
+    let e =
+        AgentConfig::parse("t", "", &Overrides { cnm_listen: Some("0.0.0.0:7470".into()), ..Overrides::default() }).unwrap_err();
+    assert!(e.message.contains("--cnm-allow-from"), "{e}");
+}

@@ -150,6 +150,9 @@ pub struct FlowInfo {
     pub cgroup: Option<String>,
     /// Whether the connection negotiated ECN, where the datapath knows.
     pub ecn: Option<bool>,
+    /// The cookie of the flow's network namespace, where the datapath knows it (the eBPF
+    /// datapath serves every namespace of the kernel: the same addresses can be two flows).
+    pub netns_cookie: Option<u64>,
     /// Present when the flow was already running before we saw it (agent restart, attach, a
     /// flow forgotten while idle): its controller must continue from this state.
     pub existing: Option<Seed>,

@@ -159,3 +159,192 @@ fn silent_flows_are_forgotten_after_the_idle_timeout() {
     assert!(t.is_empty());
     assert_eq!(t.counters.flows_forgotten, 1);
 }
+
+// Network feedback (CNMs): lookup by 5-tuple, the report it becomes, the clock it carries.
+
+const SRC: (std::net::Ipv4Addr, u16) = (std::net::Ipv4Addr::new(10, 77, 0, 1), 40_000);
+const DST: (std::net::Ipv4Addr, u16) = (std::net::Ipv4Addr::new(10, 77, 0, 2), 5201);
+
+fn started_at(flow: FlowRef, netns_cookie: Option<u64>) -> DatapathEvent {
+    DatapathEvent::FlowStarted {
+        flow,
+        info: FlowInfo {
+            mss_bytes: 1000,
+            init_cwnd_bytes: 10_000,
+            src: Some(SRC),
+            dst: Some(DST),
+            netns_cookie,
+            ..FlowInfo::default()
+        },
+    }
+}
+
+fn qcn(fb: u8) -> FeedbackEvent {
+    FeedbackEvent {
+        feedback: ccp_contract::NetworkFeedback::Qcn { fb_quantized: fb, q_off_bytes: 3000, q_delta_bytes: -100 },
+        cpid: 1,
+        received: std::time::Instant::now(),
+        age_us: None,
+    }
+}
+
+fn report_at(flow: FlowRef, now_us: u64, acked_bytes: u64) -> DatapathEvent {
+    let DatapathEvent::Report { report, .. } = report(acked_bytes) else { unreachable!() };
+    DatapathEvent::Report {
+        flow,
+        report: Report { now_us, inflight_bytes: 7_000, pacing_rate_bytes_per_s: Some(123_456), ..report },
+    }
+}
+
+/// An algorithm that keeps every report it is given and, like a QCN reaction point, cuts its
+/// window by qFb/128 on network feedback.
+#[derive(Clone, Default)]
+struct Seen(std::sync::Arc<std::sync::Mutex<Vec<Report>>>);
+
+impl Seen {
+    fn last(&self) -> Report {
+        self.0.lock().unwrap().last().cloned().expect("a report was given")
+    }
+}
+
+struct Recording {
+    seen: Seen,
+    cwnd: f64,
+}
+
+impl ccp_contract::Algorithm for Recording {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn init(&mut self, start: &ccp_contract::FlowStart) -> ccp_contract::Action {
+        self.cwnd = start.init_cwnd_bytes as f64;
+        ccp_contract::Action::cwnd(self.cwnd)
+    }
+    fn on_report(&mut self, r: &Report) -> ccp_contract::Action {
+        self.seen.0.lock().unwrap().push(r.clone());
+        match r.feedback {
+            Some(ccp_contract::NetworkFeedback::Qcn { fb_quantized, .. }) => {
+                self.cwnd *= 1.0 - f64::from(fb_quantized) / 128.0;
+                ccp_contract::Action::cwnd(self.cwnd)
+            }
+            None => ccp_contract::Action::default(),
+        }
+    }
+}
+
+impl ccp_contract::AlgorithmFactory for Seen {
+    fn name(&self) -> &'static str {
+        "recording"
+    }
+    fn create(&self) -> Box<dyn ccp_contract::Algorithm> {
+        Box::new(Recording { seen: self.clone(), cwnd: 0.0 })
+    }
+}
+
+fn recording_table() -> (FlowTable, Seen) {
+    let seen = Seen::default();
+    let mut t = table();
+    t.policy.default = ccp_contract::Choice::new(std::sync::Arc::new(seen.clone()), toml::Table::new(), "test");
+    (t, seen)
+}
+
+#[test]
+fn feedback_finds_its_flow_by_the_senders_tuple_and_namespace() {
+    let (mut t, mut dp) = (table(), Recorder::default());
+    let other = FlowRef { peer: 0, sid: 8 };
+    t.handle(0, &mut dp, started_at(FLOW, Some(1)), 0, None);
+    assert_eq!(t.lookup(&(SRC, DST), Some(1)), Lookup::Found((0, FLOW)));
+    assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Found((0, FLOW)), "a socket that cannot say matches any");
+    assert_eq!(t.lookup(&(DST, SRC), Some(1)), Lookup::Unknown, "the reverse direction is another flow");
+    assert_eq!(t.lookup(&(SRC, DST), Some(2)), Lookup::OtherNetns);
+    // The same tuple in a second namespace: each namespace finds its own.
+    t.handle(0, &mut dp, started_at(other, Some(2)), 0, None);
+    assert_eq!(t.lookup(&(SRC, DST), Some(2)), Lookup::Found((0, other)));
+    assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Ambiguous, "nothing tells them apart");
+    // Closing and forgetting take the flow out of the index.
+    t.handle(0, &mut dp, DatapathEvent::FlowClosed { flow: other, reason: CloseReason::Closed }, 1, None);
+    assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Found((0, FLOW)));
+    assert_eq!(t.expire(10_000_000), vec![(0, FLOW)]);
+    assert_eq!(t.lookup(&(SRC, DST), Some(1)), Lookup::Unknown);
+    // A flow whose datapath gave no addresses is not indexed.
+    t.handle(0, &mut dp, started(None), 0, None);
+    assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Unknown);
+}
+
+#[test]
+fn a_reused_flow_id_moves_the_index_to_the_new_flow() {
+    let (mut t, mut dp) = (table(), Recorder::default());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, started(None), 1, None);
+    assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Unknown, "the old flow's tuple left with it");
+}
+
+#[test]
+fn feedback_is_a_report_of_gauges_with_zero_counters_on_the_datapaths_clock() {
+    let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), 100_000, None);
+    let acked_before = t.get(&(0, FLOW)).unwrap().totals.acked_bytes;
+    let d = t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
+    assert!(d.latency < Duration::from_secs(1));
+    let r = seen.last();
+    assert_eq!(r.feedback, Some(ccp_contract::NetworkFeedback::Qcn { fb_quantized: 20, q_off_bytes: 3000, q_delta_bytes: -100 }));
+    assert_eq!(r.now_us, 5_003_000, "the last report's time plus the agent's 3 ms since it arrived");
+    assert_eq!((r.interval_us, r.urgent), (0, None));
+    assert_eq!((r.acked_bytes, r.acked_pkts, r.sacked_bytes, r.lost_pkts, r.timeouts, r.ce_pkts), (0, 0, 0, 0, 0, 0));
+    assert_eq!((r.rtt, r.send_rate_bytes_per_s), (None, None), "no new samples");
+    assert_eq!((r.cwnd_bytes, r.inflight_bytes, r.mss_bytes), (10_000, 7_000, 1000), "the last report's gauges");
+    assert_eq!(r.pacing_rate_bytes_per_s, Some(123_456));
+    let f = t.get(&(0, FLOW)).unwrap();
+    assert_eq!((f.cnms, f.totals.acked_bytes), (1, acked_before), "nothing counted twice");
+    assert_eq!(t.counters.feedback_reports, 1);
+    assert_eq!(t.status(&[Box::new(Recorder::default()) as Box<dyn Datapath>], 0)[0].cnms, 1);
+    // Two CNMs in the same microsecond: time stands still, never goes back.
+    t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
+    assert_eq!(seen.last().now_us, 5_003_000);
+}
+
+#[test]
+fn a_datapath_report_older_than_the_feedback_is_raised_to_its_time() {
+    let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), 100_000, None);
+    t.network_feedback((0, FLOW), &mut dp, &qcn(20), 110_000, None).unwrap();
+    // A report the datapath closed at 5.004 s that reached the agent only now.
+    t.handle(0, &mut dp, report_at(FLOW, 5_004_000, 1000), 111_000, None);
+    assert_eq!(seen.last().now_us, 5_010_000);
+    assert_eq!(t.counters.feedback_clock_clamps, 1);
+    // Later reports are the datapath's own again.
+    t.handle(0, &mut dp, report_at(FLOW, 5_020_000, 1000), 121_000, None);
+    assert_eq!(seen.last().now_us, 5_020_000);
+    assert_eq!(t.counters.feedback_clock_clamps, 1);
+}
+
+#[test]
+fn feedback_before_any_report_uses_what_the_agent_knows() {
+    let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.network_feedback((0, FLOW), &mut dp, &qcn(63), 1_000, None).unwrap();
+    let r = seen.last();
+    assert_eq!((r.now_us, r.mss_bytes, r.cwnd_bytes), (0, 1000, 10_000));
+    assert!(t.network_feedback((0, FlowRef { peer: 0, sid: 99 }), &mut dp, &qcn(1), 1_000, None).is_none());
+}
+
+#[test]
+fn the_decision_on_feedback_is_applied_at_once() {
+    // Reno ignores CNMs: a decision that changes nothing sends nothing.
+    let (mut t, mut dp) = (table(), Recorder::default());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    let sent = dp.applied.len();
+    let d = t.network_feedback((0, FLOW), &mut dp, &qcn(63), 1_000, None).unwrap();
+    assert!(!d.action);
+    assert_eq!(dp.applied.len(), sent);
+    // A reaction point's cut goes to the datapath before network_feedback returns.
+    let ((mut t, _), mut dp) = (recording_table(), Recorder::default());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    let d = t.network_feedback((0, FLOW), &mut dp, &qcn(64), 1_000, None).unwrap();
+    assert!(d.action);
+    let (flow, want, changed) = dp.applied.last().copied().unwrap();
+    assert_eq!((flow, want.cwnd_bytes, changed.cwnd_bytes), (FLOW, 5_000, Some(5_000)));
+    assert_eq!(t.counters.commands_sent, 2);
+}

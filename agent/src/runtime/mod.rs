@@ -6,7 +6,11 @@
 //! housekeeping and the table retries what could not be applied; once a second it forgets flows
 //! that have been silent longer than the idle timeout (they are adopted again if they report).
 //! The same loop serves the control socket (`ops.rs`: status, swaps, reloads, attach/detach),
-//! the optional metrics endpoint, and the optional per-report flow trace (`trace.rs`).
+//! the optional metrics endpoint, the optional per-report flow trace (`trace.rs`), and the
+//! optional CNM listener (`crate::cnm`): each CNM that names a flow is delivered to it at once,
+//! after the reports its datapath already queued, and the decision is applied before the loop
+//! moves on. At most `max_per_pass` CNMs are read per pass; when more may be waiting the loop
+//! polls without sleeping, so timers, control requests and datapaths interleave with a flood.
 //! SIGUSR1 logs a status line per flow; SIGINT/SIGTERM stop the loop.
 
 mod ops;
@@ -23,13 +27,14 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info};
 
+use crate::cnm::{CnmListener, Notice};
 use crate::config::{AgentConfig, Overrides};
 use crate::control::server::ControlServer;
 use crate::datapath::{Datapath, DatapathEvent};
-use crate::flows::FlowTable;
 pub use crate::flows::{Counters, FlowStatus};
+use crate::flows::{FeedbackEvent, FlowTable, Lookup};
 use crate::metrics::MetricsServer;
-pub use trace::FlowTrace;
+pub use trace::{CnmTrace, FlowTrace};
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
@@ -42,6 +47,8 @@ pub struct Services {
     pub control: Option<ControlServer>,
     pub metrics: Option<MetricsServer>,
     pub trace: Option<FlowTrace>,
+    /// Congestion notification messages from QCN congestion points.
+    pub cnm: Option<CnmListener>,
     /// Where `reload` re-reads the configuration from, with the command line's overrides.
     pub reload_from: Option<(std::path::PathBuf, Overrides)>,
 }
@@ -56,6 +63,8 @@ pub struct Runtime {
     services: Services,
     config_source: String,
     started: Instant,
+    /// CNMs read in one pass, waiting for their flows.
+    notices: Vec<Notice>,
 }
 
 impl Runtime {
@@ -75,6 +84,9 @@ impl Runtime {
             m.register(poll.registry()).context("registering the metrics endpoint")?;
             info!(addr = %m.local_addr(), "metrics endpoint");
         }
+        if let Some(c) = services.cnm.as_mut() {
+            c.register(poll.registry()).context("registering the CNM listener")?;
+        }
         Ok(Runtime {
             poll,
             signals,
@@ -85,6 +97,7 @@ impl Runtime {
             services,
             config_source: config.source.clone(),
             started: Instant::now(),
+            notices: Vec::new(),
         })
     }
 
@@ -100,13 +113,18 @@ impl Runtime {
         let mut next_dp_tick = Instant::now() + DATAPATH_TICK;
         let mut dp_events = Vec::with_capacity(256);
         while !self.stop.load(Ordering::Relaxed) {
-            let timeout = next_tick.min(next_dp_tick).saturating_duration_since(Instant::now());
+            let mut timeout = next_tick.min(next_dp_tick).saturating_duration_since(Instant::now());
+            if self.services.cnm.as_ref().is_some_and(CnmListener::pending) {
+                // The last pass left CNMs in the socket: look at everything else, then read on.
+                timeout = Duration::ZERO;
+            }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
                 }
                 return Err(e).context("waiting for events");
             }
+            let mut cnm_served = false;
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL_TOKEN => {
@@ -123,8 +141,15 @@ impl Runtime {
                     Token(i) if i < self.datapaths.len() => self.service(i, &mut dp_events),
                     t if ControlServer::owns(t) => self.serve_control(t),
                     t if MetricsServer::owns(t) => self.serve_metrics(t),
+                    t if CnmListener::owns(t) => {
+                        self.serve_cnm(&mut dp_events);
+                        cnm_served = true;
+                    }
                     Token(_) => {}
                 }
+            }
+            if !cnm_served && self.services.cnm.as_ref().is_some_and(CnmListener::pending) {
+                self.serve_cnm(&mut dp_events);
             }
             let now = Instant::now();
             if now >= next_dp_tick {
@@ -166,6 +191,44 @@ impl Runtime {
         }
     }
 
+    /// One pass over the CNM socket: reads a bounded batch, lets every datapath hand over the
+    /// reports it has queued (the feedback follows them and copies their gauges), then delivers
+    /// each CNM to its flow and applies the decision at once.
+    fn serve_cnm(&mut self, buf: &mut Vec<DatapathEvent>) {
+        let Some(mut cnm) = self.services.cnm.take() else { return };
+        let mut notices = std::mem::take(&mut self.notices);
+        cnm.read_batch(&mut notices);
+        if !notices.is_empty() {
+            for i in 0..self.datapaths.len() {
+                self.service(i, buf);
+            }
+        }
+        for n in notices.drain(..) {
+            let key = match self.flows.lookup(&n.tuple, cnm.netns_cookie()) {
+                Lookup::Found(key) => key,
+                miss => {
+                    let reason = match miss {
+                        Lookup::OtherNetns => crate::cnm::Reason::OtherNetns,
+                        Lookup::Ambiguous => crate::cnm::Reason::AmbiguousFlow,
+                        _ => crate::cnm::Reason::UnknownFlow,
+                    };
+                    let ((sa, sp), (da, dp)) = n.tuple;
+                    cnm.drop_one(reason, Some(n.from), &format!("no single flow {sa}:{sp} -> {da}:{dp}"));
+                    continue;
+                }
+            };
+            let ev = FeedbackEvent { feedback: n.feedback, cpid: n.cpid, received: n.received, age_us: n.age_us };
+            let now_us = self.now_us();
+            let adapter = self.datapaths[key.0].as_mut();
+            match self.flows.network_feedback(key, adapter, &ev, now_us, self.services.trace.as_mut()) {
+                Some(d) => cnm.delivered(&n, d.latency, d.action),
+                None => cnm.drop_one(crate::cnm::Reason::UnknownFlow, Some(n.from), "the flow closed"),
+            }
+        }
+        self.notices = notices;
+        self.services.cnm = Some(cnm);
+    }
+
     fn tick(&mut self) {
         for (dp, flow) in self.flows.expire(self.now_us()) {
             // The adapter forgets it too, so a report that does come later adopts it afresh.
@@ -189,9 +252,17 @@ impl Runtime {
         for f in flows {
             info!(flow = %serde_json::to_string(&f).unwrap_or_default(), "status");
         }
+        self.log_cnm();
     }
 
     fn log_summary(&self) {
         info!(flows_open = self.flows.len(), counters = %serde_json::to_string(&self.flows.counters).unwrap_or_default(), "agent stopped");
+        self.log_cnm();
+    }
+
+    fn log_cnm(&self) {
+        if let Some(c) = self.services.cnm.as_ref() {
+            info!(cnm = %c.status_json(), "CNM listener status");
+        }
     }
 }

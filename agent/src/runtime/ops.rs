@@ -6,6 +6,7 @@ use serde_json::json;
 use tracing::info;
 
 use super::Runtime;
+use crate::cnm::Reason;
 use crate::config::{parse_net, AgentConfig};
 use crate::control::protocol::{MatchSpec, Request, Response, Target};
 use crate::datapath::AttachControl;
@@ -147,7 +148,7 @@ impl Runtime {
             "default": self.flows.policy.default.algorithm(),
             "rules": self.flows.policy.rules.len(),
             "swapped": swapped,
-            "note": "datapath, control and metrics settings take effect at the next start",
+            "note": "datapath, control, metrics and cnm settings take effect at the next start",
         }))
     }
 
@@ -180,6 +181,7 @@ impl Runtime {
             "fallback": choice(&self.flows.policy.fallback),
             "rules": self.flows.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),
             "counters": self.flows.counters,
+            "cnm": self.services.cnm.as_ref().map(|c| c.status_json()),
             "flows": self.status(),
         })
     }
@@ -187,7 +189,31 @@ impl Runtime {
     fn metrics_text(&self) -> String {
         let c = &self.flows.counters;
         let counter = |name, help, v: u64| Family::single(name, "counter", help, v as f64);
-        render(&[
+        let mut cnm = Vec::new();
+        if let Some(l) = self.services.cnm.as_ref() {
+            let k = l.counters;
+            let mut samples = vec![(vec![("outcome", "delivered".to_string())], k.delivered as f64)];
+            samples.extend(Reason::ALL.iter().map(|r| (vec![("outcome", r.name().to_string())], k.get(*r) as f64)));
+            samples.push((vec![("outcome", "socket_overflow".to_string())], k.socket_overflows as f64));
+            cnm.push(Family {
+                name: "ccp_cnm_datagrams_total",
+                kind: "counter",
+                help: "CNM datagrams by outcome: delivered to a flow, or why dropped (socket_overflow: dropped by the kernel).",
+                samples,
+            });
+            cnm.push(counter(
+                "ccp_cnm_actions_total",
+                "Delivered CNMs whose decision sent a command to the datapath.",
+                k.actions,
+            ));
+            cnm.push(Family::single(
+                "ccp_cnm_read_to_action_p99_seconds",
+                "gauge",
+                "99th percentile, since start, of a CNM's read to its flow's decision applied.",
+                l.latency_summary().p99_us as f64 / 1e6,
+            ));
+        }
+        let mut families = vec![
             Family::single(
                 "ccp_uptime_seconds",
                 "gauge",
@@ -214,6 +240,13 @@ impl Runtime {
             counter("ccp_fallbacks_total", "Algorithms replaced by the fallback after repeated faults.", c.fallbacks),
             counter("ccp_swaps_total", "Hot swaps of a flow's algorithm.", c.swaps),
             counter("ccp_control_requests_total", "Control socket requests served.", c.control_requests),
-        ])
+            counter(
+                "ccp_feedback_reports_total",
+                "Reports carrying network feedback (CNMs) delivered to flows.",
+                c.feedback_reports,
+            ),
+        ];
+        families.extend(cnm);
+        render(&families)
     }
 }

@@ -3,19 +3,32 @@
 //! Each line pairs what the datapath measured with what the controller decided and the
 //! algorithm's own state (Nimbus's mode and η, DCTCP's α, …), so a run can be analysed without
 //! instrumenting any algorithm. Written through a buffer flushed once a second and at exit.
+//!
+//! A report carrying network feedback adds `qcn_fb`, `qcn_q_off_bytes`, `qcn_q_delta_bytes`, and,
+//! when a CNM brought it, `cnm_cpid`, `cnm_read_to_action_us` (the datagram read to the flow's
+//! decision applied) and `cnm_sample_to_read_us` (the congestion point's sample to the read, for
+//! a congestion point on this host's clock). Lines without feedback have none of these keys.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::Context;
-use ccp_contract::{Controller, PacingCommand, Report, Urgent};
+use ccp_contract::{Controller, NetworkFeedback, PacingCommand, Report, Urgent};
 use serde::Serialize;
 use tracing::warn;
 
 pub struct FlowTrace {
     out: BufWriter<File>,
     failed: bool,
+}
+
+/// Where a report's network feedback came from and how fast it was acted on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CnmTrace {
+    pub cpid: u32,
+    pub read_to_action_us: u64,
+    pub sample_to_read_us: Option<u64>,
 }
 
 #[derive(Serialize)]
@@ -43,6 +56,18 @@ struct Line<'a> {
     send_rate_bytes_per_s: Option<u64>,
     recv_rate_bytes_per_s: Option<u64>,
     urgent: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qcn_fb: Option<u8>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qcn_q_off_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    qcn_q_delta_bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cnm_cpid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cnm_read_to_action_us: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cnm_sample_to_read_us: Option<u64>,
     state: std::collections::BTreeMap<&'static str, f64>,
 }
 
@@ -52,11 +77,15 @@ impl FlowTrace {
         Ok(FlowTrace { out: BufWriter::new(f), failed: false })
     }
 
-    /// One line: `now_us` is the agent's clock (µs since it started).
-    pub fn record(&mut self, now_us: u64, flow: u64, r: &Report, c: &Controller) {
+    /// One line: `now_us` is the agent's clock (µs since it started); `cnm` when a CNM brought
+    /// the report.
+    pub fn record(&mut self, now_us: u64, flow: u64, r: &Report, c: &Controller, cnm: Option<&CnmTrace>) {
         if self.failed {
             return;
         }
+        let qcn = r.feedback.map(|fb| match fb {
+            NetworkFeedback::Qcn { fb_quantized, q_off_bytes, q_delta_bytes } => (fb_quantized, q_off_bytes, q_delta_bytes),
+        });
         let line = Line {
             t_us: r.now_us,
             agent_us: now_us,
@@ -83,6 +112,12 @@ impl FlowTrace {
                 Urgent::Timeout => "timeout",
                 Urgent::StateChange => "state_change",
             }),
+            qcn_fb: qcn.map(|q| q.0),
+            qcn_q_off_bytes: qcn.map(|q| q.1),
+            qcn_q_delta_bytes: qcn.map(|q| q.2),
+            cnm_cpid: cnm.map(|x| x.cpid),
+            cnm_read_to_action_us: cnm.map(|x| x.read_to_action_us),
+            cnm_sample_to_read_us: cnm.and_then(|x| x.sample_to_read_us),
             state: c.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
         };
         let written =

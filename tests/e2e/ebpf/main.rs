@@ -1,6 +1,7 @@
 //! The agent on this kernel's BPF datapath, with real TCP flows through the link emulator
 //! (`ccp-router`: 20 ms RTT, 50 Mbit/s). Needs root; skips loudly without it.
 
+mod cnm;
 mod hotswap;
 mod inigo;
 mod nimbus;

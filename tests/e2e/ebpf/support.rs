@@ -30,9 +30,15 @@ pub struct Router {
 
 impl Router {
     pub fn start(prefix: &str, delay_ms: u32, rate_mbps: u32, queue_pkts: u32) -> Router {
+        Self::start_with(prefix, delay_ms, rate_mbps, queue_pkts, &[])
+    }
+
+    /// The router with `extra` `run` arguments (a queue discipline and its options).
+    pub fn start_with(prefix: &str, delay_ms: u32, rate_mbps: u32, queue_pkts: u32, extra: &[&str]) -> Router {
         let mut child = Command::new(bin("ccp-router"))
             .args(["run", "--netns-prefix", prefix, "--delay-ms", &delay_ms.to_string()])
             .args(["--rate-mbps", &rate_mbps.to_string(), "--queue-pkts", &queue_pkts.to_string()])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -204,7 +210,8 @@ impl IperfClient {
         IperfClient(child)
     }
 
-    fn json(mut self) -> serde_json::Value {
+    /// iperf3's JSON report once it finished.
+    pub fn json(mut self) -> serde_json::Value {
         let mut out = String::new();
         self.0.stdout.take().expect("stdout").read_to_string(&mut out).expect("read iperf3 output");
         let _ = self.0.wait();

@@ -19,7 +19,6 @@
 //! - A clean shutdown detaches everything attach did (flows back to their previous congestion
 //!   control, sockops off the cgroups, namespace defaults restored), then unregisters and unpins.
 
-mod latency;
 mod report;
 mod select;
 mod settings;
@@ -40,7 +39,7 @@ use tracing::{debug, info, warn};
 
 use super::attach::{AttachControl, AttachReport, Selection};
 use super::{ApplyError, CloseReason, Datapath, DatapathConfig, DatapathEvent, FlowRef, Kind, OpenContext};
-use latency::Histogram;
+use crate::latency::Histogram;
 pub use settings::EbpfSettings;
 
 pub const KIND: Kind = Kind {

@@ -90,6 +90,7 @@ pub fn flow_info(c: &Create, cgroup: Option<String>) -> FlowInfo {
         cong_alg: c.prev_cc.clone(),
         cgroup,
         ecn: Some(c.ecn),
+        netns_cookie: Some(c.netns_cookie),
         existing: c.existing.then(|| Seed {
             cwnd_bytes: cwnd,
             pacing_rate_bytes_per_s: None,

@@ -272,6 +272,7 @@ impl<T: Transport> LibccpDatapath<T> {
             cgroup: None,
             // CREATE does not say; the fold counts ECE all the same.
             ecn: None,
+            netns_cookie: None,
             existing: None,
         };
         out.push(DatapathEvent::FlowStarted { flow: FlowRef { peer, sid: c.sid }, info });

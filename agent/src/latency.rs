@@ -1,5 +1,6 @@
-//! Report latency: from the ACK that closed a report (the record's kernel timestamp) to the
-//! agent decoding it, on the same clock (CLOCK_MONOTONIC).
+//! Latency histograms, µs: the eBPF datapath's report latency (from the ACK that closed a report,
+//! the record's kernel timestamp, to the agent decoding it, both on CLOCK_MONOTONIC) and the CNM
+//! path's (a datagram read to its flow's decision applied; a congestion point's sample to the read).
 
 /// Microsecond buckets up to `FINE_US`, millisecond buckets up to a second, then one overflow.
 const FINE_US: u64 = 2_000;
