@@ -865,9 +865,7 @@ mod tests {
     const MSS_F: f64 = MSS as f64;
     const RTT_US: u64 = 100_000;
 
-    fn rtt(us: u64) -> Option<RttStats> {
-        Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
-    }
+    use crate::test_support::rtt;
 
     /// A report at `now_us`: `acked_pkts` acknowledged, a delivery rate, `inflight_pkts` left in
     /// flight and one RTT.

@@ -479,16 +479,14 @@ impl Algorithm for Cubic {
 mod tests {
     use super::*;
     use crate::test_support::{check_sane, reports};
-    use ccp_contract::{RttStats, Seed};
+    use ccp_contract::Seed;
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;
     const MSS_F: f64 = MSS as f64;
     const RTT_US: u64 = 100_000;
 
-    fn rtt(us: u64) -> Option<RttStats> {
-        Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
-    }
+    use crate::test_support::rtt;
 
     fn ack_rtt(now_us: u64, segments: f64, rtt_us: u64) -> Report {
         Report {

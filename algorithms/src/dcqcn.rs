@@ -689,7 +689,7 @@ impl Algorithm for Dcqcn {
 mod tests {
     use super::*;
     use crate::test_support::{check_sane, reports};
-    use ccp_contract::{RttStats, Seed};
+    use ccp_contract::Seed;
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;
@@ -699,9 +699,7 @@ mod tests {
     const RAI: f64 = 5e6;
     const RHAI: f64 = 25e6;
 
-    fn rtt(us: u64) -> Option<RttStats> {
-        Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
-    }
+    use crate::test_support::rtt;
 
     /// A report at `now_us` acknowledging `acked` bytes, `ce` packets of them CE-marked.
     fn rep(now_us: u64, acked: u64, ce: u64) -> Report {

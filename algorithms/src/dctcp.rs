@@ -386,16 +386,14 @@ mod tests {
     use super::*;
     use crate::reno::Reno;
     use crate::test_support::{check_sane, reports, reports_with};
-    use ccp_contract::{RttStats, Seed};
+    use ccp_contract::Seed;
     use proptest::prelude::*;
 
     const MSS: u32 = 1000;
     const MSS_F: f64 = MSS as f64;
     const RTT_US: u64 = 100_000;
 
-    fn rtt(us: u64) -> Option<RttStats> {
-        Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
-    }
+    use crate::test_support::rtt;
 
     /// A report acknowledging `acked` segments, `ce` of them CE-marked, with `inflight` segments
     /// outstanding at its end.

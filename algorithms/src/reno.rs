@@ -252,13 +252,11 @@ impl Algorithm for Reno {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccp_contract::{RttStats, Seed};
+    use ccp_contract::Seed;
 
     const MSS: u32 = 1000;
 
-    fn rtt(us: u64) -> Option<RttStats> {
-        Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
-    }
+    use crate::test_support::rtt;
 
     fn ack(now_us: u64, bytes: u64) -> Report {
         Report { now_us, interval_us: 10_000, mss_bytes: MSS, acked_bytes: bytes, rtt: rtt(100_000), ..Report::default() }

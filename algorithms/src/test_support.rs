@@ -77,6 +77,11 @@ pub fn reports(max_len: usize) -> impl Strategy<Value = Vec<Report>> {
     reports_with(max_len, true)
 }
 
+/// RTT statistics of one sample of `us` microseconds (min = max = last = srtt = mean).
+pub fn rtt(us: u64) -> Option<RttStats> {
+    Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
+}
+
 /// The window is set, finite and at least two packets of `mss`; no state variable is NaN, and only
 /// ssthresh may be infinite (no congestion event yet).
 pub fn check_sane(cwnd_bytes: Option<f64>, mss: u32, state: &[StateVar]) -> Result<(), TestCaseError> {

@@ -1,6 +1,6 @@
 //! Annulus unit tests, numbered as annulus.md §13.2–§13.3.
 
-use ccp_contract::{RttStats, Seed};
+use ccp_contract::Seed;
 use proptest::prelude::*;
 
 use super::*;
@@ -12,9 +12,7 @@ const MSS: u32 = 1500;
 const SRTT_US: u64 = 100;
 const GBPS: f64 = 1e9 / 8.0; // bytes/s
 
-fn rtt(us: u64) -> Option<RttStats> {
-    Some(RttStats { min_us: us, max_us: us, last_us: us, srtt_us: us, mean_us: us, samples: 1 })
-}
+use crate::test_support::rtt;
 
 fn acks(now_us: u64, acked_bytes: u64) -> Report {
     Report {
