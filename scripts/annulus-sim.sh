@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Annulus in ccp-sim: every scheme on the two scenario families, then one markdown table each.
+#   scripts/annulus-sim.sh table2 [OUT_DIR] [LOAD...]   configs/sim/annulus-table2.toml: all-DC, 5:1, 1:5,
+#                                                       all-WAN at each offered load (default 0.7 1.0)
+#   scripts/annulus-sim.sh fabric [OUT_DIR] [SECONDS]   configs/sim/annulus-fabric.toml: Data Mining and
+#                                                       Facebook Hadoop at 80 % load (default 5 s each),
+#                                                       for each seed in $SEEDS (default 1)
+# Results go to OUT_DIR (default results/annulus-sim/<mode>); the tables are printed and written to
+# OUT_DIR/table.md. The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
+# annulus-bc15k (its recovery cycle at 15 KB, spec A4's sensitivity), dctcp+bbr (the same flows
+# without the near-source loop: the paper's baseline), and dctcp, dcqcn, dcqcn+pfc, cubic, bbr on
+# every flow.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:?usage: scripts/annulus-sim.sh table2|fabric [OUT_DIR] [...]}
+shift
+out=${1:-results/annulus-sim/$mode}
+shift || true
+cargo build --release -p ccp-sim --locked -q
+sim=target/release/ccp-sim
+
+line_rate=40.0
+[ "$mode" = fabric ] && line_rate=10.0
+declare -A schemes=(
+  [annulus]=''
+  [annulus-bc15k]="--set cc.params={line_rate_gbps=$line_rate,bc_limit_bytes=15000.0}"
+  [dctcp+bbr]='--set cc.params.near_source=false'
+  [dctcp]='--set cc.algorithm="dctcp" --set cc.params={}'
+  [dcqcn]="--set cc.algorithm=\"dcqcn\" --set cc.params={line_rate_gbps=$line_rate}"
+  [dcqcn+pfc]="--set cc.algorithm=\"dcqcn\" --set cc.params={line_rate_gbps=$line_rate} --set switch.pfc.enabled=true"
+  [cubic]='--set cc.algorithm="cubic" --set cc.params={}'
+  [bbr]='--set cc.algorithm="bbr" --set cc.params={}'
+)
+mkdir -p "$out"
+run() { # dir, scenario, overrides...
+  local dir=$1 scenario=$2
+  shift 2
+  "$sim" run "$scenario" --out "$dir" --no-plots --quiet "$@"
+}
+
+case $mode in
+table2)
+  loads=("$@")
+  [ ${#loads[@]} -gt 0 ] || loads=(0.7 1.0)
+  declare -A mixes=(
+    [all-dc]='[2.0,2.0,2.0,2.0,2.0,2.0]'
+    [mix-5to1]='[2.0,2.0,2.0,2.0,2.0,1000.0]'
+    [mix-1to5]='[2.0,1000.0,1000.0,1000.0,1000.0,1000.0]'
+    [all-wan]='[1000.0,1000.0,1000.0,1000.0,1000.0,1000.0]'
+  )
+  for load in "${loads[@]}"; do
+    for mix in "${!mixes[@]}"; do
+      for scheme in "${!schemes[@]}"; do
+        # shellcheck disable=SC2086
+        run "$out/load$load/$mix/$scheme" configs/sim/annulus-table2.toml --set "workload.random.load=$load" \
+          --set "topology.host_delays_us=${mixes[$mix]}" ${schemes[$scheme]}
+      done
+    done
+  done
+  ;;
+fabric)
+  seconds=${1:-5}
+  ms=$((seconds * 1000))
+  declare -A workloads=([datamining]='datamining_vl2.cdf' [fb_hadoop]='../../../shared/workloads/fb_hadoop_hpcc.cdf')
+  for seed in ${SEEDS:-1}; do
+    for wl in "${!workloads[@]}"; do
+      for scheme in "${!schemes[@]}"; do
+        # shellcheck disable=SC2086
+        run "$out/seed$seed/$wl/$scheme" configs/sim/annulus-fabric.toml --seed "$seed" --set "duration_ms=$ms" \
+          --set "workload.random.stop_ms=$ms.0" --set "workload.random.cdf=\"${workloads[$wl]}\"" ${schemes[$scheme]}
+      done
+    done
+  done
+  ;;
+*)
+  echo "unknown mode $mode (table2 or fabric)" >&2
+  exit 2
+  ;;
+esac
+
+python3 - "$mode" "$out" <<'PY' | tee "$out/table.md"
+import csv, json, sys, pathlib
+mode, root = sys.argv[1], pathlib.Path(sys.argv[2])
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
+
+def flows(d):
+    return list(csv.DictReader(open(d / "flows.csv")))
+
+if mode == "table2":
+    print("| load | traffic | scheme | util | queue p99 KB | drops | DC RPC p99 ms | WAN RPC mean ms | RPCs done |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for s in sorted(root.glob("load*/*/*/summary.json")):
+        load, mix, scheme = s.parts[-4][4:], s.parts[-3], s.parts[-2]
+        j = json.loads(s.read_text()); p = j["ports"][0]
+        fl = flows(s.parent); done = [f for f in fl if f["fct_us"]]
+        dc = [float(f["fct_us"]) for f in done if float(f["min_rtt_us"] or 0) < 1000]
+        wan = [float(f["fct_us"]) for f in done if float(f["min_rtt_us"] or 0) >= 1000]
+        p99 = f"{pct(dc, 0.99)/1e3:.2f}" if dc else "–"
+        wm = f"{sum(wan)/len(wan)/1e3:.2f}" if wan else "–"
+        print(f"| {load} | {mix} | {scheme} | {p['utilization']:.3f} | {p['queue_p99_bytes']/1e3:.0f} | "
+              f"{j['counters']['dropped_buffer']} | {p99} | {wm} | {len(done)}/{len(fl)} |")
+else:
+    print("| seed | workload | scheme | small p99.9 FCT µs | small p99 µs | small mean µs | medium mean µs | large mean µs | all mean FCT µs | all mean slowdown | drops | done |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for s in sorted(root.glob("seed*/*/*/summary.json")):
+        seed, wl, scheme = s.parts[-4][4:], s.parts[-3], s.parts[-2]
+        j = json.loads(s.read_text())
+        fl = flows(s.parent); done = [f for f in fl if f["fct_us"]]
+        by = lambda lo, hi: [float(f["fct_us"]) for f in done if lo < int(f["bytes"]) <= hi]
+        small, med, large = by(0, 10_000), by(10_000, 100_000), by(100_000, 1 << 62)
+        mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
+        sd = mean([float(f["slowdown"]) for f in done if f["slowdown"]])
+        everything = [float(f["fct_us"]) for f in done]
+        print(f"| {seed} | {wl} | {scheme} | {pct(small, 0.999):.1f} | {pct(small, 0.99):.1f} | {mean(small):.1f} | {mean(med):.1f} | "
+              f"{mean(large):.0f} | {mean(everything):.0f} | {sd:.2f} | {j['counters']['dropped_buffer']} | {len(done)}/{len(fl)} |")
+PY
