@@ -6,7 +6,7 @@
 #                                                       Facebook Hadoop at 80 % load (default 5 s each),
 #                                                       for each seed in $SEEDS (default 1)
 # Results go to OUT_DIR (default results/annulus-sim/<mode>); the tables are printed and written to
-# OUT_DIR/table.md. The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
+# OUT_DIR/table.md (TABLE_ONLY=1 re-tabulates OUT_DIR without running anything). The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
 # annulus-bc15k (its recovery cycle at 15 KB, spec A4's sensitivity), dctcp+bbr (the same flows
 # without the near-source loop: the paper's baseline), and dctcp, dcqcn, dcqcn+pfc, cubic, bbr on
 # every flow.
@@ -38,7 +38,8 @@ run() { # dir, scenario, overrides...
   "$sim" run "$scenario" --out "$dir" --no-plots --quiet "$@"
 }
 
-case $mode in
+case ${TABLE_ONLY:+skip}$mode in
+skip*) ;;
 table2)
   loads=("$@")
   [ ${#loads[@]} -gt 0 ] || loads=(0.7 1.0)
@@ -96,8 +97,10 @@ if mode == "table2":
         load, mix, scheme = s.parts[-4][4:], s.parts[-3], s.parts[-2]
         j = json.loads(s.read_text()); p = j["ports"][0]
         fl = flows(s.parent); done = [f for f in fl if f["fct_us"]]
-        dc = [float(f["fct_us"]) for f in done if float(f["min_rtt_us"] or 0) < 1000]
-        wan = [float(f["fct_us"]) for f in done if float(f["min_rtt_us"] or 0) >= 1000]
+        # The class is the sender's access delay (the mixes above): WAN senders are these hosts.
+        wan_src = {"all-dc": set(), "mix-5to1": {5}, "mix-1to5": {1, 2, 3, 4, 5}, "all-wan": set(range(6))}[mix]
+        dc = [float(f["fct_us"]) for f in done if int(f["src"]) not in wan_src]
+        wan = [float(f["fct_us"]) for f in done if int(f["src"]) in wan_src]
         p99 = f"{pct(dc, 0.99)/1e3:.2f}" if dc else "–"
         wm = f"{sum(wan)/len(wan)/1e3:.2f}" if wan else "–"
         print(f"| {load} | {mix} | {scheme} | {p['utilization']:.3f} | {p['queue_p99_bytes']/1e3:.0f} | "
