@@ -14,11 +14,13 @@
 //! * [`metrics`]: utilisation, queueing delay, throughput, classification accuracy, and the
 //!   Inigo thesis's indices (JFI over ideal shares, goodput and latency indices, %re-TX, %drop,
 //!   the queue every 10 ms);
+//! * [`bursts`]: sized flows' bursts (completion, queue, drops, CNMs) and the CNM summary;
 //! * [`srtt`]: per-ACK SRTT of the scheme's flows, a BPF histogram on tcp:tcp_probe;
 //! * [`receiver`]: receiver-side programs around a scheme's flows (`ccp-agent receiver`);
 //! * [`output`] and [`plot`]: CSV/JSON and PNG; [`cli`]: the command line.
 
 pub mod agent;
+pub mod bursts;
 pub mod cancel;
 pub mod cli;
 pub mod config;

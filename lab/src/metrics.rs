@@ -163,12 +163,41 @@ pub fn link_metrics(
     w: Window,
     grid: QueueGrid,
 ) -> Result<(LinkMetrics, Vec<LinkBin>, Vec<u32>), LogError> {
+    link_series(log, link, w, grid, &[]).map(|(m, bins, s)| (m, bins, s.queue))
+}
+
+/// The bottleneck on the queue grid, besides [`link_metrics`]'s results.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LinkSeries {
+    /// Packets queued at each grid instant.
+    pub queue: Vec<u32>,
+    /// Packets dropped (buffer, AQM, write) that arrived in each grid step [t_k, t_k + step).
+    pub drops: Vec<u32>,
+    /// `queue` split by the packets' propagation delay class: `queue_by_delay[c][k]` counts the
+    /// queued packets whose delay (release − finish) is nearest `delays_ns[c]` — with per-class
+    /// delays (`network.class_delays`), which flow class holds the queue.
+    pub queue_by_delay: Vec<Vec<u32>>,
+}
+
+/// [`link_metrics`] with the queue also split by propagation delay (`delays_ns`: the one-way
+/// data-direction delays of the run's classes; empty: no split) and the drops on the grid.
+pub fn link_series(
+    log: impl BufRead,
+    link: &Link,
+    w: Window,
+    grid: QueueGrid,
+    delays_ns: &[u64],
+) -> Result<(LinkMetrics, Vec<LinkBin>, LinkSeries), LogError> {
+    let mut class_diff: Vec<Vec<i64>> = vec![vec![0i64; grid.len() + 1]; delays_ns.len()];
+    let mut drops_grid = vec![0u32; grid.len()];
+    let nearest = |d: u64| (0..delays_ns.len()).min_by_key(|&c| delays_ns[c].abs_diff(d));
     let mut lines = log.lines();
     let header = match lines.next() {
         Some(Ok(h)) => h,
         _ => return Err(LogError { line: 1, message: "empty log".into() }),
     };
     let c = Columns::from_header(&header)?;
+    let release_col = header.trim().split(',').position(|n| n == "release_ns");
     let nbins = w.bins();
     let mut bin_bytes = vec![0u64; nbins];
     let mut bin_delays: Vec<Vec<u64>> = vec![Vec::new(); nbins];
@@ -204,6 +233,10 @@ pub fn link_metrics(
                 let len = num(c.len, "len")?;
                 let delay = dequeue.saturating_sub(arrival);
                 grid.add_stay(&mut queue_diff, arrival, dequeue);
+                let release = release_col.and_then(|k| get(k).parse::<u64>().ok());
+                if let Some(cls) = release.and_then(|r| nearest(r.saturating_sub(finish))) {
+                    grid.add_stay(&mut class_diff[cls], arrival, dequeue);
+                }
                 if let Some(b) = bin_of(finish) {
                     bin_bytes[b] += len;
                 }
@@ -233,6 +266,12 @@ pub fn link_metrics(
                 }
                 if let Some(b) = bin_of(arrival) {
                     bin_drops[b] += 1;
+                }
+                if arrival >= grid.start_ns {
+                    let k = ((arrival - grid.start_ns) / grid.step_ns.max(1)) as usize;
+                    if let Some(d) = drops_grid.get_mut(k) {
+                        *d += 1;
+                    }
                 }
                 if in_window {
                     match outcome {
@@ -267,15 +306,19 @@ pub fn link_metrics(
             }
         })
         .collect();
-    let mut level = 0i64;
-    let queue = queue_diff[..grid.len()]
-        .iter()
-        .map(|d| {
-            level += d;
-            level.max(0) as u32
-        })
-        .collect();
-    Ok((m, bins, queue))
+    let levels = |diff: &[i64]| -> Vec<u32> {
+        let mut level = 0i64;
+        diff[..grid.len()]
+            .iter()
+            .map(|d| {
+                level += d;
+                level.max(0) as u32
+            })
+            .collect()
+    };
+    let queue = levels(&queue_diff);
+    let queue_by_delay = class_diff.iter().map(|d| levels(d)).collect();
+    Ok((m, bins, LinkSeries { queue, drops: drops_grid, queue_by_delay }))
 }
 
 /// One sample instant of every flow, ns since the emulator started.
@@ -326,6 +369,9 @@ pub struct FlowSummary {
     pub short_fct_p50_s: Option<f64>,
     /// UDP datagrams the sender's kernel refused.
     pub send_failures: Option<u64>,
+    /// Sized flows (`flows[].bytes`): the size, and the completion time (none when cut off).
+    pub size_bytes: Option<u64>,
+    pub completion_s: Option<f64>,
 }
 
 /// Wire bytes of a flow's received bytes.
@@ -417,10 +463,20 @@ pub fn flow_metrics(
                 short_flows_skipped: short.then_some(e.skipped),
                 short_fct_p50_s: fcts.get(fcts.len().saturating_sub(1) / 2).copied(),
                 send_failures: matches!(p.kind, PlanKind::Udp { .. }).then_some(e.send_failures),
+                size_bytes: sized(&p.kind),
+                completion_s: sized(&p.kind).and_then(|_| e.short_flows.first()).filter(|f| f.completed).map(|f| f.duration_s),
             }
         })
         .collect();
     (summaries, points)
+}
+
+/// The size of a sized bulk flow.
+fn sized(kind: &PlanKind) -> Option<u64> {
+    match kind {
+        PlanKind::Bulk { bytes, .. } => *bytes,
+        _ => None,
+    }
 }
 
 /// What a flow's threads collected besides byte counts.
@@ -454,6 +510,11 @@ pub struct AgentRecord {
     pub cwnd_bytes: Option<f64>,
     pub pacing_rate_bytes_per_s: Option<f64>,
     pub state: BTreeMap<String, f64>,
+    /// A report that carried a CNM: its quantized feedback and latencies (the agent's CNM
+    /// listener: the congestion point's sample → the datagram read → the decision applied).
+    pub qcn_fb: Option<u8>,
+    pub cnm_sample_to_read_us: Option<u64>,
+    pub cnm_read_to_action_us: Option<u64>,
 }
 
 /// Parses the agent's JSON Lines trace. `t_us` is taken as CLOCK_MONOTONIC µs (the router's
@@ -489,6 +550,9 @@ pub fn parse_agent_trace(text: &str, router_start_ns: u64, agent_start_ns: u64) 
             cwnd_bytes: v.get("cwnd_bytes").and_then(serde_json::Value::as_f64),
             pacing_rate_bytes_per_s: v.get("pacing_rate_bytes_per_s").and_then(serde_json::Value::as_f64),
             state,
+            qcn_fb: v.get("qcn_fb").and_then(serde_json::Value::as_u64).and_then(|q| u8::try_from(q).ok()),
+            cnm_sample_to_read_us: v.get("cnm_sample_to_read_us").and_then(serde_json::Value::as_u64),
+            cnm_read_to_action_us: v.get("cnm_read_to_action_us").and_then(serde_json::Value::as_u64),
         });
     }
     out.sort_by_key(|r| r.t_ns);
@@ -860,7 +924,7 @@ mod tests {
     }
 
     fn bulk() -> PlanKind {
-        PlanKind::Bulk { cc: "cubic".into(), receiver_cc: None }
+        PlanKind::Bulk { cc: "cubic".into(), receiver_cc: None, bytes: None }
     }
 
     #[test]

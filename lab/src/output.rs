@@ -10,6 +10,7 @@
 //! runs.csv                             one row per run (failed ones with their error)
 //! indices.csv                          the Inigo thesis's indices: median/min/max over repetitions
 //! queue-ecdf.csv                       the 10 ms queue samples' ECDF per scheme, pooled over runs
+//! bursts.csv                           sized flows: per run, each burst and the time between
 //! plots/scatter-<link>.png, plots/scatter-average-<scenario>.png
 //! plots/indices-<link>.png, plots/queue-ecdf-<link>.png   (-<scenario> unless "solo")
 //! traces/                              generated link traces (square waves)
@@ -22,7 +23,8 @@
 //!     agent.log, agent-trace.jsonl     agent schemes
 //!     srtt-histogram.csv               per-ACK SRTT of the scheme's flows: non-empty 10 µs bins
 //!     router.csv                       the per-packet log, with keep_packet_logs
-//!     run.png                          throughput, queueing delay, cwnd (and classification)
+//!     run.png                          throughput, queueing delay, cwnd (and classification; the
+//!                                      queue per delay class and CNMs per bin when there are any)
 //! ```
 
 use std::fmt::Write as _;
@@ -78,6 +80,14 @@ pub struct RunRecord {
     pub indices: Option<crate::metrics::Indices>,
     /// The bottleneck queue every 10 ms over the run.
     pub queue_10ms: Option<crate::metrics::QueueSamples>,
+    /// QCN congestion notifications: sent by the router, delivered by the agent, latencies.
+    pub cnm: Option<crate::bursts::CnmSummary>,
+    /// Sized flows (`flows[].bytes`): each burst's completion, queue, drops and CNMs, and the
+    /// same between bursts.
+    pub bursts: Option<crate::bursts::BurstSummary>,
+    /// With `network.class_delays`: the queue held by each delay class (and the rest of a
+    /// phase's measures) over the whole measurement window.
+    pub window: Option<crate::bursts::Phase>,
     /// The run's directory, relative to the output directory.
     pub dir: String,
 }
@@ -208,6 +218,59 @@ pub fn runs_csv(records: &[RunRecord]) -> String {
             opt(r.queue_10ms.as_ref().and_then(|q| q.max_pkts)),
         ]
     })
+}
+
+/// bursts.csv: per successful run with sized flows, one row per burst and one for the time
+/// between bursts (`phase` = burst0, burst1, …, between), with the run's CNM totals.
+pub fn bursts_csv(records: &[RunRecord]) -> String {
+    let mut rows: Vec<(&RunRecord, String, Option<&crate::bursts::Burst>, &crate::bursts::Phase)> = Vec::new();
+    for r in records.iter().filter(|r| r.ok) {
+        let Some(b) = &r.bursts else { continue };
+        for (i, x) in b.bursts.iter().enumerate() {
+            rows.push((r, format!("burst{i}"), Some(x), &x.during));
+        }
+        if let Some(p) = &b.between {
+            rows.push((r, "between".into(), None, p));
+        }
+    }
+    csv(
+        "link,scenario,scheme,repetition,phase,start_s,end_s,seconds,flows,completed,bytes,fct_mean_s,fct_max_s,\
+         backlogged_mbps,sized_mbps,backlogged_share,queue_mean_pkts,queue_p50_pkts,queue_p95_pkts,queue_max_pkts,\
+         queue_by_class,drops,cnms,cnms_wan,run_cnms_router,run_cnms_delivered",
+        &rows,
+        |(r, phase, b, p)| {
+            let classes: Vec<String> =
+                p.queue_by_class.iter().map(|c| format!("{}={:.2}/{}", c.class, c.mean_pkts, of(c.share, 3))).collect();
+            vec![
+                text(&r.link),
+                text(&r.scenario),
+                text(&r.scheme),
+                r.repetition.to_string(),
+                phase.clone(),
+                f(p.start_s, 3),
+                f(p.end_s, 3),
+                f(p.seconds, 3),
+                opt(b.map(|b| b.flows)),
+                opt(b.map(|b| b.completed)),
+                opt(b.map(|b| b.bytes)),
+                of(b.and_then(|b| b.fct_mean_s), 4),
+                of(b.and_then(|b| b.fct_max_s), 4),
+                f(p.backlogged_mbps, 3),
+                f(p.sized_mbps, 3),
+                of(p.backlogged_share, 4),
+                of(p.queue_mean_pkts, 2),
+                of(p.queue_p50_pkts, 1),
+                of(p.queue_p95_pkts, 1),
+                opt(p.queue_max_pkts),
+                text(&classes.join(";")),
+                p.drops.to_string(),
+                opt(p.cnms),
+                opt(p.cnms_wan),
+                opt(r.cnm.as_ref().map(|c| c.router_sent)),
+                opt(r.cnm.as_ref().map(|c| c.delivered)),
+            ]
+        },
+    )
 }
 
 /// A run's per-ACK SRTT histogram: its non-empty bins.

@@ -86,8 +86,27 @@ fn per_flow(points: &[FlowPoint], get: impl Fn(&FlowPoint) -> Option<f64>) -> Ve
     order.into_iter().filter_map(|f| map.remove(&f).map(|v| (f, v))).collect()
 }
 
-/// The per-run figure.
-pub fn run_plot(path: &Path, title: &str, bins: &[LinkBin], flows: &[FlowPoint], class: &[ClassPoint]) -> Result<(), String> {
+/// Extra per-run series: the bottleneck queue (total and per delay class) and CNMs per bin.
+#[derive(Debug, Clone, Default)]
+pub struct RunDetail {
+    /// (t_s, packets): the mean and the maximum of the queue per time bin.
+    pub queue: Vec<(f64, f64)>,
+    pub queue_max: Vec<(f64, f64)>,
+    /// Per propagation delay class: (label, (t_s, mean packets per bin)).
+    pub queue_by_class: Vec<(String, Vec<(f64, f64)>)>,
+    /// (t_s, CNMs delivered, of them to WAN-class flows) per time bin.
+    pub cnms: Option<Vec<(f64, f64, f64)>>,
+}
+
+/// The per-run figure; `detail` adds a queue panel and a CNM panel.
+pub fn run_plot(
+    path: &Path,
+    title: &str,
+    bins: &[LinkBin],
+    flows: &[FlowPoint],
+    class: &[ClassPoint],
+    detail: Option<&RunDetail>,
+) -> Result<(), String> {
     let mut tput = vec![
         Line { label: "capacity".into(), points: bins.iter().map(|b| (b.t_s, b.capacity_mbps)).collect(), color: GREY },
         Line { label: "delivered".into(), points: bins.iter().map(|b| (b.t_s, b.delivered_mbps)).collect(), color: BLACK },
@@ -117,6 +136,32 @@ pub fn run_plot(path: &Path, title: &str, bins: &[LinkBin], flows: &[FlowPoint],
         Panel { y_label: "queueing delay (ms)", lines: delay },
         Panel { y_label: "cwnd (packets)", lines: cwnd },
     ];
+    if let Some(d) = detail {
+        let mut lines = vec![
+            Line { label: "queue, max per bin".into(), points: d.queue_max.clone(), color: GREY },
+            Line { label: "queue, mean per bin".into(), points: d.queue.clone(), color: BLACK },
+        ];
+        for (i, (label, pts)) in d.queue_by_class.iter().enumerate() {
+            lines.push(Line {
+                label: format!("{label} flows, mean"),
+                points: pts.clone(),
+                color: PALETTE[(i + 3) % PALETTE.len()],
+            });
+        }
+        panels.push(Panel { y_label: "bottleneck queue (packets)", lines });
+        if let Some(c) = &d.cnms {
+            let mut lines =
+                vec![Line { label: "CNMs delivered".into(), points: c.iter().map(|x| (x.0, x.1)).collect(), color: BLACK }];
+            if c.iter().any(|x| x.2 > 0.0) {
+                lines.push(Line {
+                    label: "to WAN-class flows".into(),
+                    points: c.iter().map(|x| (x.0, x.2)).collect(),
+                    color: PALETTE[1],
+                });
+            }
+            panels.push(Panel { y_label: "CNMs per bin", lines });
+        }
+    }
     if !class.is_empty() {
         let truth = class.iter().map(|c| (c.t_s, if c.truth_elastic { 1.0 } else { 0.0 })).collect();
         let pred = class.iter().map(|c| (c.t_s, if c.predicted_elastic { 1.05 } else { 0.05 })).collect();
@@ -347,8 +392,17 @@ mod tests {
             .collect();
         let class = vec![ClassPoint { t_s: 1.0, flow: "a".into(), truth_elastic: true, predicted_elastic: false, value: 1.0 }];
         let p = dir.join("run.png");
-        run_plot(&p, "test", &bins, &flows, &class).unwrap();
+        run_plot(&p, "test", &bins, &flows, &class, None).unwrap();
         assert!(std::fs::metadata(&p).unwrap().len() > 1000);
+        let detail = RunDetail {
+            queue: (0..200).map(|k| (f64::from(k) * 0.01, f64::from(k % 30))).collect(),
+            queue_max: (0..200).map(|k| (f64::from(k) * 0.01, f64::from(k % 40))).collect(),
+            queue_by_class: vec![("default".into(), (0..200).map(|k| (f64::from(k) * 0.01, f64::from(k % 10))).collect())],
+            cnms: Some((1..=20).map(|i| (f64::from(i) * 0.1, f64::from(i % 4), f64::from(i % 2))).collect()),
+        };
+        let pd = dir.join("run-detail.png");
+        run_plot(&pd, "test", &bins, &flows, &[], Some(&detail)).unwrap();
+        assert!(std::fs::metadata(&pd).unwrap().len() > std::fs::metadata(&p).unwrap().len() / 2);
         let s = dir.join("scatter.png");
         scatter(&s, "scatter", &[("cubic".into(), 500.0, 0.95), ("bbr".into(), 200.0, 0.9)]).unwrap();
         assert!(std::fs::metadata(&s).unwrap().len() > 1000);

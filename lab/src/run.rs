@@ -15,7 +15,8 @@
 //!
 //! One run: check that the agent has what the scheme needs (a `receiver`) → start the agent
 //! (agent schemes; it must register its congestion control first) → start the emulator with the
-//! scheme's queue discipline → set the scheme's sysctls → enable the scheme's receiver program
+//! scheme's queue discipline (an agent whose `agent_args` name the run's namespaces or addresses,
+//! such as a CNM listener in the sender's namespace, starts here instead) → set the scheme's sysctls → enable the scheme's receiver program
 //! on the receiver's device → attach the per-ACK SRTT probe (tcp_probe, the scheme's flows) →
 //! bind every receiver, start every sender → sample every `sample_interval_ms` until the
 //! duration → stop traffic, read and detach the probe, read the receiver's counters and disable
@@ -41,10 +42,10 @@ use crate::link::Link;
 use crate::metrics::{self, FlowExtra, QueueGrid, QueueSamples, Tick, Window};
 use crate::output::{self, RunRecord};
 use crate::receiver::{self, ReceiverHook};
-use crate::scheme::{Cc, Scheme};
+use crate::scheme::{self, Cc, Scheme};
 use crate::srtt::{self, SrttHistogram, SrttProbe};
 use crate::traffic::{lock, Endpoints, FlowPlan, PlanKind, Role, Traffic};
-use crate::{cancel, netns, plot};
+use crate::{bursts, cancel, netns, plot};
 
 /// Bytes per packet for buffer sizing in BDPs.
 const MTU_BYTES: f64 = 1500.0;
@@ -170,14 +171,18 @@ pub fn flow_plans(
     let mut plans = Vec::new();
     let groups: &[FlowGroup] = scenario.flows.as_deref().unwrap_or(&x.flows);
     let mut n = 0;
-    for g in groups {
+    for (gi, g) in groups.iter().enumerate() {
         for i in 0..g.count {
             let start = g.start_s + f64::from(i) * g.stagger_s;
             if start < duration_s {
                 plans.push(FlowPlan {
                     label: format!("{}#{n}", scheme.name),
                     role: Role::Scheme,
-                    kind: PlanKind::Bulk { cc: scheme.flow_cc(agent_cc).to_string(), receiver_cc: scheme.receiver_cc.clone() },
+                    kind: PlanKind::Bulk {
+                        cc: scheme.flow_cc(agent_cc, gi).to_string(),
+                        receiver_cc: scheme.receiver_cc.clone(),
+                        bytes: g.bytes,
+                    },
                     start: secs(start),
                     stop: end(g.stop_s),
                 });
@@ -217,7 +222,7 @@ pub fn flow_plans(
                 )
             }
             CrossSpec::Tcp { cc, count, start_s, stop_s, .. } => {
-                (PlanKind::Bulk { cc: cc.clone(), receiver_cc: None }, *start_s, *stop_s, *count)
+                (PlanKind::Bulk { cc: cc.clone(), receiver_cc: None, bytes: None }, *start_s, *stop_s, *count)
             }
         };
         if start >= duration_s {
@@ -259,6 +264,27 @@ fn router_config(l: &Loaded, link: &Link, qdisc: &QdiscKind, buffer: u32, log: O
     // Validated when the experiment was loaded.
     let classes = ccp_router::classes::parse_all(&n.class_delays).expect("network.class_delays were validated at load");
     RouterConfig { down, up, feedback: FeedbackConfig::default(), classes, log_csv: log, duration: None, realtime }
+}
+
+/// The run's propagation delay classes, data direction: (label, one-way delay ns), one per
+/// distinct delay (classes sharing a delay are one entry); empty without `network.class_delays`.
+pub fn delay_classes(l: &Loaded) -> Vec<(String, u64)> {
+    let n = &l.experiment.network;
+    if n.class_delays.is_empty() {
+        return Vec::new();
+    }
+    let default = (n.rtt_ms / 2.0 * NANOS_PER_MS as f64).round() as u64;
+    let classes = ccp_router::classes::parse_all(&n.class_delays).expect("network.class_delays were validated at load");
+    let mut out: Vec<(String, u64)> = vec![("default".to_string(), default)];
+    for (c, spec) in classes.iter().zip(&n.class_delays) {
+        let d = c.down.unwrap_or(default);
+        let label = spec.split(':').next().unwrap_or(spec).to_string();
+        match out.iter_mut().find(|(_, x)| *x == d) {
+            Some((l, _)) => *l = format!("{l}+{label}"),
+            None => out.push((label, d)),
+        }
+    }
+    out
 }
 
 /// Where the router writes a run's per-packet log: on tmpfs when there is one. The router writes
@@ -385,18 +411,22 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
     if ctx.scheme.receiver.is_some() {
         receiver::check_available(&binary)?;
     }
+    let launch = |algorithm: &String, extra_args: Vec<String>| AgentLaunch {
+        binary: binary.clone(),
+        algorithm: algorithm.clone(),
+        params: ctx.scheme.params.clone(),
+        extra_args,
+        cc_name: cc_name.clone(),
+        ready_timeout: Duration::from_secs_f64(x.agent.ready_timeout_s),
+        log: ctx.dir.join("agent.log"),
+        trace: x.agent.trace_flows.then(|| ctx.dir.join("agent-trace.jsonl")),
+    };
+    // An agent whose arguments name the run's namespaces or addresses (a CNM listener inside the
+    // sender's namespace) can only start once they exist; any other starts first.
+    let after_namespaces = scheme::uses_placeholders(&ctx.scheme.agent_args);
     let mut agent = match &ctx.scheme.cc {
-        Cc::Agent(algorithm) => Some(Agent::start(&AgentLaunch {
-            binary: binary.clone(),
-            algorithm: algorithm.clone(),
-            params: ctx.scheme.params.clone(),
-            extra_args: ctx.scheme.agent_args.clone(),
-            cc_name: cc_name.clone(),
-            ready_timeout: Duration::from_secs_f64(x.agent.ready_timeout_s),
-            log: ctx.dir.join("agent.log"),
-            trace: x.agent.trace_flows.then(|| ctx.dir.join("agent-trace.jsonl")),
-        })?),
-        Cc::Kernel(_) => None,
+        Cc::Agent(algorithm) if !after_namespaces => Some(Agent::start(&launch(algorithm, ctx.scheme.agent_args.clone()))?),
+        _ => None,
     };
     let prefix = netns::unique_prefix();
     rec.namespace_prefix = prefix.clone();
@@ -406,6 +436,17 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
     let emu = Emulator::start(TopologyConfig::new(&prefix), cfg)?;
     let router_start = emu.start_time();
     let topo = emu.topology();
+    if let (Cc::Agent(algorithm), true) = (&ctx.scheme.cc, after_namespaces) {
+        let t = topo.config();
+        let names = scheme::RunNames {
+            sender_ns: topo.sender_ns(),
+            receiver_ns: topo.receiver_ns(),
+            sender_addr: t.sender_addr.to_string(),
+            receiver_addr: t.receiver_addr.to_string(),
+            router_addr: t.router_addr.to_string(),
+        };
+        agent = Some(Agent::start(&launch(algorithm, scheme::expand_agent_args(&ctx.scheme.agent_args, &names)))?);
+    }
     let mut sysctls = netns::Sysctls::default();
     for (k, v) in &ctx.scheme.sender_sysctls {
         sysctls.set(&topo.sender_ns(), k, v)?;
@@ -509,11 +550,13 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
     let grid = QueueGrid { start_ns: r.traffic_start_ns, end_ns: run_end_ns, step_ns: QUEUE_SAMPLE_MS * NANOS_PER_MS };
     let log = packet_log_path(&rec.namespace_prefix);
     let file = File::open(&log).map_err(|e| Error::io(format!("opening {}", log.display()), e))?;
-    let parsed = metrics::link_metrics(BufReader::with_capacity(1 << 20, file), ctx.link, w, grid)
+    let classes = delay_classes(ctx.loaded);
+    let delays: Vec<u64> = classes.iter().map(|c| c.1).collect();
+    let parsed = metrics::link_series(BufReader::with_capacity(1 << 20, file), ctx.link, w, grid, &delays)
         .map_err(|e| Error::Run(format!("{}: {e}", log.display())));
     keep_or_remove_log(ctx, &log);
-    let (lm, bins, queue) = parsed?;
-    rec.queue_10ms = Some(QueueSamples::of(&queue, QUEUE_SAMPLE_MS as f64));
+    let (lm, bins, series) = parsed?;
+    rec.queue_10ms = Some(QueueSamples::of(&series.queue, QUEUE_SAMPLE_MS as f64));
     if let Some((h, no_rtt, other_port)) = &r.srtt {
         rec.srtt = Some(h.summary(*no_rtt, *other_port));
         output::write_file(&ctx.dir.join("srtt-histogram.csv"), &output::srtt_histogram_csv(h))?;
@@ -543,13 +586,15 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
         output::write_file(&ctx.dir.join("short-flows.csv"), &output::short_flows_csv(&shorts))?;
     }
     let mut class_points = Vec::new();
+    let mut records = Vec::new();
     if let Some((trace, agent_start)) = &r.agent_trace {
         if let Ok(text) = std::fs::read_to_string(trace) {
-            let (records, bad) = metrics::parse_agent_trace(&text, r.router_start, *agent_start);
+            let (parsed, bad) = metrics::parse_agent_trace(&text, r.router_start, *agent_start);
             if bad > 0 {
                 eprintln!("ccp-lab: {}: {bad} lines were not trace records", trace.display());
             }
-            rec.agent_trace_records = Some(records.len());
+            rec.agent_trace_records = Some(parsed.len());
+            records = parsed;
             if let Some(spec) = &ctx.scheme.classify {
                 let c = metrics::classify(&records, spec, w, |t| metrics::elastic_at(&r.plans, &r.extra, r.traffic_start_ns, t));
                 output::write_file(&ctx.dir.join("classification.csv"), &output::classification_csv(&c.points))?;
@@ -558,6 +603,49 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
             }
         }
     }
+    // Congestion notifications, and the bursts of sized flows with the time between them.
+    let router_cnms = rec.router.as_ref().map_or(0, |s| s.down.counts.qcn_notifications);
+    rec.cnm = bursts::cnm_summary(router_cnms, &records, r.traffic_start_ns);
+    let labels: Vec<(String, u64)> = classes.clone();
+    let rs = bursts::RunSeries {
+        plans: &r.plans,
+        extra: &r.extra,
+        ticks: &r.ticks,
+        series: &series,
+        step_ns: grid.step_ns,
+        traffic_start_ns: r.traffic_start_ns,
+        classes: &labels,
+        agent: &records,
+    };
+    let rel = |t: u64| t.saturating_sub(r.traffic_start_ns) as f64 / 1e9;
+    rec.bursts = bursts::bursts(&rs, (rel(w.start_ns), rel(w.end_ns)));
+    if !classes.is_empty() {
+        rec.window = Some(rs.phase(&[(rel(w.start_ns), rel(w.end_ns))]));
+    }
+    let detail = (rec.cnm.is_some() || rec.bursts.is_some() || !classes.is_empty()).then(|| {
+        // The 10 ms queue samples as the mean (and the total's maximum) per time bin.
+        let per_bin = |v: &[u32], max: bool| -> Vec<(f64, f64)> {
+            let mut acc: std::collections::BTreeMap<u64, (f64, f64, u32)> = std::collections::BTreeMap::new();
+            for (k, &q) in v.iter().enumerate() {
+                let t = r.traffic_start_ns + k as u64 * grid.step_ns;
+                let e = acc.entry(t / w.bin_ns.max(1)).or_insert((0.0, 0.0, 0));
+                *e = (e.0 + f64::from(q), e.1.max(f64::from(q)), e.2 + 1);
+            }
+            acc.into_iter()
+                .map(|(b, (sum, m, n))| ((b + 1) as f64 * w.bin_ns as f64 / 1e9, if max { m } else { sum / f64::from(n) }))
+                .collect()
+        };
+        plot::RunDetail {
+            queue: per_bin(&series.queue, false),
+            queue_max: per_bin(&series.queue, true),
+            queue_by_class: classes
+                .iter()
+                .zip(&series.queue_by_delay)
+                .map(|((label, _), v)| (label.clone(), per_bin(v, false)))
+                .collect(),
+            cnms: rec.cnm.is_some().then(|| bursts::cnm_bins(&records, w.bin_ns, bins.len())),
+        }
+    });
     rec.link_metrics = Some(lm);
     rec.flows = flows;
     if !ctx.options.no_plots && x.output.plots {
@@ -565,7 +653,7 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
             "{} — {} — {} — {} rep {}",
             ctx.loaded.name, ctx.link.name, ctx.scenario.name, ctx.scheme.name, ctx.repetition
         );
-        if let Err(e) = plot::run_plot(&ctx.dir.join("run.png"), &title, &bins, &points, &class_points) {
+        if let Err(e) = plot::run_plot(&ctx.dir.join("run.png"), &title, &bins, &points, &class_points, detail.as_ref()) {
             eprintln!("ccp-lab: {e}");
         }
     }
@@ -685,6 +773,9 @@ pub fn write_summary(l: &Loaded, o: &RunOptions, records: &[RunRecord]) -> Resul
     output::write_file(&o.out.join("runs.csv"), &output::runs_csv(records))?;
     output::write_file(&o.out.join("indices.csv"), &output::indices_csv(&index_rows))?;
     output::write_file(&o.out.join("queue-ecdf.csv"), &output::queue_ecdf_csv(&ecdfs))?;
+    if records.iter().any(|r| r.bursts.is_some()) {
+        output::write_file(&o.out.join("bursts.csv"), &output::bursts_csv(records))?;
+    }
     if o.no_plots || !l.experiment.output.plots {
         return Ok(());
     }

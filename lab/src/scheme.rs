@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use ccp_qdisc::abc::{AbcParams, BrakeEncoding, DelayMeasure};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Nanos, NANOS_PER_MS};
 use ccp_router::QdiscKind;
 
@@ -61,6 +62,8 @@ pub struct Scheme {
     pub receiver: Option<ReceiverSpec>,
     pub classify: Option<ClassifySpec>,
     pub agent_args: Vec<String>,
+    /// Kernel congestion controls of some flow groups (by index), instead of the scheme's.
+    pub flow_cc: BTreeMap<usize, String>,
 }
 
 impl Scheme {
@@ -83,14 +86,21 @@ impl Scheme {
             receiver: spec.receiver.clone(),
             classify: spec.classify.clone(),
             agent_args: spec.agent_args.clone(),
+            flow_cc: spec
+                .flow_cc
+                .iter()
+                .map(|(g, cc)| Ok((g.parse::<usize>().map_err(|_| format!("flow_cc: {g:?} is not a group index"))?, cc.clone())))
+                .collect::<Result<_, String>>()?,
         })
     }
 
-    /// The congestion control name the scheme's sending sockets set before connecting.
-    pub fn flow_cc<'a>(&'a self, agent_cc: &'a str) -> &'a str {
-        match &self.cc {
-            Cc::Kernel(name) => name,
-            Cc::Agent(_) => agent_cc,
+    /// The congestion control name the sending sockets of the scheme's flow group `group` set
+    /// before connecting.
+    pub fn flow_cc<'a>(&'a self, agent_cc: &'a str, group: usize) -> &'a str {
+        match (self.flow_cc.get(&group), &self.cc) {
+            (Some(name), _) => name,
+            (None, Cc::Kernel(name)) => name,
+            (None, Cc::Agent(_)) => agent_cc,
         }
     }
 
@@ -112,7 +122,13 @@ impl Scheme {
             .iter()
             .find(|(k, _)| k == "net.ipv4.tcp_ecn")
             .map_or_else(String::new, |(_, v)| format!(", tcp_ecn {v}"));
-        format!("{what}, router {}{echo}{receiver}{ecn}", describe_qdisc(&self.qdisc))
+        let groups = if self.flow_cc.is_empty() {
+            String::new()
+        } else {
+            let g: Vec<String> = self.flow_cc.iter().map(|(i, cc)| format!("group {i} kernel {cc}")).collect();
+            format!(" ({})", g.join(", "))
+        };
+        format!("{what}{groups}, router {}{echo}{receiver}{ecn}", describe_qdisc(&self.qdisc))
     }
 }
 
@@ -172,8 +188,58 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
             }
             QdiscKind::Dctcp(StepMarker { k: Threshold::Packets(*k_pkts as usize), non_ect: NonEctPolicy::Pass })
         }
+        QdiscSpec::Qcn { qeq_pkts, w, sample, quantization, ecn_k_pkts, seed } => {
+            if !(qeq_pkts.is_finite() && *qeq_pkts >= 0.0 && *qeq_pkts <= 1e6) {
+                return Err(("qeq_pkts".into(), format!("must be a number of packets ≥ 0, got {qeq_pkts}")));
+            }
+            let sampling = ccp_router::args_to_config::parse_sampling(sample).map_err(|e| match e {
+                ccp_router::Error::Param { message, .. } => ("sample".to_string(), message),
+                other => ("sample".to_string(), other.to_string()),
+            })?;
+            let quantization = match quantization.as_str() {
+                "packets" => Quantization::Packets,
+                "standard" => Quantization::Standard,
+                other => return Err(("quantization".into(), format!("{other:?}: use \"packets\" or \"standard\""))),
+            };
+            let ecn = match ecn_k_pkts {
+                Some(0) => return Err(("ecn_k_pkts".into(), "must be > 0 (leave it out for no marking)".into())),
+                Some(k) => Some(StepMarker { k: Threshold::Packets(*k as usize), non_ect: NonEctPolicy::Pass }),
+                None => None,
+            };
+            let params =
+                QcnParams { q_eq_bytes: (qeq_pkts * MTU_BYTES).round() as u64, w: *w, sampling, quantization, seed: *seed };
+            params.validate().map_err(|e| (qdisc_field("qcn", e.param), e.message))?;
+            QdiscKind::Qcn { params, ecn }
+        }
     };
     Ok(kind)
+}
+
+/// Bytes per packet for Q_eq in packets (as ccp-router's `--qcn-qeq-pkts`).
+const MTU_BYTES: f64 = 1500.0;
+
+/// Placeholders an agent argument may hold, replaced per run ([`expand_agent_args`]).
+pub const PLACEHOLDERS: [&str; 5] = ["{sender_ns}", "{receiver_ns}", "{sender_addr}", "{receiver_addr}", "{router_addr}"];
+
+/// Whether any agent argument names the run's namespaces or addresses (then the agent must start
+/// after the emulator has created them).
+pub fn uses_placeholders(args: &[String]) -> bool {
+    args.iter().any(|a| PLACEHOLDERS.iter().any(|p| a.contains(p)))
+}
+
+/// The run's values of the placeholders, in [`PLACEHOLDERS`] order.
+pub struct RunNames {
+    pub sender_ns: String,
+    pub receiver_ns: String,
+    pub sender_addr: String,
+    pub receiver_addr: String,
+    pub router_addr: String,
+}
+
+/// Agent arguments with the placeholders replaced.
+pub fn expand_agent_args(args: &[String], n: &RunNames) -> Vec<String> {
+    let values = [&n.sender_ns, &n.receiver_ns, &n.sender_addr, &n.receiver_addr, &n.router_addr];
+    args.iter().map(|a| PLACEHOLDERS.iter().zip(values).fold(a.clone(), |acc, (p, v)| acc.replace(p, v))).collect()
 }
 
 /// The experiment-file field for a discipline's parameter name.
@@ -185,6 +251,8 @@ fn qdisc_field(kind: &str, param: &str) -> String {
         ("abc", "delay_threshold") => "dt_ms",
         ("abc", "window") => "window_ms",
         ("abc", "token_limit" | "initial_token") => "token_limit",
+        ("qcn", "q_eq") => "qeq_pkts",
+        ("qcn", "sampling") => "sample",
         (_, other) => other,
     }
     .to_string()
@@ -206,6 +274,21 @@ pub fn describe_qdisc(q: &QdiscKind) -> String {
             p.brake
         ),
         QdiscKind::Dctcp(m) => format!("dctcp K {:?}", m.k),
+        QdiscKind::Qcn { params: p, ecn } => format!(
+            "qcn Q_eq {} B w {} sample {} quantization {}{}",
+            p.q_eq_bytes,
+            p.w,
+            match p.sampling {
+                Sampling::Probability(x) => format!("prob:{x}"),
+                Sampling::Bytes(b) => format!("bytes:{b}"),
+                Sampling::Table => "table".into(),
+            },
+            match p.quantization {
+                Quantization::Packets => "packets",
+                Quantization::Standard => "standard",
+            },
+            ecn.map_or_else(String::new, |m| format!(", ECN K {:?}", m.k))
+        ),
         other => other.name().to_string(),
     }
 }
@@ -295,7 +378,7 @@ mod tests {
         )
         .unwrap();
         let s = Scheme::from_spec(&spec).unwrap();
-        assert_eq!(s.flow_cc("ccp"), "ccp");
+        assert_eq!(s.flow_cc("ccp", 0), "ccp");
         assert_eq!(s.params, vec!["init_cwnd_pkts=10".to_string()]);
         assert_eq!(s.sender_sysctls, vec![("net.ipv4.tcp_ecn".to_string(), "1".to_string())]);
         assert!(s.describe().contains("agent abc") && s.describe().contains("abc eta 0.98"));

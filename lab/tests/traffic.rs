@@ -56,7 +56,7 @@ fn bulk_flow_is_born_with_its_congestion_control() {
         return;
     }
     let emu = emulator(20.0);
-    let plans = vec![plan("reno", PlanKind::Bulk { cc: "reno".into(), receiver_cc: Some("cubic".into()) }, 10.0)];
+    let plans = vec![plan("reno", PlanKind::Bulk { cc: "reno".into(), receiver_cc: Some("cubic".into()), bytes: None }, 10.0)];
     let mut t = Traffic::start(plans, &ends(&emu)).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let s = t.states[0].clone();
@@ -77,7 +77,7 @@ fn unknown_congestion_control_fails_the_flow() {
         return;
     }
     let emu = emulator(10.0);
-    let plans = vec![plan("bad", PlanKind::Bulk { cc: "nosuchcc".into(), receiver_cc: None }, 2.0)];
+    let plans = vec![plan("bad", PlanKind::Bulk { cc: "nosuchcc".into(), receiver_cc: None, bytes: None }, 2.0)];
     let mut t = Traffic::start(plans, &ends(&emu)).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let e = t.first_error().expect("the flow must fail");

@@ -212,6 +212,51 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn qcn_sized_flows_group_cc_and_agent_placeholders() {
+        let text = MINIMAL.replace("cc = \"kernel:cubic\"", "cc = \"agent:annulus\"")
+            + "qdisc = { kind = \"qcn\", qeq_pkts = 20, w = 8, sample = \"bytes:15000\", quantization = \"standard\", ecn_k_pkts = 20 }\n\
+               flow_cc = { \"0\" = \"bbr\" }\n\
+               agent_args = [\"--cnm-listen\", \"{sender_addr}:7470\", \"--cnm-netns\", \"{sender_ns}\"]\n\
+               [[flows]]\ncount = 1\n[[flows]]\ncount = 4\nstart_s = 1\nbytes = 2_000_000\n";
+        let l = parse(Path::new("x.toml"), &text).unwrap();
+        let s = &l.experiment.schemes[0];
+        assert!(matches!(&s.qdisc, QdiscSpec::Qcn { w, ecn_k_pkts: Some(20), .. } if *w == 8.0), "{:?}", s.qdisc);
+        assert_eq!(l.experiment.flows[1].bytes, Some(2_000_000));
+        let scheme = crate::scheme::Scheme::from_spec(s).unwrap();
+        assert_eq!((scheme.flow_cc("ccpx", 0), scheme.flow_cc("ccpx", 1)), ("bbr", "ccpx"));
+        assert!(scheme.describe().contains("qcn Q_eq 30000 B w 8 sample bytes:15000 quantization standard, ECN K"));
+        assert!(crate::scheme::uses_placeholders(&scheme.agent_args));
+        let names = crate::scheme::RunNames {
+            sender_ns: "p-snd".into(),
+            receiver_ns: "p-rcv".into(),
+            sender_addr: "10.77.0.1".into(),
+            receiver_addr: "10.77.0.2".into(),
+            router_addr: "10.77.0.254".into(),
+        };
+        assert_eq!(
+            crate::scheme::expand_agent_args(&scheme.agent_args, &names),
+            ["--cnm-listen", "10.77.0.1:7470", "--cnm-netns", "p-snd"]
+        );
+        assert!(!crate::scheme::uses_placeholders(&["--trace".to_string()]));
+        // Errors name the key.
+        let (_, key, m) = err(&text.replace("{sender_ns}", "{sender_netns}"));
+        assert_eq!(key, "schemes[0].agent_args");
+        assert!(m.contains("{sender_netns}") && m.contains("{sender_ns}"), "{m}");
+        let (_, key, _) = err(&text.replace("bytes:15000", "bytes:0"));
+        assert_eq!(key, "schemes[0].qdisc.sample");
+        let (_, key, _) = err(&text.replace("\"standard\"", "\"fancy\""));
+        assert_eq!(key, "schemes[0].qdisc.quantization");
+        let (_, key, _) = err(&text.replace("w = 8", "w = -1"));
+        assert_eq!(key, "schemes[0].qdisc.w");
+        let (_, key, _) = err(&text.replace("ecn_k_pkts = 20", "ecn_k_pkts = 0"));
+        assert_eq!(key, "schemes[0].qdisc.ecn_k_pkts");
+        let (_, key, _) = err(&text.replace("bytes = 2_000_000", "bytes = 0"));
+        assert_eq!(key, "flows[1].bytes");
+        let (_, key, _) = err(&text.replace("\"0\" = \"bbr\"", "first = \"bbr\""));
+        assert_eq!(key, "schemes[0].flow_cc");
+    }
+
+    #[test]
     fn syntax_error_has_a_line() {
         let (line, _, _) = err("duration_s = 2\n[network\n");
         assert_eq!(line, 2);

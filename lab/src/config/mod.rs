@@ -70,7 +70,7 @@ fn default_sample_ms() -> u64 {
     100
 }
 fn default_flows() -> Vec<FlowGroup> {
-    vec![FlowGroup { count: 1, start_s: 0.0, stop_s: None, stagger_s: 0.0 }]
+    vec![FlowGroup { count: 1, start_s: 0.0, stop_s: None, stagger_s: 0.0, bytes: None }]
 }
 fn default_scenarios() -> Vec<Scenario> {
     vec![Scenario { name: "solo".into(), flows: None, cross: Vec::new() }]
@@ -171,7 +171,15 @@ pub struct SchemeSpec {
     /// How to read the agent's elasticity classification from its per-flow trace.
     #[serde(default)]
     pub classify: Option<ClassifySpec>,
-    /// Extra `ccp-agent run` arguments.
+    /// A kernel congestion control for the flows of some flow groups instead of the scheme's,
+    /// keyed by the group's index in `flows` (from 0): `{ "0" = "bbr" }` makes a mixed reference
+    /// scheme (kernel BBR for group 0, the scheme's congestion control for the others).
+    #[serde(default)]
+    pub flow_cc: BTreeMap<String, String>,
+    /// Extra `ccp-agent run` arguments. `{sender_ns}`, `{receiver_ns}`, `{sender_addr}`,
+    /// `{receiver_addr}` and `{router_addr}` are replaced by the run's namespaces and addresses
+    /// (e.g. the CNM listener: `--cnm-listen {sender_addr}:7470 --cnm-allow-from {router_addr}
+    /// --cnm-netns {sender_ns}`); when any is used, the agent starts after the namespaces exist.
     #[serde(default)]
     pub agent_args: Vec<String>,
 }
@@ -213,6 +221,42 @@ pub enum QdiscSpec {
     },
     /// DCTCP step marking at K packets.
     Dctcp { k_pkts: u32 },
+    /// A QCN congestion point (ccp-router `--qdisc qcn`): samples arrivals, computes
+    /// F_b = (Q − Q_eq) + w·(Q − Q_old) and sends a CNM (UDP, port 7470) to the sampled packet's
+    /// source when F_b > 0; `ecn_k_pkts` adds DCTCP step marking on the same queue (Annulus).
+    Qcn {
+        /// Q_eq, packets of 1500 bytes (router default 22).
+        #[serde(default = "qcn_qeq")]
+        qeq_pkts: f64,
+        /// Weight of the queue derivative (QCN 2; the Annulus testbed 8).
+        #[serde(default = "qcn_w")]
+        w: f64,
+        /// `--qcn-sample` syntax: "prob:P", "bytes:N" (Annulus testbed: bytes:15000) or "table".
+        #[serde(default = "qcn_sample")]
+        sample: String,
+        /// "packets" (qFb = ⌈F_b / 1500 B⌉, capped at 63) or "standard" (802.1Qau:
+        /// ⌈63·F_b / (Q_eq·(1 + 2w))⌉).
+        #[serde(default = "qcn_quant")]
+        quantization: String,
+        /// ECN step marking at K packets on the same queue (none by default).
+        #[serde(default)]
+        ecn_k_pkts: Option<u32>,
+        #[serde(default = "seed")]
+        seed: u64,
+    },
+}
+
+fn qcn_qeq() -> f64 {
+    22.0
+}
+fn qcn_w() -> f64 {
+    2.0
+}
+fn qcn_sample() -> String {
+    "prob:0.01".into()
+}
+fn qcn_quant() -> String {
+    "packets".into()
 }
 
 fn codel_target() -> f64 {
@@ -303,6 +347,10 @@ pub struct FlowGroup {
     /// Flow i starts at start_s + i·stagger_s.
     #[serde(default)]
     pub stagger_s: f64,
+    /// Each flow sends this many bytes (TCP payload) and ends; its completion time (connect to
+    /// the receiver's close, as for Poisson TCP flows) is recorded. Default: backlogged.
+    #[serde(default)]
+    pub bytes: Option<u64>,
 }
 
 fn one() -> u32 {

@@ -184,6 +184,18 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
     }
     let cc = Cc::parse(&s.cc).map_err(|m| (format!("{key}.cc"), m))?;
     let is_agent = matches!(cc, Cc::Agent(_));
+    for (g, cc) in &s.flow_cc {
+        if g.parse::<usize>().is_err() {
+            return Err((format!("{key}.flow_cc"), format!("{g:?}: key by the flow group's index in `flows` (\"0\", \"1\", …)")));
+        }
+        check_cc_name(&format!("{key}.flow_cc.{g}"), cc)?;
+    }
+    if let Some(bad) = s.agent_args.iter().find_map(|a| unknown_placeholder(a)) {
+        return Err((
+            format!("{key}.agent_args"),
+            format!("unknown placeholder {bad:?} (known: {})", crate::scheme::PLACEHOLDERS.join(", ")),
+        ));
+    }
     if !is_agent {
         for (field, set) in
             [("params", !s.params.is_empty()), ("classify", s.classify.is_some()), ("agent_args", !s.agent_args.is_empty())]
@@ -222,6 +234,21 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
         }
     }
     Ok(())
+}
+
+/// The first `{…}` in an agent argument that is not one of the run's placeholders.
+fn unknown_placeholder(arg: &str) -> Option<String> {
+    let mut rest = arg;
+    while let Some(i) = rest.find('{') {
+        let tail = &rest[i..];
+        let Some(j) = tail.find('}') else { return Some(tail.to_string()) };
+        let name = &tail[..=j];
+        if !crate::scheme::PLACEHOLDERS.contains(&name) {
+            return Some(name.to_string());
+        }
+        rest = &tail[j + 1..];
+    }
+    None
 }
 
 fn validate_receiver(key: &str, r: &ReceiverSpec, s: &SchemeSpec) -> Result<(), Invalid> {
@@ -282,6 +309,9 @@ fn validate_flows(key: &str, groups: &[FlowGroup]) -> Result<(), Invalid> {
         }
         validate_span(&k, g.start_s, g.stop_s)?;
         finite_non_negative(&format!("{k}.stagger_s"), g.stagger_s)?;
+        if g.bytes == Some(0) {
+            return Err((format!("{k}.bytes"), "must be > 0 (leave it out for backlogged flows)".into()));
+        }
     }
     Ok(())
 }

@@ -53,8 +53,9 @@ pub enum Role {
 /// What a flow does.
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanKind {
-    /// A backlogged TCP flow.
-    Bulk { cc: String, receiver_cc: Option<String> },
+    /// A backlogged TCP flow, or with `bytes` one that sends that many bytes and ends (its
+    /// completion time recorded as a [`ShortFlow`]).
+    Bulk { cc: String, receiver_cc: Option<String>, bytes: Option<u64> },
     /// UDP at `rate_bps` (IP bytes), packets of `packet_bytes` (IP), evenly spaced or with
     /// exponential gaps.
     Udp { rate_bps: f64, packet_bytes: u32, poisson_seed: Option<u64> },
@@ -93,7 +94,7 @@ pub struct FlowPlan {
     pub stop: Duration,
 }
 
-/// A completed (or cut-off) flow of a Poisson TCP generator.
+/// A completed (or cut-off) flow of a Poisson TCP generator, or a fixed-size bulk flow.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct ShortFlow {
     /// Since the start of traffic, s.
