@@ -17,7 +17,10 @@
 //!   was newly acknowledged, so nothing is counted twice when the datapath's next report covers
 //!   the same time;
 //! - the gauges of the flow's last datapath report (mss, cwnd, inflight, pending, pacing,
-//!   app_limited); before any report, the flow's MSS and the window the agent commands;
+//!   app_limited). Before the flow's first datapath report the datapath's clock is unknown (a
+//!   report at time 0 followed by the datapath's real clock would look to an algorithm like a jump
+//!   of days: BBR entered PROBE_RTT at once), so the feedback is held and travels in that first
+//!   report instead (the latest, if several arrive; `feedback_held`);
 //! - `now_us` on the datapath's clock: the last report's `now_us` plus the agent's time since that
 //!   report arrived, never below what the flow was last given. It lags the datapath's clock by
 //!   the report's delivery delay, so the datapath's next report is normally later still; one that
@@ -99,6 +102,8 @@ pub struct Counters {
     pub feedback_reports: u64,
     /// Datapath reports older than feedback the flow was given, raised to its time.
     pub feedback_clock_clamps: u64,
+    /// Feedback for flows with no datapath report yet, held for their first report.
+    pub feedback_held: u64,
 }
 
 /// One flow's row in a status snapshot.
@@ -176,30 +181,17 @@ pub struct Flow {
     given_now_us: u64,
     /// Feedback was given a `now_us` later than the datapath's last report.
     feedback_ahead: bool,
+    /// Feedback that arrived before the first datapath report, for that report to carry.
+    held_feedback: Option<NetworkFeedback>,
     cnms: u64,
 }
 
 impl Flow {
-    /// The report that carries `feedback` to the controller (see the module's documentation).
-    fn feedback_report(&self, feedback: NetworkFeedback, now_us: u64) -> Report {
-        let (t, gauges) = match self.gauges {
-            Some(g) => {
-                let since = self.last_report_us.map_or(0, |arrived| now_us.saturating_sub(arrived));
-                (g.now_us.saturating_add(since), g)
-            }
-            None => (
-                0,
-                Gauges {
-                    now_us: 0,
-                    mss_bytes: self.info.mss_bytes,
-                    inflight_bytes: 0,
-                    pending_bytes: 0,
-                    cwnd_bytes: self.controller.cwnd_bytes(),
-                    pacing_rate_bytes_per_s: None,
-                    app_limited: false,
-                },
-            ),
-        };
+    /// The report that carries `feedback` to the controller, from the last datapath report's
+    /// gauges `g` (see the module's documentation).
+    fn feedback_report(&self, g: Gauges, feedback: NetworkFeedback, now_us: u64) -> Report {
+        let since = self.last_report_us.map_or(0, |arrived| now_us.saturating_sub(arrived));
+        let (t, gauges) = (g.now_us.saturating_add(since), g);
         Report {
             now_us: t.max(self.given_now_us),
             interval_us: 0,
@@ -288,6 +280,9 @@ impl FlowTable {
                     report.now_us = f.given_now_us;
                 }
                 f.feedback_ahead = false;
+                if let Some(held) = f.held_feedback.take() {
+                    report.feedback.get_or_insert(held);
+                }
                 f.given_now_us = f.given_now_us.max(report.now_us);
                 f.gauges = Some(Gauges::of(&report));
                 f.reports += 1;
@@ -371,6 +366,7 @@ impl FlowTable {
             gauges: None,
             given_now_us: start.now_us,
             feedback_ahead: false,
+            held_feedback: None,
             cnms: 0,
         };
         if let (Some(src), Some(dst)) = (flow.info.src, flow.info.dst) {
@@ -432,12 +428,17 @@ impl FlowTable {
         trace: Option<&mut FlowTrace>,
     ) -> Option<Delivered> {
         let f = self.flows.get_mut(&key)?;
-        let report = f.feedback_report(ev.feedback, now_us);
+        f.cnms += 1;
+        let Some(gauges) = f.gauges else {
+            f.held_feedback = Some(ev.feedback);
+            self.counters.feedback_held += 1;
+            return Some(Delivered { latency: ev.received.elapsed(), action: false });
+        };
+        let report = f.feedback_report(gauges, ev.feedback, now_us);
         if report.now_us > f.gauges.map_or(0, |g| g.now_us) {
             f.feedback_ahead = true;
         }
         f.given_now_us = report.now_us;
-        f.cnms += 1;
         self.counters.feedback_reports += 1;
         let outcome = f.controller.on_report(&report, now_us);
         let sent = self.counters.commands_sent;

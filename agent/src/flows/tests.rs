@@ -321,12 +321,27 @@ fn a_datapath_report_older_than_the_feedback_is_raised_to_its_time() {
 }
 
 #[test]
-fn feedback_before_any_report_uses_what_the_agent_knows() {
+fn feedback_before_the_first_report_travels_with_it() {
+    // The datapath's clock is unknown until its first report: no report at time 0 is made.
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
     t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
-    t.network_feedback((0, FLOW), &mut dp, &qcn(63), 1_000, None).unwrap();
+    let given = seen.0.lock().unwrap().len();
+    t.network_feedback((0, FLOW), &mut dp, &qcn(30), 1_000, None).unwrap();
+    t.network_feedback((0, FLOW), &mut dp, &qcn(63), 1_500, None).unwrap();
+    assert_eq!(seen.0.lock().unwrap().len(), given, "nothing reached the controller yet");
+    assert_eq!((t.counters.feedback_held, t.counters.feedback_reports), (2, 0));
+    t.handle(0, &mut dp, report_at(FLOW, 7_000_000, 3000), 2_000, None);
     let r = seen.last();
-    assert_eq!((r.now_us, r.mss_bytes, r.cwnd_bytes), (0, 1000, 10_000));
+    assert_eq!(r.now_us, 7_000_000, "on the datapath's clock");
+    assert_eq!(r.acked_bytes, 3000, "the datapath's own counters");
+    assert_eq!(
+        r.feedback,
+        Some(ccp_contract::NetworkFeedback::Qcn { fb_quantized: 63, q_off_bytes: 3000, q_delta_bytes: -100 }),
+        "the latest held feedback"
+    );
+    // Held once: the next report carries none.
+    t.handle(0, &mut dp, report_at(FLOW, 7_010_000, 3000), 12_000, None);
+    assert_eq!(seen.last().feedback, None);
     assert!(t.network_feedback((0, FlowRef { peer: 0, sid: 99 }), &mut dp, &qcn(1), 1_000, None).is_none());
 }
 
@@ -342,6 +357,7 @@ fn the_decision_on_feedback_is_applied_at_once() {
     // A reaction point's cut goes to the datapath before network_feedback returns.
     let ((mut t, _), mut dp) = (recording_table(), Recorder::default());
     t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 0), 500, None);
     let d = t.network_feedback((0, FLOW), &mut dp, &qcn(64), 1_000, None).unwrap();
     assert!(d.action);
     let (flow, want, changed) = dp.applied.last().copied().unwrap();
