@@ -2,7 +2,8 @@
 //!
 //! ccp-kernel cannot load on this kernel (no module support), so a test process takes its
 //! place on NETLINK_USERSOCK: it multicasts to group 22 as the kernel does, and the agent
-//! replies to the sender's port id (0 for the real kernel).
+//! replies to the sender's port id (0 for the real kernel). The agent hears a user-space peer
+//! only with `[datapath.netlink] allow_user_peers = true`; by default it is refused.
 
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -15,6 +16,8 @@ use ccp_wire::{implicit, Create, Measure, Msg, RegKind};
 
 struct FakeKernel {
     fd: OwnedFd,
+    /// The multicast group it sends to (ccp-kernel: 22).
+    group: u32,
 }
 
 fn sockaddr(pid: u32, groups: u32) -> libc::sockaddr_nl {
@@ -28,6 +31,10 @@ fn sockaddr(pid: u32, groups: u32) -> libc::sockaddr_nl {
 
 impl FakeKernel {
     fn new() -> FakeKernel {
+        FakeKernel::on_group(22)
+    }
+
+    fn on_group(group: u32) -> FakeKernel {
         // SAFETY: socket/bind with valid arguments; the fd is owned immediately.
         unsafe {
             let raw = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_USERSOCK);
@@ -43,7 +50,7 @@ impl FakeKernel {
                 (&tv as *const libc::timeval).cast(),
                 size_of::<libc::timeval>() as u32,
             );
-            FakeKernel { fd }
+            FakeKernel { fd, group }
         }
     }
 
@@ -55,7 +62,7 @@ impl FakeKernel {
     }
 
     fn send_raw(&self, bytes: &[u8]) {
-        let sa = sockaddr(0, 1 << (22 - 1));
+        let sa = sockaddr(0, 1 << (self.group - 1));
         // SAFETY: valid buffer and address.
         let n = unsafe {
             libc::sendto(
@@ -103,8 +110,11 @@ fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
         eprintln!("SKIPPED: the netlink test needs root (NETLINK_USERSOCK multicast group membership); CI runs it as root");
         return;
     }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, "[datapath.netlink]\nallow_user_peers = true\n").unwrap();
     let mut cmd = Command::new(bin("ccp-agent"));
-    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno"]);
+    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno", "--config"]).arg(&config);
     let agent = Agent::spawn(cmd, None);
     agent.wait_log("listening", Duration::from_secs(10));
     let kernel = FakeKernel::new();
@@ -172,4 +182,45 @@ fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
     kernel.send(&Msg::Measure(Measure { sid: 3, program_uid: 0, fields: vec![] }));
     agent.wait_log("flow closed", Duration::from_secs(5));
     assert!(agent.stop().status.success());
+}
+
+#[test]
+fn a_user_space_peer_is_refused_by_default() {
+    if !is_root() {
+        eprintln!("SKIPPED: the netlink test needs root (NETLINK_USERSOCK multicast group membership); CI runs it as root");
+        return;
+    }
+    // Its own multicast group, so the other test's agent (which hears user peers) stays out.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, "[datapath.netlink]\ngroup = 21\n").unwrap();
+    let mut cmd = Command::new(bin("ccp-agent"));
+    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno", "--config"]).arg(&config);
+    let agent = Agent::spawn(cmd, None);
+    agent.wait_log("listening", Duration::from_secs(10));
+    let kernel = FakeKernel::on_group(21);
+    kernel.send(&Msg::Ready(ccp_wire::Ready { datapath_id: 7 }));
+    let create = Create {
+        sid: 3,
+        init_cwnd: 14480,
+        mss: 1448,
+        src_ip: u32::from_le_bytes([10, 0, 0, 1]),
+        src_port: u32::from(40000u16.to_be()),
+        dst_ip: u32::from_le_bytes([10, 0, 0, 2]),
+        dst_port: u32::from(5201u16.to_be()),
+        cong_alg: Some("reno".into()),
+    };
+    for _ in 0..200 {
+        kernel.send(&Msg::Create(create.clone()));
+    }
+    agent.wait_log("refusing datagrams", Duration::from_secs(5));
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: valid buffer; the socket has a 200 ms receive timeout.
+    let n = unsafe { libc::recv(kernel.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    assert!(n < 0, "the agent answered a refused peer ({n} bytes)");
+    let stopped = agent.stop();
+    assert!(stopped.status.success());
+    let log = stopped.log;
+    assert_eq!(log.matches("refusing datagrams").count(), 1, "refusals are not logged one per datagram:\n{log}");
+    assert!(!log.contains("flow started") && !log.contains("new datapath"), "{log}");
 }

@@ -75,6 +75,9 @@ pub struct LibccpStats {
     pub adopted_flows: u64,
     pub installs: u64,
     pub send_errors: u64,
+    /// Datagrams the transport refused by sender (netlink: not the kernel; unix: a reply path
+    /// outside the socket directory).
+    pub refused_datagrams: u64,
 }
 
 /// What the protocol needs to remember of one flow.
@@ -112,7 +115,10 @@ pub struct LibccpDatapath<T: Transport> {
     transport: T,
     fold: Fold,
     install_msg: Vec<u8>,
-    peers: Vec<Peer<T::Addr>>,
+    /// Live peers by id. A peer found gone is removed (its flows closed), so a churn of
+    /// short-lived datapaths does not grow this; ids are never reused.
+    peers: HashMap<u32, Peer<T::Addr>>,
+    next_peer: u32,
     peer_ids: HashMap<T::Addr, u32>,
     rx: Vec<u8>,
     /// Events produced outside `poll_events` (a peer found gone during `apply`, a re-switch on
@@ -132,7 +138,8 @@ impl<T: Transport> LibccpDatapath<T> {
             transport,
             fold,
             install_msg,
-            peers: Vec::new(),
+            peers: HashMap::new(),
+            next_peer: 0,
             peer_ids: HashMap::new(),
             rx: vec![0; 64 * 1024],
             deferred: Vec::new(),
@@ -142,7 +149,12 @@ impl<T: Transport> LibccpDatapath<T> {
     }
 
     pub fn stats(&self) -> LibccpStats {
-        self.stats
+        LibccpStats { refused_datagrams: self.transport.refused(), ..self.stats }
+    }
+
+    /// Datapaths the adapter currently knows.
+    pub fn peer_count(&self) -> usize {
+        self.peers.len()
     }
 
     pub fn transport(&self) -> &T {
@@ -153,15 +165,19 @@ impl<T: Transport> LibccpDatapath<T> {
         if let Some(id) = self.peer_ids.get(addr) {
             return *id;
         }
-        let id = self.peers.len() as u32;
+        let id = self.next_peer;
+        self.next_peer = self.next_peer.wrapping_add(1);
         info!(datapath = %self.transport.addr_name(addr), peer = id, "new datapath");
-        self.peers.push(Peer { addr: addr.clone(), installed: false, sessions: HashMap::new(), reprogrammed: HashMap::new() });
+        self.peers
+            .insert(id, Peer { addr: addr.clone(), installed: false, sessions: HashMap::new(), reprogrammed: HashMap::new() });
         self.peer_ids.insert(addr.clone(), id);
         id
     }
 
     fn send(&mut self, peer: u32, msg: &[u8]) -> std::io::Result<()> {
-        let addr = self.peers[peer as usize].addr.clone();
+        let Some(addr) = self.peers.get(&peer).map(|p| p.addr.clone()) else {
+            return Err(std::io::Error::from_raw_os_error(libc::ENOTCONN));
+        };
         let r = self.transport.send(&addr, msg);
         if let Err(e) = &r {
             self.stats.send_errors += 1;
@@ -172,29 +188,32 @@ impl<T: Transport> LibccpDatapath<T> {
         r
     }
 
-    /// The datapath behind `peer` no longer exists: its flows are gone with it.
+    /// The datapath behind `peer` no longer exists: its flows are gone with it, and so is the
+    /// peer (a datapath that comes back is a new peer).
     fn peer_gone(&mut self, peer: u32, err: &std::io::Error) {
-        let p = &mut self.peers[peer as usize];
+        let Some(mut p) = self.peers.remove(&peer) else { return };
+        self.peer_ids.remove(&p.addr);
         if p.sessions.is_empty() && !p.installed {
+            debug!(datapath = %self.transport.addr_name(&p.addr), error = %err, "datapath unreachable; forgetting it");
             return;
         }
         warn!(datapath = %self.transport.addr_name(&p.addr), error = %err, flows = p.sessions.len(), "datapath unreachable; dropping its flows");
-        p.installed = false;
-        p.reprogrammed.clear();
         for sid in p.sessions.drain().map(|(sid, _)| sid) {
             self.deferred.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid }, reason: CloseReason::DatapathGone });
         }
     }
 
     fn ensure_installed(&mut self, peer: u32) {
-        if self.peers[peer as usize].installed {
+        if self.peers.get(&peer).is_none_or(|p| p.installed) {
             return;
         }
         let msg = self.install_msg.clone();
         match self.send(peer, &msg) {
             Ok(()) => {
                 self.stats.installs += 1;
-                self.peers[peer as usize].installed = true;
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    p.installed = true;
+                }
                 debug!(peer, "installed standard fold");
             }
             Err(e) => warn!(peer, error = %e, "could not install the standard fold"),
@@ -219,9 +238,13 @@ impl<T: Transport> LibccpDatapath<T> {
     }
 
     fn handle(&mut self, peer: u32, msg: Msg, known: &dyn Fn(FlowRef) -> bool, now: Instant, out: &mut Vec<DatapathEvent>) {
+        if !self.peers.contains_key(&peer) {
+            // Found gone by a send for an earlier message of the same datagram.
+            return;
+        }
         match msg {
             Msg::Ready(r) => {
-                let p = &mut self.peers[peer as usize];
+                let Some(p) = self.peers.get_mut(&peer) else { return };
                 info!(datapath = %self.transport.addr_name(&p.addr), id = r.datapath_id, "datapath ready");
                 for sid in p.sessions.drain().map(|(sid, _)| sid) {
                     out.push(DatapathEvent::FlowClosed { flow: FlowRef { peer, sid }, reason: CloseReason::DatapathGone });
@@ -232,7 +255,7 @@ impl<T: Transport> LibccpDatapath<T> {
             }
             Msg::Create(c) => self.on_create(peer, c, now, out),
             Msg::Measure(m) if m.is_close() => {
-                let p = &mut self.peers[peer as usize];
+                let Some(p) = self.peers.get_mut(&peer) else { return };
                 p.reprogrammed.remove(&m.sid);
                 p.sessions.remove(&m.sid);
                 let flow = FlowRef { peer, sid: m.sid };
@@ -259,7 +282,7 @@ impl<T: Transport> LibccpDatapath<T> {
 
     fn on_create(&mut self, peer: u32, c: Create, now: Instant, out: &mut Vec<DatapathEvent>) {
         self.ensure_installed(peer);
-        let p = &mut self.peers[peer as usize];
+        let Some(p) = self.peers.get_mut(&peer) else { return };
         p.reprogrammed.remove(&c.sid);
         p.sessions.insert(c.sid, Session::new(FlowDecoder::new(c.mss.max(1), now), Some(now)));
         self.change_prog(peer, c.sid);
@@ -292,17 +315,18 @@ impl<T: Transport> LibccpDatapath<T> {
             // Another program's report: a previous agent's flow, or a table we have not written.
             self.stats.foreign_program_reports += 1;
             self.ensure_installed(peer);
-            let due = self.peers[peer as usize].reprogrammed.get(&sid).is_none_or(|t| now.duration_since(*t) >= REPROGRAM_RETRY);
+            let Some(p) = self.peers.get_mut(&peer) else { return };
+            let due = p.reprogrammed.get(&sid).is_none_or(|t| now.duration_since(*t) >= REPROGRAM_RETRY);
             if due {
                 debug!(%flow, uid, fields = fields.len(), "report from a foreign program; switching flow to the standard fold");
-                self.peers[peer as usize].reprogrammed.insert(sid, now);
+                p.reprogrammed.insert(sid, now);
                 if self.change_prog(peer, sid) && known(flow) {
                     out.push(DatapathEvent::SettingsLost { flow });
                 }
             }
             return;
         }
-        let p = &mut self.peers[peer as usize];
+        let Some(p) = self.peers.get_mut(&peer) else { return };
         p.reprogrammed.remove(&sid);
         if !known(flow) {
             // A running flow the agent does not control: adopt it, continuing from its state.
@@ -460,7 +484,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
     }
 
     fn apply(&mut self, flow: FlowRef, _want: &Settings, changed: &Command) -> Result<(), ApplyError> {
-        if !self.peers.get(flow.peer as usize).is_some_and(|p| p.sessions.contains_key(&flow.sid)) {
+        if !self.peers.get(&flow.peer).is_some_and(|p| p.sessions.contains_key(&flow.sid)) {
             return Err(ApplyError::UnknownFlow(flow));
         }
         let updates = self.updates(flow, changed)?;
@@ -472,7 +496,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
             .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
         self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
         if let Some(ReportPolicy::EveryUs(us)) = changed.report {
-            if let Some(s) = self.peers.get_mut(flow.peer as usize).and_then(|p| p.sessions.get_mut(&flow.sid)) {
+            if let Some(s) = self.peers.get_mut(&flow.peer).and_then(|p| p.sessions.get_mut(&flow.sid)) {
                 s.interval_us = us;
             }
         }
@@ -480,7 +504,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
     }
 
     fn forget(&mut self, flow: FlowRef) {
-        if let Some(p) = self.peers.get_mut(flow.peer as usize) {
+        if let Some(p) = self.peers.get_mut(&flow.peer) {
             p.sessions.remove(&flow.sid);
             p.reprogrammed.remove(&flow.sid);
         }
@@ -488,10 +512,10 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
 
     fn tick(&mut self, now: Instant) {
         let mut reprogram = Vec::new();
-        for (peer, p) in self.peers.iter().enumerate() {
+        for (peer, p) in &self.peers {
             for (sid, session) in &p.sessions {
                 if session.needs_reprogram(now) {
-                    reprogram.push(FlowRef { peer: peer as u32, sid: *sid });
+                    reprogram.push(FlowRef { peer: *peer, sid: *sid });
                 }
             }
         }
@@ -499,7 +523,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
             debug!(%flow, "no report since the switch to the standard fold; switching again");
             self.ensure_installed(flow.peer);
             if self.change_prog(flow.peer, flow.sid) {
-                if let Some(s) = self.peers[flow.peer as usize].sessions.get_mut(&flow.sid) {
+                if let Some(s) = self.peers.get_mut(&flow.peer).and_then(|p| p.sessions.get_mut(&flow.sid)) {
                     s.awaiting_report_since = Some(now);
                     s.retry_after = (s.retry_after * 2).min(PROGRAM_RETRY_MAX);
                     s.interval_us = FOLD_DEFAULT_INTERVAL_US;
@@ -510,6 +534,6 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
     }
 
     fn peer_name(&self, peer: u32) -> String {
-        self.peers.get(peer as usize).map_or_else(|| format!("peer{peer}"), |p| self.transport.addr_name(&p.addr))
+        self.peers.get(&peer).map_or_else(|| format!("peer{peer}"), |p| self.transport.addr_name(&p.addr))
     }
 }

@@ -4,7 +4,13 @@
 //! group 22 and accepts agent→datapath messages unicast to port id 0 (the kernel). Every message
 //! carries a 16-byte `nlmsghdr` in front of the libccp message. The agent binds an
 //! automatically assigned port id, joins the group and replies to the sender's port id, which
-//! is 0 for the kernel and lets a user-space peer stand in for ccp-kernel in tests.
+//! is 0 for the kernel.
+//!
+//! `NETLINK_USERSOCK` has no permission check on unicast sends: any local user can send to the
+//! agent's port id. So only messages from the kernel (`nl_pid == 0`, i.e. ccp-kernel) are
+//! accepted; a user-space peer standing in for ccp-kernel (tests, a user-space datapath over
+//! netlink) must be allowed explicitly (`[datapath.netlink] allow_user_peers = true`). Refused
+//! datagrams are counted and logged at a bounded rate.
 
 use std::io;
 use std::mem::{size_of, zeroed};
@@ -12,7 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use anyhow::{bail, Context};
 
-use super::transport::{Received, Transport};
+use super::transport::{Received, Refusals, Transport};
 
 /// ccp-kernel's multicast group.
 pub const CCP_MULTICAST_GROUP: u32 = 22;
@@ -25,6 +31,14 @@ pub struct NetlinkTransport {
     group: u32,
     rx: Vec<u8>,
     tx: Vec<u8>,
+    allow_user_peers: bool,
+    refusals: Refusals,
+}
+
+/// Whether a datagram from netlink port id `nl_pid` may be heard: the kernel always, a
+/// user-space socket only when allowed.
+pub fn sender_allowed(nl_pid: u32, allow_user_peers: bool) -> bool {
+    nl_pid == 0 || allow_user_peers
 }
 
 fn sockaddr(port_id: u32) -> libc::sockaddr_nl {
@@ -36,7 +50,9 @@ fn sockaddr(port_id: u32) -> libc::sockaddr_nl {
 }
 
 impl NetlinkTransport {
-    pub fn bind(group: u32) -> anyhow::Result<Self> {
+    /// Binds and joins `group`; `allow_user_peers` also accepts messages from user-space
+    /// netlink sockets (see the module docs).
+    pub fn bind(group: u32, allow_user_peers: bool) -> anyhow::Result<Self> {
         if group == 0 || group > 32 {
             bail!("netlink multicast group {group} is out of range 1..=32");
         }
@@ -83,7 +99,17 @@ impl NetlinkTransport {
         if rc < 0 {
             return Err(io::Error::last_os_error()).context("reading the netlink port id");
         }
-        Ok(NetlinkTransport { fd, port_id: bound.nl_pid, group, rx: vec![0; 64 * 1024], tx: Vec::with_capacity(1024) })
+        Ok(NetlinkTransport {
+            fd,
+            port_id: bound.nl_pid,
+            group,
+            rx: vec![0; 64 * 1024],
+            tx: Vec::with_capacity(1024),
+            allow_user_peers,
+            refusals: Refusals::new(
+                "netlink sender is a user-space socket, not the kernel (set [datapath.netlink] allow_user_peers to accept one)",
+            ),
+        })
     }
 
     /// The port id the kernel assigned to this socket.
@@ -130,6 +156,10 @@ impl Transport for NetlinkTransport {
                     _ => Err(e),
                 };
             }
+            if !sender_allowed(from.nl_pid, self.allow_user_peers) {
+                self.refusals.refuse(&format_args!("netlink port {}", from.nl_pid), std::time::Instant::now());
+                continue;
+            }
             let datagram = &self.rx[..n as usize];
             let payload = match ccp_wire::netlink::unframe(datagram) {
                 Ok(p) => p,
@@ -173,5 +203,99 @@ impl Transport for NetlinkTransport {
         } else {
             format!("netlink-port-{addr}")
         }
+    }
+
+    fn refused(&self) -> u64 {
+        self.refusals.total()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::libccp::transport::Refusals;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn only_the_kernel_is_heard_unless_user_peers_are_allowed() {
+        assert!(sender_allowed(0, false));
+        assert!(!sender_allowed(1, false));
+        assert!(!sender_allowed(u32::MAX, false));
+        assert!(sender_allowed(4242, true));
+    }
+
+    #[test]
+    fn refusals_are_all_counted_but_logged_at_a_bounded_rate() {
+        let mut r = Refusals::new("test");
+        let t0 = Instant::now();
+        assert!(r.refuse(&"a", t0), "the first is logged at once");
+        let logged = (1..10_000u64).filter(|i| r.refuse(&"a", t0 + Duration::from_micros(*i))).count();
+        assert_eq!(logged, 0);
+        assert!(r.refuse(&"a", t0 + Refusals::LOG_EVERY));
+        assert_eq!(r.total(), 10_001);
+    }
+
+    /// A user-space NETLINK_USERSOCK socket sending to `to`.
+    fn user_socket() -> OwnedFd {
+        // SAFETY: plain socket/bind calls; the fd is owned at once.
+        unsafe {
+            let raw = libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, libc::NETLINK_USERSOCK);
+            assert!(raw >= 0, "{}", io::Error::last_os_error());
+            let fd = OwnedFd::from_raw_fd(raw);
+            let sa = sockaddr(0);
+            assert_eq!(libc::bind(raw, (&sa as *const libc::sockaddr_nl).cast(), size_of::<libc::sockaddr_nl>() as u32), 0);
+            fd
+        }
+    }
+
+    fn send_create(from: &OwnedFd, to: u32) {
+        let msg = ccp_wire::Msg::Create(ccp_wire::Create {
+            sid: 9,
+            init_cwnd: 14480,
+            mss: 1448,
+            src_ip: 1,
+            src_port: 2,
+            dst_ip: 3,
+            dst_port: 4,
+            cong_alg: None,
+        });
+        let mut framed = Vec::new();
+        ccp_wire::netlink::frame(&msg.to_bytes().unwrap(), &mut framed);
+        let sa = sockaddr(to);
+        // SAFETY: valid buffer and address.
+        let n = unsafe {
+            libc::sendto(
+                from.as_raw_fd(),
+                framed.as_ptr().cast(),
+                framed.len(),
+                0,
+                (&sa as *const libc::sockaddr_nl).cast(),
+                size_of::<libc::sockaddr_nl>() as u32,
+            )
+        };
+        assert_eq!(n, framed.len() as isize, "{}", io::Error::last_os_error());
+    }
+
+    #[test]
+    fn a_create_from_a_user_space_socket_is_refused_by_default() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: joining a NETLINK_USERSOCK group needs root");
+            return;
+        }
+        let user = user_socket();
+        let mut buf = vec![0u8; 1024];
+
+        let mut strict = NetlinkTransport::bind(CCP_MULTICAST_GROUP, false).unwrap();
+        send_create(&user, strict.port_id());
+        assert!(strict.recv(&mut buf).unwrap().is_none(), "the user-space CREATE is dropped");
+        assert_eq!(strict.refused(), 1);
+
+        let mut open = NetlinkTransport::bind(CCP_MULTICAST_GROUP, true).unwrap();
+        send_create(&user, open.port_id());
+        let got = open.recv(&mut buf).unwrap().expect("heard when user peers are allowed");
+        assert!(matches!(ccp_wire::decode(&buf[..got.len]).unwrap().0, ccp_wire::Msg::Create(c) if c.sid == 9));
+        assert_ne!(got.from, Some(0));
+        assert_eq!(open.refused(), 0);
     }
 }

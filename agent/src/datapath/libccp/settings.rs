@@ -15,10 +15,13 @@ use crate::permissions::resolve_group;
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct UnixSettings {
+    /// The socket directory: created 0700 (01770 and `group` when set); an existing one owned
+    /// by another user, or writable by others, is refused. The agent replies only to sockets
+    /// directly inside it.
     pub dir: PathBuf,
     pub name: String,
-    /// A group whose members' datapaths may talk to the agent (socket mode 0660); without it
-    /// the socket is 0600: only the agent's own user (and root) can send to it.
+    /// A group whose members' datapaths may talk to the agent (socket mode 0660, directory
+    /// 01770); without it the socket is 0600: only the agent's own user (and root) can send to it.
     pub group: Option<String>,
     /// Byte order of addresses and ports in CREATE: user-space datapaths built on the libccp
     /// crate send plain numbers.
@@ -45,11 +48,16 @@ pub struct NetlinkSettings {
     /// Byte order of addresses and ports in CREATE: ccp-kernel copies the kernel's big-endian
     /// values.
     pub address_order: AddressOrder,
+    /// Accept messages from user-space netlink sockets as well as from the kernel. Off by
+    /// default: NETLINK_USERSOCK lets any local user send to the agent, so with this on any
+    /// user can create flows in the agent. Only for a user-space stand-in for ccp-kernel
+    /// (tests) on a host without untrusted users.
+    pub allow_user_peers: bool,
 }
 
 impl Default for NetlinkSettings {
     fn default() -> Self {
-        NetlinkSettings { group: CCP_MULTICAST_GROUP, address_order: AddressOrder::Network }
+        NetlinkSettings { group: CCP_MULTICAST_GROUP, address_order: AddressOrder::Network, allow_user_peers: false }
     }
 }
 
@@ -71,7 +79,7 @@ pub const NETLINK: Kind = Kind {
     check: |section| parse_section::<NetlinkSettings>(section).map(|_| ()),
     open: |section, _| {
         let s: NetlinkSettings = parse_section(section).map_err(|e| anyhow::anyhow!("[datapath.netlink]: {e}"))?;
-        let t = NetlinkTransport::bind(s.group).context("netlink datapath")?;
+        let t = NetlinkTransport::bind(s.group, s.allow_user_peers).context("netlink datapath")?;
         Ok(Box::new(LibccpDatapath::new(t, s.address_order)?))
     },
 };

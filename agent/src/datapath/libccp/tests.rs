@@ -395,3 +395,29 @@ fn ready_again_means_the_datapath_restarted() {
     assert!(matches!(&ev[..], [DatapathEvent::FlowClosed { reason: CloseReason::DatapathGone, .. }]), "{ev:?}");
     assert!(is_install(&t.sent()[0]), "reinstalled");
 }
+
+#[test]
+fn a_vanished_datapath_is_forgotten_and_comes_back_as_a_new_peer() {
+    let mut t = T::new();
+    t.create(1);
+    assert_eq!(t.dp.peer_count(), 1);
+    t.wire.0.borrow_mut().fail.push_back(libc::ENOENT);
+    assert!(t.apply(1, Command { cwnd_bytes: Some(1), ..Command::default() }).is_err());
+    let ev = t.poll();
+    assert!(matches!(&ev[..], [DatapathEvent::FlowClosed { reason: CloseReason::DatapathGone, .. }]), "{ev:?}");
+    assert_eq!(t.dp.peer_count(), 0, "the dead peer is dropped");
+    let ev = t.create(1);
+    let [DatapathEvent::FlowStarted { flow, .. }] = &ev[..] else { panic!("{ev:?}") };
+    assert_eq!(flow.peer, 1, "a new peer id: stale references to the old one cannot reach it");
+    assert_eq!(t.dp.peer_count(), 1);
+    assert!(t.sent().iter().any(is_install), "the new peer gets the fold");
+}
+
+#[test]
+fn a_peer_gone_before_it_has_flows_is_forgotten_too() {
+    let mut t = T::new();
+    t.wire.0.borrow_mut().fail.push_back(libc::ECONNREFUSED);
+    t.push(Msg::Ready(Ready { datapath_id: 1 }));
+    assert!(t.poll().is_empty());
+    assert_eq!(t.dp.peer_count(), 0);
+}

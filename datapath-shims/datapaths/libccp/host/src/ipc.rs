@@ -12,6 +12,15 @@
 //!
 //! The socket is left unconnected, so a restarted agent is reached at once.
 //!
+//! # Permissions
+//! Whoever can write the socket directory can replace the agent's socket or ours, so it is
+//! created 0700 when missing, and an existing one is used only when it is a real directory
+//! owned by us or root, not world-writable, and group-writable only with the sticky bit (the
+//! agent's 01770 directory shared with its configured group); otherwise [`Channel::open`] fails
+//! with the path, owner and mode and what to do. Our socket is 0600 whatever the umask: only
+//! our user (and root, i.e. a root agent) can send to it. ccp-agent replies only to sockets
+//! directly inside its socket directory, so ours must be there too.
+//!
 //! # Back-pressure
 //! Linux queues at most `net.unix.max_dgram_qlen` datagrams per receiving socket (10 by
 //! default), counted in messages, not bytes: a burst of per-ACK reports, or a thousand flows
@@ -35,7 +44,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -99,15 +108,17 @@ impl Channel {
         if ep.name.is_empty() || ep.name.contains('/') {
             return Err(format!("socket name {:?} must be a plain file name", ep.name));
         }
-        std::fs::create_dir_all(&ep.dir).map_err(|e| format!("cannot create socket directory {}: {e}", ep.dir.display()))?;
+        prepare_socket_dir(&ep.dir)?;
         let dir = std::fs::canonicalize(&ep.dir).map_err(|e| format!("cannot resolve {}: {e}", ep.dir.display()))?;
         let bound_path = dir.join(&ep.name);
         remove_stale_socket(&bound_path)?;
-        let sock = match ep.bind {
+        let sock = with_private_umask(|| match ep.bind {
             Bind::Absolute => UnixDatagram::bind(&bound_path),
             Bind::Relative => bind_relative(&dir, &ep.name),
-        }
+        })
         .map_err(|e| format!("cannot bind {}: {e}", bound_path.display()))?;
+        std::fs::set_permissions(&bound_path, std::fs::Permissions::from_mode(SOCKET_MODE))
+            .map_err(|e| format!("cannot chmod {:o} {}: {e}", SOCKET_MODE, bound_path.display()))?;
         sock.set_nonblocking(true).map_err(|e| format!("cannot make the socket non-blocking: {e}"))?;
         Ok(Channel {
             sock,
@@ -220,6 +231,58 @@ impl Drop for Channel {
     }
 }
 
+/// Mode of our socket: only our user (and root) may send to it.
+pub const SOCKET_MODE: u32 = 0o600;
+
+/// Runs `f` (a bind) with a umask that never lets the socket exist with more than 0600, even
+/// before its explicit chmod. The umask is per process; the bind happens at start-up.
+fn with_private_umask<T>(f: impl FnOnce() -> T) -> T {
+    // SAFETY: umask only swaps the process's file mode mask.
+    let old = unsafe { libc::umask(0o177) };
+    let out = f();
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    out
+}
+
+/// Creates the socket directory 0700 when missing, or checks that nobody but us or root can
+/// have prepared an existing one (see the module docs).
+pub fn prepare_socket_dir(dir: &Path) -> Result<(), String> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot chmod 0700 {}: {e}", dir.display())),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => check_socket_dir(dir),
+        Err(e) => Err(format!("cannot create socket directory {}: {e}", dir.display())),
+    }
+}
+
+fn check_socket_dir(dir: &Path) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| format!("cannot inspect socket directory {}: {e}", dir.display()))?;
+    let mode = meta.mode() & 0o7777;
+    let what =
+        format!("socket directory {} (owner uid {}, group gid {}, mode {:04o})", dir.display(), meta.uid(), meta.gid(), mode);
+    let fix = "remove it (nothing else should use it) or choose another directory (--ipc-dir)";
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    let why = if meta.file_type().is_symlink() {
+        "it is a symbolic link, which whoever owns it can point anywhere".to_string()
+    } else if !meta.is_dir() {
+        "it is not a directory".to_string()
+    } else if meta.uid() != euid && meta.uid() != 0 {
+        format!("it belongs to another user (uid {}), who could replace the sockets in it", meta.uid())
+    } else if mode & 0o002 != 0 {
+        "it is world-writable, so any user could replace the sockets in it".to_string()
+    } else if mode & 0o020 != 0 && mode & 0o1000 == 0 {
+        "it is group-writable without the sticky bit, so group members could replace the sockets in it".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(format!("refusing {what}: {why}; {fix}"))
+}
+
 /// Binds `name` inside `dir` under its relative name. The working directory is changed only for
 /// the bind (the process is single-threaded here) and restored, so relative paths given on the
 /// command line keep their meaning.
@@ -261,6 +324,72 @@ mod tests {
 
     fn endpoints(dir: &Path, bind: Bind) -> Endpoints {
         Endpoints { dir: dir.to_path_buf(), name: "dp".into(), agent: "agent".into(), bind }
+    }
+
+    fn mode_of(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o7777
+    }
+
+    #[test]
+    fn the_directory_is_created_private_and_the_socket_is_0600_whatever_the_umask() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        // SAFETY: umask swap in a test, restored below.
+        let old = unsafe { libc::umask(0) };
+        let chans: Vec<Channel> = [Bind::Absolute, Bind::Relative]
+            .into_iter()
+            .enumerate()
+            .map(|(i, bind)| Channel::open(&Endpoints { name: format!("dp{i}"), ..endpoints(&dir, bind) }))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        // SAFETY: as above.
+        unsafe { libc::umask(old) };
+        assert_eq!(mode_of(&dir), 0o700);
+        for c in &chans {
+            assert_eq!(mode_of(c.bound_path()), SOCKET_MODE, "{}", c.bound_path().display());
+        }
+        // The agent's directory shared with a group (01770) is accepted as it is.
+        let shared = base.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1770)).unwrap();
+        Channel::open(&endpoints(&shared, Bind::Absolute)).unwrap();
+        assert_eq!(mode_of(&shared), 0o1770, "left as it was");
+    }
+
+    #[test]
+    fn a_directory_others_could_write_is_refused_naming_path_owner_and_mode() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        std::fs::create_dir(&dir).unwrap();
+        for (mode, why) in [(0o777, "world-writable"), (0o1777, "world-writable"), (0o770, "group-writable")] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = Channel::open(&endpoints(&dir, Bind::Absolute)).err().unwrap();
+            assert!(e.contains(why) && e.contains(&dir.display().to_string()) && e.contains(&format!("mode {mode:04o}")), "{e}");
+            assert!(e.contains("owner uid") && e.contains("--ipc-dir"), "{e}");
+            assert!(!dir.join("dp").exists(), "nothing bound");
+        }
+        let link = base.path().join("link");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&dir, &link).unwrap();
+        let e = Channel::open(&endpoints(&link, Bind::Absolute)).err().unwrap();
+        assert!(e.contains("symbolic link"), "{e}");
+    }
+
+    #[test]
+    fn another_users_directory_is_refused() {
+        // SAFETY: geteuid cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED: chown to another user needs root");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("theirs");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
+        let e = Channel::open(&endpoints(&dir, Bind::Absolute)).err().unwrap();
+        assert!(e.contains("another user") && e.contains("owner uid 65534") && e.contains("mode 0755"), "{e}");
+        assert!(!dir.join("dp").exists());
     }
 
     #[test]
