@@ -104,19 +104,26 @@ impl FakeKernel {
     }
 }
 
+/// A running agent on the netlink datapath (Reno), with `settings` under `[datapath.netlink]`;
+/// the directory holds its config and must outlive it.
+fn netlink_agent(settings: &str) -> (tempfile::TempDir, Agent) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    std::fs::write(&config, format!("[datapath.netlink]\n{settings}\n")).unwrap();
+    let mut cmd = Command::new(bin("ccp-agent"));
+    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno", "--config"]).arg(&config);
+    let agent = Agent::spawn(cmd, None);
+    agent.wait_log("listening", Duration::from_secs(10));
+    (dir, agent)
+}
+
 #[test]
 fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
     if !is_root() {
         eprintln!("SKIPPED: the netlink test needs root (NETLINK_USERSOCK multicast group membership); CI runs it as root");
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agent.toml");
-    std::fs::write(&config, "[datapath.netlink]\nallow_user_peers = true\n").unwrap();
-    let mut cmd = Command::new(bin("ccp-agent"));
-    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno", "--config"]).arg(&config);
-    let agent = Agent::spawn(cmd, None);
-    agent.wait_log("listening", Duration::from_secs(10));
+    let (_dir, agent) = netlink_agent("allow_user_peers = true");
     let kernel = FakeKernel::new();
     let fold = Fold::compile().unwrap();
 
@@ -191,13 +198,7 @@ fn a_user_space_peer_is_refused_by_default() {
         return;
     }
     // Its own multicast group, so the other test's agent (which hears user peers) stays out.
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("agent.toml");
-    std::fs::write(&config, "[datapath.netlink]\ngroup = 21\n").unwrap();
-    let mut cmd = Command::new(bin("ccp-agent"));
-    cmd.args(["--log-level", "debug", "run", "--no-control", "--datapath", "netlink", "-a", "reno", "--config"]).arg(&config);
-    let agent = Agent::spawn(cmd, None);
-    agent.wait_log("listening", Duration::from_secs(10));
+    let (_dir, agent) = netlink_agent("group = 21");
     let kernel = FakeKernel::on_group(21);
     kernel.send(&Msg::Ready(ccp_wire::Ready { datapath_id: 7 }));
     let create = Create {
