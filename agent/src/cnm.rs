@@ -247,7 +247,7 @@ pub fn classify(
         age.filter(|a| *a <= MAX_PLAUSIBLE_AGE).map(|a| a.as_micros() as u64)
     };
     Ok(Notice {
-        tuple: ((src, flow.src_port), (dst, flow.dst_port)),
+        tuple: ((src.into(), flow.src_port), (dst.into(), flow.dst_port)),
         feedback: NetworkFeedback::Qcn {
             fb_quantized: cnm.qfb,
             q_off_bytes: i64::from(cnm.q_off_bytes),

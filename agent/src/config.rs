@@ -16,10 +16,15 @@ use toml::Spanned;
 
 use crate::cnm::{self, CnmConfig};
 use crate::datapath::DatapathConfig;
+use crate::flows::admission::FlowLimits;
 use crate::rules::{Matcher, Policy, Rule};
 
 /// Where the default configuration lives when `--config` is not given and it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/ccp-agent/agent.toml";
+/// `safety.min_pacing_rate_bytes_per_s` bounds: at least one full-size packet per second, at
+/// most 10 Gbit/s.
+pub const MIN_PACING_RATE_FLOOR: u64 = 1_500;
+pub const MAX_PACING_RATE_FLOOR: u64 = 1_250_000_000;
 
 /// The control socket (`ccp-agent ctl`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -150,11 +155,17 @@ pub struct SafetySection {
     pub fault_window_s: u64,
     pub fallback_algorithm: Spanned<String>,
     pub flow_idle_timeout_s: u64,
+    /// Flows the agent controls at once, in total and per source (`crate::flows::admission`).
+    pub max_flows: u64,
+    pub max_flows_per_peer: u64,
+    pub max_flows_per_netns: u64,
+    pub max_flows_per_uid: u64,
 }
 
 impl Default for SafetySection {
     fn default() -> Self {
         let l = Limits::default();
+        let f = FlowLimits::default();
         SafetySection {
             min_cwnd_pkts: l.min_cwnd_pkts,
             min_pacing_rate_bytes_per_s: l.min_pacing_rate_bytes_per_s,
@@ -162,6 +173,10 @@ impl Default for SafetySection {
             fault_window_s: l.fault_window_us / 1_000_000,
             fallback_algorithm: Spanned::new(0..0, "reno".to_string()),
             flow_idle_timeout_s: 300,
+            max_flows: f.max_flows as u64,
+            max_flows_per_peer: f.max_flows_per_peer as u64,
+            max_flows_per_netns: f.max_flows_per_netns as u64,
+            max_flows_per_uid: f.max_flows_per_uid as u64,
         }
     }
 }
@@ -224,6 +239,7 @@ pub struct AgentConfig {
     pub datapath: DatapathConfig,
     pub policy: Policy,
     pub limits: Limits,
+    pub flow_limits: FlowLimits,
     pub flow_idle_timeout: Duration,
     /// `[algorithms.*]` parameter tables, the base for algorithms chosen at run time (ctl swap).
     pub algorithm_params: BTreeMap<String, toml::Table>,
@@ -414,6 +430,30 @@ impl AgentConfig {
         if s.flow_idle_timeout_s == 0 {
             return Err(src.err(0..0, "safety.flow_idle_timeout_s must be at least 1"));
         }
+        if !(MIN_PACING_RATE_FLOOR..=MAX_PACING_RATE_FLOOR).contains(&s.min_pacing_rate_bytes_per_s) {
+            return Err(src.err(
+                0..0,
+                format!(
+                    "safety.min_pacing_rate_bytes_per_s = {} must be in [{MIN_PACING_RATE_FLOOR}, {MAX_PACING_RATE_FLOOR}] \
+                     (a floor below one full packet per second lets a faulty algorithm stall a flow)",
+                    s.min_pacing_rate_bytes_per_s
+                ),
+            ));
+        }
+        let (lo, hi) = FlowLimits::RANGE;
+        let flow_limit = |v: u64, key: &str| -> Result<usize, ConfigError> {
+            if (lo as u64..=hi as u64).contains(&v) {
+                Ok(v as usize)
+            } else {
+                Err(src.err(0..0, format!("safety.{key} = {v} is out of range [{lo}, {hi}]")))
+            }
+        };
+        let flow_limits = FlowLimits {
+            max_flows: flow_limit(s.max_flows, "max_flows")?,
+            max_flows_per_peer: flow_limit(s.max_flows_per_peer, "max_flows_per_peer")?,
+            max_flows_per_netns: flow_limit(s.max_flows_per_netns, "max_flows_per_netns")?,
+            max_flows_per_uid: flow_limit(s.max_flows_per_uid, "max_flows_per_uid")?,
+        };
         let limits = Limits {
             min_cwnd_pkts: s.min_cwnd_pkts,
             min_pacing_rate_bytes_per_s: s.min_pacing_rate_bytes_per_s,
@@ -435,6 +475,7 @@ impl AgentConfig {
             datapath,
             policy: Policy { default, rules, fallback },
             limits,
+            flow_limits,
             flow_idle_timeout: Duration::from_secs(s.flow_idle_timeout_s),
             algorithm_params: file.algorithms.iter().map(|(k, v)| (k.clone(), v.get_ref().clone())).collect(),
             control: file.control,

@@ -30,12 +30,14 @@
 //! Time comes in as `now_us`, the runtime's clock (microseconds since the agent started).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
 
 use ccp_contract::{Command, Controller, Limits, NetworkFeedback, Outcome, PacingCommand, Report, ReportPolicy};
 use serde::Serialize;
 use tracing::{debug, info, warn};
+
+pub mod admission;
 
 use crate::datapath::latch::Latch;
 use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
@@ -46,7 +48,7 @@ use crate::runtime::{CnmTrace, FlowTrace};
 pub type FlowKey = (usize, FlowRef);
 
 /// A flow's addresses as its sender sends: (source address, port), (destination address, port).
-pub type Tuple = ((Ipv4Addr, u16), (Ipv4Addr, u16));
+pub type Tuple = ((IpAddr, u16), (IpAddr, u16));
 
 /// Which flow a 5-tuple names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +106,9 @@ pub struct Counters {
     pub feedback_clock_clamps: u64,
     /// Feedback for flows with no datapath report yet, held for their first report.
     pub feedback_held: u64,
+    /// Loop turns in which a datapath had more waiting than the work budget (a flood, or a
+    /// burst): the rest was served after timers, signals and the control socket.
+    pub loop_budget_exhausted: u64,
 }
 
 /// One flow's row in a status snapshot.
@@ -219,7 +224,15 @@ pub struct FlowTable {
     pub limits: Limits,
     pub idle_timeout_us: u64,
     pub counters: Counters,
+    pub admission: admission::Admission,
+    /// What the agent knew of flows it forgot while they were idle (their addresses, cgroup,
+    /// owner), for when they report again: a datapath that re-announces a flow from its
+    /// reports alone (libccp) does not repeat them, and the flow's rules need them.
+    dormant: HashMap<FlowKey, (FlowInfo, u64)>,
 }
+
+/// How long a forgotten flow's identity is kept, in idle timeouts.
+const DORMANT_IDLE_TIMEOUTS: u64 = 12;
 
 impl FlowTable {
     pub fn new(policy: Policy, limits: Limits, idle_timeout_us: u64) -> FlowTable {
@@ -232,11 +245,19 @@ impl FlowTable {
             limits,
             idle_timeout_us,
             counters: Counters::default(),
+            admission: admission::Admission::new(admission::FlowLimits::default()),
+            dormant: HashMap::new(),
         }
     }
 
+    pub fn set_flow_limits(&mut self, limits: admission::FlowLimits) {
+        self.admission.set_limits(limits);
+    }
+
+    /// Whether the agent holds the flow: controls it, or refused it (a refused flow's reports
+    /// must not adopt it again each time).
     pub fn contains(&self, dp: usize, flow: FlowRef) -> bool {
-        self.flows.contains_key(&(dp, flow))
+        self.flows.contains_key(&(dp, flow)) || self.admission.refused(&(dp, flow))
     }
 
     pub fn len(&self) -> usize {
@@ -270,6 +291,9 @@ impl FlowTable {
                 self.counters.reports += 1;
                 let key = (dp, flow);
                 let Some(f) = self.flows.get_mut(&key) else {
+                    if self.admission.is_refused(&key, now_us) {
+                        return;
+                    }
                     self.counters.reports_for_unknown_flows += 1;
                     debug!(%flow, "report for a flow the adapter did not announce");
                     return;
@@ -301,6 +325,8 @@ impl FlowTable {
             DatapathEvent::FlowClosed { flow, reason } => {
                 let key = (dp, flow);
                 self.unapplied.remove(&key);
+                self.admission.release(&key);
+                self.dormant.remove(&key);
                 if let Some(f) = self.remove(&key) {
                     self.counters.flows_closed += 1;
                     let t = f.totals;
@@ -320,10 +346,19 @@ impl FlowTable {
         }
     }
 
-    fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, info: FlowInfo, now_us: u64) {
+    fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, mut info: FlowInfo, now_us: u64) {
         let key = (dp, flow);
         if let Some(old) = self.remove(&key) {
             debug!(flow = old.id, "flow id re-used by the datapath");
+        }
+        if let Some((known, _)) = self.dormant.remove(&key) {
+            if info.existing.is_some() {
+                info = info.or_identity_of(known);
+            }
+        }
+        if self.admission.admit(key, &info, now_us).is_err() {
+            // The datapath's fallback steers it; its reports are dropped until it is examined again.
+            return;
         }
         let choice = self.policy.select(&info).clone();
         let start = ccp_contract::FlowStart {
@@ -376,9 +411,10 @@ impl FlowTable {
         self.account(key, adapter, &outcome);
     }
 
-    /// Removes a flow and its tuple index entry.
+    /// Removes a flow and its tuple index entry, and frees its place.
     fn remove(&mut self, key: &FlowKey) -> Option<Flow> {
         let f = self.flows.remove(key)?;
+        self.admission.release(key);
         if let (Some(src), Some(dst)) = (f.info.src, f.info.dst) {
             if let Some(keys) = self.by_tuple.get_mut(&(src, dst)) {
                 keys.retain(|k| k != key);
@@ -528,8 +564,14 @@ impl FlowTable {
                 self.unapplied.remove(key);
                 self.counters.flows_forgotten += 1;
                 warn!(flow = f.id, idle_s = idle / 1_000_000, "forgetting a flow that stopped reporting");
+                if self.dormant.len() < self.admission.limits().max_flows {
+                    self.dormant.insert(*key, (f.info, now_us));
+                }
             }
         }
+        let keep = idle.saturating_mul(DORMANT_IDLE_TIMEOUTS);
+        self.dormant.retain(|_, (_, at)| now_us.saturating_sub(*at) <= keep);
+        self.admission.expire(now_us, idle);
         stale
     }
 
@@ -563,8 +605,8 @@ impl FlowTable {
                     id: f.id,
                     datapath: adapters[*dp].peer_name(fref.peer),
                     sid: fref.sid,
-                    src: f.info.src.map(|(a, p)| format!("{a}:{p}")),
-                    dst: f.info.dst.map(|(a, p)| format!("{a}:{p}")),
+                    src: f.info.src.map(|e| SocketAddr::from(e).to_string()),
+                    dst: f.info.dst.map(|e| SocketAddr::from(e).to_string()),
                     algorithm: f.controller.algorithm_name(),
                     chosen_by: f.controller.choice().origin.clone(),
                     cwnd_bytes: settings.cwnd_bytes,

@@ -68,6 +68,7 @@ pub fn by_label(label: &'static str, values: impl Iterator<Item = String>) -> Ve
 struct Conn {
     stream: TcpStream,
     request: Vec<u8>,
+    opened: std::time::Instant,
 }
 
 pub struct MetricsServer {
@@ -107,10 +108,19 @@ impl MetricsServer {
                                 self.conns.push(None);
                                 self.conns.len() - 1
                             }
-                            None => continue,
+                            None => {
+                                // Full: any local user can open connections and sit on them, so
+                                // the oldest makes room (a real scrape takes milliseconds).
+                                let oldest =
+                                    (0..self.conns.len()).min_by_key(|i| self.conns[*i].as_ref().map(|c| c.opened)).unwrap_or(0);
+                                if let Some(mut c) = self.conns[oldest].take() {
+                                    let _ = registry.deregister(&mut c.stream);
+                                }
+                                oldest
+                            }
                         };
                         if registry.register(&mut stream, Token(CONN_BASE + slot), Interest::READABLE).is_ok() {
-                            self.conns[slot] = Some(Conn { stream, request: Vec::new() });
+                            self.conns[slot] = Some(Conn { stream, request: Vec::new(), opened: std::time::Instant::now() });
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,

@@ -1,7 +1,7 @@
 //! Per-flow algorithm selection: the first rule whose every condition matches the flow wins;
 //! flows no rule matches get the default.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use ipnet::IpNet;
 
@@ -25,8 +25,8 @@ pub struct Matcher {
     pub cgroup: Option<String>,
 }
 
-fn ip_in(net: &IpNet, ip: Ipv4Addr) -> bool {
-    net.contains(&IpAddr::V4(ip))
+fn ip_in(net: &IpNet, ip: IpAddr) -> bool {
+    net.contains(&ip)
 }
 
 fn cgroup_within(flow: &str, rule: &str) -> bool {
@@ -42,8 +42,8 @@ impl Matcher {
     pub fn matches(&self, f: &FlowInfo) -> bool {
         let src = f.src;
         let dst = f.dst;
-        let port_ok = |want: Option<u16>, end: Option<(Ipv4Addr, u16)>| want.is_none_or(|p| end.is_some_and(|(_, q)| q == p));
-        let addr_ok = |want: &Option<IpNet>, end: Option<(Ipv4Addr, u16)>| {
+        let port_ok = |want: Option<u16>, end: Option<(IpAddr, u16)>| want.is_none_or(|p| end.is_some_and(|(_, q)| q == p));
+        let addr_ok = |want: &Option<IpNet>, end: Option<(IpAddr, u16)>| {
             want.as_ref().is_none_or(|n| end.is_some_and(|(a, _)| ip_in(n, a)))
         };
         port_ok(self.src_port, src)

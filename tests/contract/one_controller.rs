@@ -250,7 +250,9 @@ impl Datapath for Recorder {
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> std::io::Result<()> {
         Ok(())
     }
-    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>) {}
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize) -> usize {
+        0
+    }
     fn apply(&mut self, _: FlowRef, _: &Settings, changed: &Command) -> Result<(), ApplyError> {
         self.applied.lock().unwrap().push(*changed);
         Ok(())

@@ -48,7 +48,7 @@ fn classify_from(from: Ipv4Addr, payload: &[u8]) -> Result<Notice, Dropped> {
 #[test]
 fn a_valid_cnm_names_the_senders_own_tuple_and_carries_the_feedback() {
     let n = classify_from(ROUTER, &cnm_bytes(17, &ipv4_sample(6))).unwrap();
-    assert_eq!(n.tuple, ((SRC, 40_000), (DST, 5201)), "the sample's direction, not reversed");
+    assert_eq!(n.tuple, ((SRC.into(), 40_000), (DST.into(), 5201)), "the sample's direction, not reversed");
     assert_eq!(n.feedback, NetworkFeedback::Qcn { fb_quantized: 17, q_off_bytes: 1500, q_delta_bytes: 750 });
     assert_eq!((n.cpid, n.from), (9, IpAddr::V4(ROUTER)));
     assert_eq!(n.age_us, None, "a timestamp of 0 is not this host's clock of now");
@@ -126,7 +126,7 @@ fn non_tcp_and_ipv6_samples_are_dropped_by_reason() {
     v6[8..24].copy_from_slice(&SRC.to_ipv6_mapped().octets());
     v6[24..40].copy_from_slice(&DST.to_ipv6_mapped().octets());
     v6[42..44].copy_from_slice(&5201u16.to_be_bytes());
-    assert_eq!(classify_from(ROUTER, &cnm_bytes(5, &v6)).unwrap().tuple, ((SRC, 40_000), (DST, 5201)));
+    assert_eq!(classify_from(ROUTER, &cnm_bytes(5, &v6)).unwrap().tuple, ((SRC.into(), 40_000), (DST.into(), 5201)));
 }
 
 #[test]

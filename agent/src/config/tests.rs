@@ -207,3 +207,23 @@ fn cnm_command_line_overrides_the_file() {
         AgentConfig::parse("t", "", &Overrides { cnm_listen: Some("0.0.0.0:7470".into()), ..Overrides::default() }).unwrap_err();
     assert!(e.message.contains("--cnm-allow-from"), "{e}");
 }
+
+#[test]
+fn flow_limits_are_read_and_bounded() {
+    let c = parse("[safety]\nmax_flows = 1000\nmax_flows_per_uid = 10\n").unwrap();
+    assert_eq!(c.flow_limits.max_flows, 1000);
+    assert_eq!(c.flow_limits.max_flows_per_uid, 10);
+    assert_eq!(c.flow_limits.max_flows_per_netns, FlowLimits::default().max_flows_per_netns);
+    let e = parse("[safety]\nmax_flows_per_netns = 0\n").unwrap_err();
+    assert!(e.message.contains("max_flows_per_netns = 0 is out of range"), "{e}");
+}
+
+#[test]
+fn a_pacing_floor_that_would_let_a_flow_stall_is_refused() {
+    for bad in [0u64, 1, 1499] {
+        let e = parse(&format!("[safety]\nmin_pacing_rate_bytes_per_s = {bad}\n")).unwrap_err();
+        assert!(e.message.contains("min_pacing_rate_bytes_per_s"), "{e}");
+    }
+    assert!(parse("[safety]\nmin_pacing_rate_bytes_per_s = 1500\n").is_ok());
+    assert!(parse("[safety]\nmin_pacing_rate_bytes_per_s = 2000000000\n").is_err());
+}

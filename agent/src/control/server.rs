@@ -4,11 +4,18 @@
 //! configured group when one is set), under a umask that never lets it appear wider, so the
 //! kernel refuses other users' `connect`. Every accepted connection is then checked again by
 //! its peer credentials (`SO_PEERCRED`): root, the agent's own user, or a member of the group.
+//!
+//! What a connected client can hold is bounded: at most `MAX_PER_UID` connections per non-root
+//! user; when all `MAX_CONNECTIONS` are taken the one idle longest is closed to make room (so
+//! idle clients cannot lock out `ctl` and the unit's ExecReload); output a client does not read
+//! may grow past one answer only up to `MAX_PENDING_OUTPUT`, and a client that reads nothing for
+//! `STALL_TIMEOUT` is dropped (`tick`).
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use mio::net::{UnixListener, UnixStream};
@@ -22,6 +29,12 @@ use crate::permissions;
 pub const LISTENER: Token = Token(usize::MAX - 1);
 const CONN_BASE: usize = 1 << 30;
 const MAX_CONNECTIONS: usize = 64;
+/// Connections one non-root user may hold.
+const MAX_PER_UID: usize = 8;
+/// Unread output a connection may hold beyond the answer being written.
+const MAX_PENDING_OUTPUT: usize = 8 << 20;
+/// A connection with output waiting that reads nothing for this long is dropped.
+const STALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Who connected.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +46,13 @@ pub struct PeerCred {
 
 struct Conn {
     stream: UnixStream,
+    uid: u32,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
     /// Close once the write buffer is flushed.
     closing: bool,
+    /// The last request read or output written.
+    last_active: Instant,
 }
 
 pub struct ControlServer {
@@ -163,44 +179,71 @@ impl ControlServer {
                     return;
                 }
             };
-            let allowed = match peer_cred(&stream) {
-                Ok(p) if self.allowed(&p) => true,
+            let refuse = |stream: &mut UnixStream, why: &str| {
+                let mut line = serde_json::to_vec(&Response::error(why)).unwrap_or_default();
+                line.push(b'\n');
+                let _ = stream.write(&line);
+            };
+            let peer = match peer_cred(&stream) {
+                Ok(p) if self.allowed(&p) => p,
                 Ok(p) => {
                     warn!(uid = p.uid, pid = p.pid, "control connection refused: not root, the agent's user or its group");
-                    false
+                    refuse(&mut stream, "permission denied");
+                    continue;
                 }
                 Err(e) => {
                     warn!(error = %e, "control connection refused: no peer credentials");
-                    false
+                    refuse(&mut stream, "permission denied");
+                    continue;
                 }
             };
-            if !allowed {
-                let mut line = serde_json::to_vec(&Response::error("permission denied")).unwrap_or_default();
-                line.push(b'\n');
-                let _ = stream.write(&line);
+            if peer.uid != 0 && self.conns.iter().flatten().filter(|c| c.uid == peer.uid).count() >= MAX_PER_UID {
+                debug!(uid = peer.uid, "control connection refused: the user holds {MAX_PER_UID} already");
+                refuse(&mut stream, &format!("too many control connections from uid {} (at most {MAX_PER_UID})", peer.uid));
                 continue;
             }
-            let Some(slot) = self.free_slot() else {
-                warn!("too many control connections; refusing one");
-                continue;
-            };
+            let slot = self.free_slot(registry);
             if let Err(e) = registry.register(&mut stream, Token(CONN_BASE + slot), Interest::READABLE) {
                 warn!(error = %e, "control connection could not be registered");
                 continue;
             }
-            self.conns[slot] = Some(Conn { stream, rbuf: Vec::new(), wbuf: Vec::new(), closing: false });
+            self.conns[slot] = Some(Conn {
+                stream,
+                uid: peer.uid,
+                rbuf: Vec::new(),
+                wbuf: Vec::new(),
+                closing: false,
+                last_active: Instant::now(),
+            });
         }
     }
 
-    fn free_slot(&mut self) -> Option<usize> {
+    /// A free slot; when all are taken, the connection idle longest is closed for it.
+    fn free_slot(&mut self, registry: &Registry) -> usize {
         if let Some(i) = self.conns.iter().position(Option::is_none) {
-            return Some(i);
+            return i;
         }
         if self.conns.len() < MAX_CONNECTIONS {
             self.conns.push(None);
-            return Some(self.conns.len() - 1);
+            return self.conns.len() - 1;
         }
-        None
+        let idlest = (0..self.conns.len()).min_by_key(|i| self.conns[*i].as_ref().map(|c| c.last_active)).unwrap_or(0);
+        debug!(slot = idlest, "control connections full: closing the one idle longest");
+        self.close(registry, idlest);
+        idlest
+    }
+
+    /// Drops connections whose client has not read its output for `STALL_TIMEOUT`.
+    pub fn tick(&mut self, registry: &Registry, now: Instant) {
+        for slot in 0..self.conns.len() {
+            let stalled = self.conns[slot]
+                .as_ref()
+                .is_some_and(|c| !c.wbuf.is_empty() && now.duration_since(c.last_active) >= STALL_TIMEOUT);
+            if stalled {
+                warn!(slot, "dropping a control client that has not read its answer for {}s", STALL_TIMEOUT.as_secs());
+                self.close(registry, slot);
+            }
+        }
     }
 
     /// Reads what is available and splits it into requests. Stops reading (and marks the
@@ -215,7 +258,10 @@ impl ControlServer {
                     conn.closing = true;
                     break;
                 }
-                Ok(n) => conn.rbuf.extend_from_slice(&buf[..n]),
+                Ok(n) => {
+                    conn.rbuf.extend_from_slice(&buf[..n]);
+                    conn.last_active = Instant::now();
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => {
@@ -246,6 +292,11 @@ impl ControlServer {
         match serde_json::to_vec(response) {
             Ok(mut line) => {
                 line.push(b'\n');
+                if !conn.wbuf.is_empty() && conn.wbuf.len() + line.len() > MAX_PENDING_OUTPUT {
+                    warn!(slot, pending_bytes = conn.wbuf.len(), "dropping a control client that does not read its answers");
+                    self.close(registry, slot);
+                    return;
+                }
                 conn.wbuf.extend_from_slice(&line);
             }
             Err(e) => warn!(error = %e, "could not serialise a control response"),
@@ -260,6 +311,7 @@ impl ControlServer {
                 Ok(0) => break,
                 Ok(n) => {
                     conn.wbuf.drain(..n);
+                    conn.last_active = Instant::now();
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let _ =

@@ -17,7 +17,7 @@ pub mod libccp;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 use ccp_contract::{Capabilities, Command, Limits, Report, Seed, Settings};
 use serde::de::DeserializeOwned;
@@ -142,20 +142,43 @@ impl fmt::Display for FlowRef {
 pub struct FlowInfo {
     pub mss_bytes: u32,
     pub init_cwnd_bytes: u64,
-    pub src: Option<(Ipv4Addr, u16)>,
-    pub dst: Option<(Ipv4Addr, u16)>,
+    /// The flow's ends as its sender sends: IPv4, or IPv6 (an IPv4-mapped address is given as
+    /// IPv4, so one rule matches a flow whichever socket family it uses).
+    pub src: Option<(IpAddr, u16)>,
+    pub dst: Option<(IpAddr, u16)>,
     /// The algorithm name the datapath asked for, if any.
     pub cong_alg: Option<String>,
     /// The flow's cgroup path, where the datapath knows it.
     pub cgroup: Option<String>,
     /// Whether the connection negotiated ECN, where the datapath knows.
     pub ecn: Option<bool>,
+    /// The owner of the flow's socket, where the datapath knows it (the eBPF datapath: the
+    /// socket's uid as the host sees it, also for a socket made in a user namespace).
+    pub uid: Option<u32>,
     /// The cookie of the flow's network namespace, where the datapath knows it (the eBPF
     /// datapath serves every namespace of the kernel: the same addresses can be two flows).
     pub netns_cookie: Option<u64>,
     /// Present when the flow was already running before we saw it (agent restart, attach, a
     /// flow forgotten while idle): its controller must continue from this state.
     pub existing: Option<Seed>,
+}
+
+impl FlowInfo {
+    /// This (a flow announced again from its reports) with what `known` said of the same flow
+    /// where this says nothing: addresses, cgroup, owner, namespace, ECN, the algorithm asked
+    /// for. Sizes and state stay this one's: they are newer.
+    pub fn or_identity_of(mut self, known: FlowInfo) -> FlowInfo {
+        if self.src.is_none() && self.dst.is_none() {
+            self.src = known.src;
+            self.dst = known.dst;
+        }
+        self.cong_alg = self.cong_alg.or(known.cong_alg);
+        self.cgroup = self.cgroup.or(known.cgroup);
+        self.ecn = self.ecn.or(known.ecn);
+        self.uid = self.uid.or(known.uid);
+        self.netns_cookie = self.netns_cookie.or(known.netns_cookie);
+        self
+    }
 }
 
 /// Something a datapath reported.
@@ -211,10 +234,13 @@ pub trait Datapath {
     /// Registers the adapter's file descriptors for readability.
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> std::io::Result<()>;
 
-    /// Reads everything available without blocking, appending events in arrival order.
+    /// Reads what is available without blocking, at most `budget` source items (datagrams,
+    /// ring records), appending events in arrival order; returns how many items it read. When
+    /// that is `budget`, more may be waiting: the runtime comes back for them after serving
+    /// its timers, signals and other sources, so one flooded source cannot starve the loop.
     /// `known(flow)` says whether the agent controls `flow`: a report of a flow it does not is
     /// announced with `FlowStarted` first (adopting the flow from its state) or dropped.
-    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>);
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize;
 
     /// Brings the flow's datapath to `want`; `changed` holds the fields the datapath is not
     /// known to hold yet (every field after a start or `SettingsLost`). An error leaves the flow

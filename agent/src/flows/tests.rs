@@ -26,7 +26,9 @@ impl Datapath for Recorder {
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
         Ok(())
     }
-    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>) {}
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize) -> usize {
+        0
+    }
     fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command) -> Result<(), ApplyError> {
         if let Some(e) = self.fail.pop_front() {
             return Err(e);
@@ -162,8 +164,8 @@ fn silent_flows_are_forgotten_after_the_idle_timeout() {
 
 // Network feedback (CNMs): lookup by 5-tuple, the report it becomes, the clock it carries.
 
-const SRC: (std::net::Ipv4Addr, u16) = (std::net::Ipv4Addr::new(10, 77, 0, 1), 40_000);
-const DST: (std::net::Ipv4Addr, u16) = (std::net::Ipv4Addr::new(10, 77, 0, 2), 5201);
+const SRC: (std::net::IpAddr, u16) = (std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 77, 0, 1)), 40_000);
+const DST: (std::net::IpAddr, u16) = (std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 77, 0, 2)), 5201);
 
 fn started_at(flow: FlowRef, netns_cookie: Option<u64>) -> DatapathEvent {
     DatapathEvent::FlowStarted {

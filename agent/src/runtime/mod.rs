@@ -14,6 +14,8 @@
 //! SIGUSR1 logs a status line per flow; SIGINT/SIGTERM stop the loop.
 
 mod ops;
+#[cfg(test)]
+mod tests;
 mod trace;
 
 use std::io;
@@ -40,6 +42,10 @@ const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
 /// How often datapath adapters do their housekeeping and undelivered settings are retried.
 const DATAPATH_TICK: Duration = Duration::from_millis(100);
+/// Most source items (ring records, datagrams) one adapter is served per loop turn. A turn at
+/// this budget takes a few ms at the agent's per-report cost, so the heartbeat (100 ms), signals
+/// and the control socket are looked at every few ms however hard datapaths push.
+const WORK_BUDGET: usize = 1024;
 
 /// What the runtime serves besides datapaths; each is optional.
 #[derive(Default)]
@@ -65,11 +71,14 @@ pub struct Runtime {
     started: Instant,
     /// CNMs read in one pass, waiting for their flows.
     notices: Vec<Notice>,
+    /// Per adapter: its last turn ended at the work budget, so more may be waiting.
+    pending: Vec<bool>,
 }
 
 impl Runtime {
     pub fn new(config: &AgentConfig, mut datapaths: Vec<Box<dyn Datapath>>, mut services: Services) -> anyhow::Result<Runtime> {
         let poll = Poll::new().context("creating the event loop")?;
+        let n_datapaths = datapaths.len();
         let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1]).context("installing signal handlers")?;
         poll.registry().register(&mut signals, SIGNAL_TOKEN, mio::Interest::READABLE)?;
         for (i, dp) in datapaths.iter_mut().enumerate() {
@@ -87,17 +96,20 @@ impl Runtime {
         if let Some(c) = services.cnm.as_mut() {
             c.register(poll.registry()).context("registering the CNM listener")?;
         }
+        let mut flows = FlowTable::new(config.policy.clone(), config.limits.clone(), config.flow_idle_timeout.as_micros() as u64);
+        flows.set_flow_limits(config.flow_limits);
         Ok(Runtime {
             poll,
             signals,
             datapaths,
-            flows: FlowTable::new(config.policy.clone(), config.limits.clone(), config.flow_idle_timeout.as_micros() as u64),
+            flows,
             stop: Arc::new(AtomicBool::new(false)),
             algorithm_params: config.algorithm_params.clone(),
             services,
             config_source: config.source.clone(),
             started: Instant::now(),
             notices: Vec::new(),
+            pending: vec![false; n_datapaths],
         })
     }
 
@@ -114,8 +126,8 @@ impl Runtime {
         let mut dp_events = Vec::with_capacity(256);
         while !self.stop.load(Ordering::Relaxed) {
             let mut timeout = next_tick.min(next_dp_tick).saturating_duration_since(Instant::now());
-            if self.services.cnm.as_ref().is_some_and(CnmListener::pending) {
-                // The last pass left CNMs in the socket: look at everything else, then read on.
+            if self.services.cnm.as_ref().is_some_and(CnmListener::pending) || self.pending.contains(&true) {
+                // The last pass left CNMs or records waiting: look at everything else, then read on.
                 timeout = Duration::ZERO;
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
@@ -125,6 +137,7 @@ impl Runtime {
                 return Err(e).context("waiting for events");
             }
             let mut cnm_served = false;
+            let mut served = vec![false; self.datapaths.len()];
             for ev in events.iter() {
                 match ev.token() {
                     SIGNAL_TOKEN => {
@@ -138,7 +151,13 @@ impl Runtime {
                             }
                         }
                     }
-                    Token(i) if i < self.datapaths.len() => self.service(i, &mut dp_events),
+                    Token(i) if i < self.datapaths.len() => {
+                        // Readable and timer events of one adapter share its token: once a turn.
+                        if !served[i] {
+                            served[i] = true;
+                            self.service(i, &mut dp_events);
+                        }
+                    }
                     t if ControlServer::owns(t) => self.serve_control(t),
                     t if MetricsServer::owns(t) => self.serve_metrics(t),
                     t if CnmListener::owns(t) => {
@@ -150,6 +169,11 @@ impl Runtime {
             }
             if !cnm_served && self.services.cnm.as_ref().is_some_and(CnmListener::pending) {
                 self.serve_cnm(&mut dp_events);
+            }
+            for (i, served) in served.into_iter().enumerate() {
+                if self.pending[i] && !served {
+                    self.service(i, &mut dp_events);
+                }
             }
             let now = Instant::now();
             if now >= next_dp_tick {
@@ -175,18 +199,29 @@ impl Runtime {
         Ok(())
     }
 
-    /// Drains one adapter, including events its own sends produced.
+    /// Serves one adapter for at most `WORK_BUDGET` items, including events its own sends
+    /// produced; marks it pending when it may hold more, so the loop comes back to it without
+    /// sleeping once timers, signals and the other sources had their turn.
     fn service(&mut self, dp: usize, buf: &mut Vec<DatapathEvent>) {
+        let mut left = WORK_BUDGET;
+        self.pending[dp] = false;
         loop {
             buf.clear();
             let flows = &self.flows;
-            self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf);
-            if buf.is_empty() {
-                return;
-            }
+            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, left);
+            left -= read.min(left);
             let now_us = self.now_us();
+            let empty = buf.is_empty();
             for ev in buf.drain(..) {
                 self.flows.handle(dp, self.datapaths[dp].as_mut(), ev, now_us, self.services.trace.as_mut());
+            }
+            if left == 0 {
+                self.pending[dp] = true;
+                self.flows.counters.loop_budget_exhausted += 1;
+                return;
+            }
+            if empty && read == 0 {
+                return;
             }
         }
     }
@@ -236,6 +271,9 @@ impl Runtime {
         }
         if let Some(t) = self.services.trace.as_mut() {
             t.flush();
+        }
+        if let Some(c) = self.services.control.as_mut() {
+            c.tick(self.poll.registry(), Instant::now());
         }
         debug!(flows = self.flows.len(), counters = ?self.flows.counters, "tick");
     }

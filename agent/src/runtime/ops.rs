@@ -129,6 +129,7 @@ impl Runtime {
         };
         self.flows.policy = cfg.policy;
         self.flows.limits = cfg.limits;
+        self.flows.set_flow_limits(cfg.flow_limits);
         self.flows.idle_timeout_us = cfg.flow_idle_timeout.as_micros() as u64;
         self.algorithm_params = cfg.algorithm_params;
         let mut swapped = Vec::new();
@@ -181,6 +182,7 @@ impl Runtime {
             "fallback": choice(&self.flows.policy.fallback),
             "rules": self.flows.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),
             "counters": self.flows.counters,
+            "admission": json!({ "refused": self.flows.admission.refusals, "refused_flows_now": self.flows.admission.refused_now() }),
             "cnm": self.services.cnm.as_ref().map(|c| c.status_json()),
             "flows": self.status(),
         })
@@ -188,6 +190,7 @@ impl Runtime {
 
     fn metrics_text(&self) -> String {
         let c = &self.flows.counters;
+        let r = self.flows.admission.refusals;
         let counter = |name, help, v: u64| Family::single(name, "counter", help, v as f64);
         let mut cnm = Vec::new();
         if let Some(l) = self.services.cnm.as_ref() {
@@ -244,6 +247,26 @@ impl Runtime {
                 "ccp_feedback_reports_total",
                 "Reports carrying network feedback (CNMs) delivered to flows.",
                 c.feedback_reports,
+            ),
+            Family {
+                name: "ccp_flows_refused_total",
+                kind: "counter",
+                help: "Flows refused by a [safety] flow limit (the datapath's fallback steers them), by limit.",
+                samples: [
+                    ("max_flows", r.max_flows),
+                    ("max_flows_per_peer", r.max_flows_per_peer),
+                    ("max_flows_per_netns", r.max_flows_per_netns),
+                    ("max_flows_per_uid", r.max_flows_per_uid),
+                ]
+                .into_iter()
+                .map(|(l, v)| (vec![("limit", l.to_string())], v as f64))
+                .collect(),
+            },
+            counter("ccp_refused_flow_reports_total", "Reports of refused flows, dropped.", r.reports_dropped),
+            counter(
+                "ccp_loop_budget_exhausted_total",
+                "Loop turns in which a datapath had more waiting than the work budget (served after timers, signals, control).",
+                c.loop_budget_exhausted,
             ),
         ];
         families.extend(cnm);

@@ -76,6 +76,11 @@ pub struct EbpfStats {
     pub stale_reports: u64,
     pub control_writes: u64,
     pub control_errors: u64,
+    /// Control entries found not in force (the flow reported from the fallback after its entry
+    /// was written) and written again.
+    pub entries_repaired: u64,
+    /// Control writes refused because every slot was taken.
+    pub slots_full: u64,
 }
 
 /// A periodic CLOCK_MONOTONIC timer fd.
@@ -119,6 +124,8 @@ pub struct EbpfDatapath {
     /// Every control write gets a new sequence number: the kernel redoes its division of the
     /// window by the MSS only when the entry changed.
     seq: u32,
+    /// When each flow's control entry was last written (CLOCK_MONOTONIC ns).
+    written: HashMap<u32, u64>,
     latency: Histogram,
     stats: EbpfStats,
     last_stats: Instant,
@@ -213,6 +220,7 @@ impl EbpfDatapath {
             records: Vec::new(),
             cgroups: ccp_ebpf::cgroup::Names::default(),
             seq: 0,
+            written: HashMap::new(),
             latency: Histogram::default(),
             stats: EbpfStats::default(),
             last_stats: Instant::now(),
@@ -255,16 +263,27 @@ impl EbpfDatapath {
                     self.stats.flows_adopted += 1;
                     out.push(DatapathEvent::FlowStarted { flow, info: report::adopted_info(create.as_ref(), cgroup, &r) });
                 }
+                // An entry written before this report's interval began, yet the flow ran the
+                // fallback: the entry is not in force (lost to a slot reused under it, say).
+                // The report goes first; then everything is written again.
+                let lost = k.fallback && self.written.get(&k.fid).is_some_and(|w| *w < k.start_ns);
                 tracing::trace!(
                     %flow, cwnd = r.cwnd_bytes, acked = r.acked_bytes, ce_pkts = r.ce_pkts, ece = r.ece_acks,
                     lost = r.lost_pkts, srtt = ?r.rtt.map(|x| x.srtt_us), fallback = k.fallback, urgent = ?r.urgent, "report"
                 );
                 out.push(DatapathEvent::Report { flow, report: r });
+                if lost && known {
+                    self.written.remove(&k.fid);
+                    self.stats.entries_repaired += 1;
+                    debug!(%flow, "control entry not in force; writing it again");
+                    out.push(DatapathEvent::SettingsLost { flow });
+                }
             }
             Record::Close(c) => {
                 let flow = self.flow(c.fid);
                 // The kernel deleted the entry; this catches a write that raced the close.
                 self.inst.clear_control(c.fid);
+                self.written.remove(&c.fid);
                 self.closed_in_batch.push(c.fid);
                 self.stats.flows_closed += 1;
                 if known {
@@ -279,6 +298,7 @@ impl EbpfDatapath {
         info!(
             stats = %serde_json::to_string(&self.stats).unwrap_or_default(),
             kernel = %serde_json::to_string(&self.inst.counters()).unwrap_or_default(),
+            slots = ?self.inst.slot_usage(),
             latency_p50_us = l.p50_us,
             latency_p99_us = l.p99_us,
             latency_max_us = l.max_us,
@@ -290,7 +310,7 @@ impl EbpfDatapath {
     /// Drains the ring with nobody to answer (shutdown): the closes it holds are what matters.
     fn drain_closes(&mut self) -> usize {
         let mut sink = Vec::new();
-        self.poll_events(&|_| true, &mut sink);
+        self.poll_events(&|_| true, &mut sink, usize::MAX);
         self.inst.live_flows()
     }
 }
@@ -314,13 +334,17 @@ impl Datapath for EbpfDatapath {
         registry.register(&mut SourceFd(&self.timer.0.as_raw_fd()), token, mio::Interest::READABLE)
     }
 
-    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>) {
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize {
         self.timer.clear();
         self.closed_in_batch.clear();
         let mut recs = std::mem::take(&mut self.records);
-        if let Err(e) = self.inst.drain(|r| recs.push(r)) {
-            warn!(error = %e, "ring buffer drain failed");
-        }
+        let read = match self.inst.drain_at_most(budget, |r| recs.push(r)) {
+            Ok(n) => n,
+            Err(e) => {
+                warn!(error = %e, "ring buffer drain failed");
+                recs.len()
+            }
+        };
         // Which flows the agent controls, as the batch goes: a create starts one, a close ends it.
         let mut live: HashMap<u32, bool> = HashMap::new();
         // The newest report of each flow the agent does not control at that point.
@@ -368,6 +392,7 @@ impl Datapath for EbpfDatapath {
             }
         }
         self.records = recs;
+        read
     }
 
     fn apply(&mut self, flow: FlowRef, want: &Settings, _changed: &Command) -> Result<(), ApplyError> {
@@ -380,9 +405,13 @@ impl Datapath for EbpfDatapath {
         match self.inst.set_control(flow.sid, &control(want), self.seq) {
             Ok(()) => {
                 self.stats.control_writes += 1;
+                self.written.insert(flow.sid, ccp_ebpf::mono_ns());
                 Ok(())
             }
             Err(e) => {
+                if matches!(e, ccp_ebpf::Error::SlotsFull(_)) {
+                    self.stats.slots_full += 1;
+                }
                 self.stats.control_errors += 1;
                 Err(ApplyError::Unreachable { flow, source: io::Error::other(e.to_string()) })
             }
@@ -405,6 +434,12 @@ impl Datapath for EbpfDatapath {
 
     fn attach_control(&mut self) -> Option<&mut dyn AttachControl> {
         Some(self)
+    }
+
+    fn forget(&mut self, flow: FlowRef) {
+        // Its slot is free for others; if it reports again it is adopted and placed afresh.
+        self.inst.clear_control(flow.sid);
+        self.written.remove(&flow.sid);
     }
 
     fn shutdown(&mut self) {

@@ -4,7 +4,7 @@
 //! packets times the report's MSS, as ccp-kernel reports them. Rates come from the interval's last
 //! valid rate sample, send and delivery over the same packets. The smoothed RTT is the kernel's.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 
 use ccp_contract::{Report, RttStats, Seed, Urgent};
 use ccp_ebpf::{Create, Endpoint, KernelReport};
@@ -68,11 +68,11 @@ pub fn to_report(k: &KernelReport) -> Report {
 }
 
 /// The contract's flow addresses are IPv4; a v4-mapped IPv6 address is one too.
-fn v4(e: Option<Endpoint>) -> Option<(Ipv4Addr, u16)> {
+fn end(e: Option<Endpoint>) -> Option<(IpAddr, u16)> {
     let e = e?;
     match e.addr {
-        IpAddr::V4(a) => Some((a, e.port)),
-        IpAddr::V6(a) => a.to_ipv4_mapped().map(|a| (a, e.port)),
+        IpAddr::V6(a) => Some((a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4), e.port)),
+        v4 => Some((v4, e.port)),
     }
 }
 
@@ -84,12 +84,13 @@ pub fn flow_info(c: &Create, cgroup: Option<String>) -> FlowInfo {
     FlowInfo {
         mss_bytes: mss,
         init_cwnd_bytes: cwnd,
-        src: v4(c.local),
-        dst: v4(c.remote),
+        src: end(c.local),
+        dst: end(c.remote),
         // The congestion control the flow ran before attach: a rule can keep it in the family.
         cong_alg: c.prev_cc.clone(),
         cgroup,
         ecn: Some(c.ecn),
+        uid: Some(c.uid),
         netns_cookie: Some(c.netns_cookie),
         existing: c.existing.then(|| Seed {
             cwnd_bytes: cwnd,
@@ -214,6 +215,7 @@ mod tests {
             ssthresh: 20,
             srtt_us: 20_000,
             min_rtt_us: Some(19_000),
+            uid: 1000,
             prev_cc: Some("cubic".into()),
         }
     }
@@ -226,11 +228,13 @@ mod tests {
         assert_eq!(info.cong_alg.as_deref(), Some("cubic"));
         assert_eq!(info.cgroup.as_deref(), Some("/test"));
         assert_eq!(info.ecn, Some(true));
+        assert_eq!(info.uid, Some(1000));
         let seed = info.existing.unwrap();
         assert_eq!((seed.cwnd_bytes, seed.srtt_us, seed.min_rtt_us), (40 * 1448, Some(20_000), Some(19_000)));
         assert!(flow_info(&create(false), None).existing.is_none());
         let v6 = Create { local: Some(Endpoint { addr: "fd00::1".parse().unwrap(), port: 1 }), ..create(false) };
-        assert_eq!(flow_info(&v6, None).src, None);
+        // IPv6 ends are carried whole (an IPv4-mapped one as IPv4, above), so rules can match them.
+        assert_eq!(flow_info(&v6, None).src, Some(("fd00::1".parse().unwrap(), 1)));
     }
 
     #[test]

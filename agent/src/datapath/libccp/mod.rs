@@ -44,7 +44,7 @@ use tracing::{debug, info, warn};
 use super::{ApplyError, CloseReason, Datapath, DatapathEvent, FlowInfo, FlowRef};
 use fold::{FlowDecoder, Fold};
 pub use settings::{NetlinkSettings, UnixSettings, NETLINK, UNIX};
-use transport::{peer_is_gone, Transport};
+use transport::{peer_is_gone, Refusals, Transport};
 
 /// The uid of the standard fold on every datapath.
 pub const FOLD_UID: u32 = 1;
@@ -126,6 +126,9 @@ pub struct LibccpDatapath<T: Transport> {
     deferred: Vec<DatapathEvent>,
     address_order: AddressOrder,
     stats: LibccpStats,
+    /// Any local process that reaches the socket can send these: logged without flooding.
+    malformed: Refusals,
+    unnamed: Refusals,
 }
 
 impl<T: Transport> LibccpDatapath<T> {
@@ -145,6 +148,8 @@ impl<T: Transport> LibccpDatapath<T> {
             deferred: Vec::new(),
             address_order,
             stats: LibccpStats::default(),
+            malformed: Refusals::new("malformed libccp datagram"),
+            unnamed: Refusals::new("datagram from an unnamed socket (a datapath must bind a path so the agent can reply)"),
         })
     }
 
@@ -295,6 +300,7 @@ impl<T: Transport> LibccpDatapath<T> {
             cgroup: None,
             // CREATE does not say; the fold counts ECE all the same.
             ecn: None,
+            uid: None,
             netns_cookie: None,
             existing: None,
         };
@@ -403,10 +409,10 @@ pub enum AddressOrder {
 }
 
 impl AddressOrder {
-    fn decode(self, ip: u32, port: u32) -> (std::net::Ipv4Addr, u16) {
+    fn decode(self, ip: u32, port: u32) -> (std::net::IpAddr, u16) {
         match self {
-            AddressOrder::Network => (std::net::Ipv4Addr::from(ip.to_le_bytes()), u16::from_be((port as u16).to_le())),
-            AddressOrder::Host => (std::net::Ipv4Addr::from(ip), port as u16),
+            AddressOrder::Network => (std::net::Ipv4Addr::from(ip.to_le_bytes()).into(), u16::from_be((port as u16).to_le())),
+            AddressOrder::Host => (std::net::Ipv4Addr::from(ip).into(), port as u16),
         }
     }
 }
@@ -429,17 +435,22 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         self.transport.register(registry, token)
     }
 
-    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>) {
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize {
         out.append(&mut self.deferred);
         let mut batch: HashMap<FlowRef, bool> = HashMap::new();
         let mut rx = std::mem::take(&mut self.rx);
-        loop {
+        let mut read = 0;
+        while read < budget {
+            read += 1;
             let received = match self.transport.recv(&mut rx) {
                 Ok(Some(r)) => r,
-                Ok(None) => break,
+                Ok(None) => {
+                    read -= 1;
+                    break;
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                     self.stats.decode_errors += 1;
-                    warn!(error = %e, "dropping malformed datagram");
+                    self.malformed.refuse(&e, Instant::now());
                     continue;
                 }
                 Err(e) => {
@@ -451,7 +462,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
             let now = Instant::now();
             let Some(from) = received.from else {
                 self.stats.unreplyable_datagrams += 1;
-                warn!("dropping datagram from an unnamed socket: a datapath must bind a path so the agent can reply");
+                self.unnamed.refuse(&"an unnamed socket", now);
                 continue;
             };
             let peer = self.peer_id(&from);
@@ -474,13 +485,15 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
                     }
                     Err(e) => {
                         self.stats.decode_errors += 1;
-                        warn!(datapath = %self.transport.addr_name(&from), error = %e, "dropping malformed message");
+                        let sender = format!("{} ({e})", self.transport.addr_name(&from));
+                        self.malformed.refuse(&sender, now);
                     }
                 }
             }
         }
         self.rx = rx;
         out.append(&mut self.deferred);
+        read
     }
 
     fn apply(&mut self, flow: FlowRef, _want: &Settings, changed: &Command) -> Result<(), ApplyError> {

@@ -81,7 +81,7 @@ impl T {
     fn poll(&mut self) -> Vec<DatapathEvent> {
         let mut out = Vec::new();
         let known = self.known.clone();
-        self.dp.poll_events(&|f| known.contains(&f), &mut out);
+        self.dp.poll_events(&|f| known.contains(&f), &mut out, usize::MAX);
         for e in &out {
             match e {
                 DatapathEvent::FlowStarted { flow, .. } => self.known.insert(*flow),

@@ -18,10 +18,11 @@ use libbpf_rs::{Link, MapCore, MapFlags, MapHandle, Object, ObjectBuilder, OpenO
 use crate::control::{Control, Knobs, RawCtrl, RawKnobs};
 use crate::record::{decode, decode_create, decode_per_ack, pod_bytes, read_pod, Create, DecodeError, PerAckRecord, Record};
 use crate::ringbuf::RingBuf;
+use crate::slots::SlotTable;
 use crate::{available_congestion_controls, mono_ns, Error, CCP_OBJECT};
 
 /// Maps shared through pins, by their names in the object.
-const PINNED: &[&str] = &["events", "ctrl", "flow_info", "knobs", "shared", "counters", "flows", "prev_cc"];
+const PINNED: &[&str] = &["events", "ctrl", "ctrl_slot", "flow_info", "knobs", "shared", "counters", "flows", "prev_cc"];
 /// The struct_ops map (the `tcp_congestion_ops` value) in the object.
 const STRUCT_OPS_MAP: &str = "ccp";
 /// Offset of `name` in `struct tcp_congestion_ops` (after eleven function pointers); checked
@@ -101,6 +102,8 @@ pub struct Instance {
     link: Option<Link>,
     ring: RingBuf,
     ctrl: MapHandle,
+    ctrl_slot: MapHandle,
+    slots: SlotTable,
     flow_info: MapHandle,
     knobs: MapHandle,
     counters: MapHandle,
@@ -167,6 +170,8 @@ impl Instance {
             MapHandle::try_from(&map).map_err(libbpf("duplicating a map handle"))
         };
         let ctrl = handle("ctrl")?;
+        let ctrl_slot = handle("ctrl_slot")?;
+        let slots = SlotTable::new(ctrl_slots(&config));
         let flow_info = handle("flow_info")?;
         let knobs = handle("knobs")?;
         let counters = handle("counters")?;
@@ -178,8 +183,22 @@ impl Instance {
         let previous: Option<RawKnobs> =
             knobs.lookup(&0u32.to_ne_bytes(), MapFlags::ANY).ok().flatten().and_then(|v| read_pod(&v));
         let epoch = previous.map_or(0, |k| k.epoch).wrapping_add(1).max(1);
-        let mut inst =
-            Instance { config, records, epoch, adopted, link: None, ring, ctrl, flow_info, knobs, counters, prev_cc, object };
+        let mut inst = Instance {
+            config,
+            records,
+            epoch,
+            adopted,
+            link: None,
+            ring,
+            ctrl,
+            ctrl_slot,
+            slots,
+            flow_info,
+            knobs,
+            counters,
+            prev_cc,
+            object,
+        };
         inst.heartbeat()?;
 
         let link = inst
@@ -214,7 +233,9 @@ impl Instance {
                     field[..config.name.len()].copy_from_slice(config.name.as_bytes());
                 }
                 "events" => map.set_max_entries(config.ring_bytes).map_err(libbpf("sizing the ring"))?,
-                "ctrl" | "flow_info" => map.set_max_entries(ctrl_slots(config)).map_err(libbpf("sizing the maps"))?,
+                "ctrl" | "ctrl_slot" | "flow_info" => {
+                    map.set_max_entries(ctrl_slots(config)).map_err(libbpf("sizing the maps"))?
+                }
                 n if n.ends_with(".rodata") => {
                     let value = map.initial_value_mut().ok_or_else(|| Error::Bpf("the object has no settings".into()))?;
                     let len = value.len();
@@ -290,25 +311,48 @@ impl Instance {
         self.ring.drain(|bytes| each(decode(bytes))).map_err(Error::Io)
     }
 
+    /// Decodes at most `max` records, leaving the rest in the ring for the next call.
+    pub fn drain_at_most(&mut self, max: usize, mut each: impl FnMut(Result<Record, DecodeError>)) -> Result<usize, Error> {
+        self.ring.drain_at_most(max, |bytes| each(decode(bytes))).map_err(Error::Io)
+    }
+
     /// Decodes every record in the ring of an instance loaded with `Records::PerAck`.
     pub fn drain_per_ack(&mut self, mut each: impl FnMut(Result<PerAckRecord, DecodeError>)) -> Result<usize, Error> {
         self.ring.drain(|bytes| each(decode_per_ack(bytes))).map_err(Error::Io)
     }
 
-    fn slot(&self, fid: u32) -> [u8; 4] {
-        (fid & (ctrl_slots(&self.config) - 1)).to_ne_bytes()
+    /// Writes a flow's control entry; the program applies it at the flow's next ACK. The entry
+    /// goes to the flow's slot (`crate::slots`): its home, or a free one when another live flow
+    /// holds that; `Error::SlotsFull` when every slot is taken (the flow stays on the fallback).
+    pub fn set_control(&mut self, fid: u32, control: &Control, seq: u32) -> Result<(), Error> {
+        let p = self.slots.place(fid).ok_or(Error::SlotsFull(self.slots.capacity()))?;
+        if p.new && p.moved {
+            // The program must be able to find the entry before it is there to find.
+            if let Err(e) = self.ctrl_slot.update(&fid.to_ne_bytes(), &p.slot.to_ne_bytes(), MapFlags::ANY) {
+                self.slots.free(fid);
+                return Err(libbpf("recording a moved control slot")(e));
+            }
+        }
+        let raw = control.encode(fid, self.epoch, seq);
+        self.ctrl.update(&p.slot.to_ne_bytes(), pod_bytes(&raw), MapFlags::ANY).map_err(libbpf("writing a control entry"))
     }
 
-    /// Writes a flow's control entry; the program applies it at the flow's next ACK.
-    pub fn set_control(&self, fid: u32, control: &Control, seq: u32) -> Result<(), Error> {
-        let raw = control.encode(fid, self.epoch, seq);
-        self.ctrl.update(&self.slot(fid), pod_bytes(&raw), MapFlags::ANY).map_err(libbpf("writing a control entry"))
+    /// Slots in use by this instance's entries, moves made so far, and the capacity.
+    pub fn slot_usage(&self) -> (usize, u64, usize) {
+        (self.slots.used(), self.slots.moves, self.slots.capacity())
     }
 
     /// Frees a flow's control slot (the flow falls back, or is gone), unless another flow's
     /// entry holds it now.
-    pub fn clear_control(&self, fid: u32) {
-        let slot = self.slot(fid);
+    pub fn clear_control(&mut self, fid: u32) {
+        let (slot, moved) = match self.slots.free(fid) {
+            Some(p) => (p.slot, p.moved),
+            None => (self.slots.home(fid), false),
+        };
+        if moved {
+            let _ = self.ctrl_slot.delete(&fid.to_ne_bytes());
+        }
+        let slot = slot.to_ne_bytes();
         let ours = self
             .ctrl
             .lookup(&slot, MapFlags::ANY)

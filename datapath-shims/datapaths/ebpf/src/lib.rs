@@ -21,6 +21,7 @@ pub mod netns;
 pub mod progstats;
 pub mod record;
 pub mod ringbuf;
+pub mod slots;
 
 use std::io;
 
@@ -45,6 +46,8 @@ pub enum Error {
     NotRegistered(String),
     #[error("{0}")]
     Bpf(String),
+    #[error("all {0} control slots are taken by live flows (raise [datapath.ebpf] max_flows); the flow stays on the fallback")]
+    SlotsFull(usize),
     #[error(transparent)]
     Io(#[from] io::Error),
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// A network namespace, identified by the (device, inode) of its nsfs file.
@@ -22,11 +22,13 @@ pub struct Netns {
 }
 
 impl Netns {
-    /// Opens the namespace at `path` (checking that it is one).
+    /// Opens the namespace at `path` (checking that it is one). The path may come from a user
+    /// (`ctl attach --netns PATH`): it is opened without blocking (a FIFO would block a plain
+    /// open forever) and must be an nsfs file of a network namespace.
     pub fn open(path: &Path) -> io::Result<Netns> {
-        let meta = std::fs::metadata(path)?;
+        let f = open_ns_file(path)?;
+        let meta = f.metadata()?;
         let ns = Netns { path: path.to_path_buf(), dev: meta.dev(), ino: meta.ino() };
-        let f = File::open(path)?;
         // SAFETY: NS_GET_NSTYPE takes no argument and returns the namespace type.
         let ty = unsafe { libc::ioctl(f.as_raw_fd(), NS_GET_NSTYPE) };
         if ty != libc::CLONE_NEWNET {
@@ -76,7 +78,7 @@ impl Netns {
         if Netns::current().is_ok_and(|cur| cur.same_as(self)) {
             return Ok(f());
         }
-        let file = File::open(&self.path)?;
+        let file = open_ns_file(&self.path)?;
         let opened = file.metadata()?;
         if opened.dev() != self.dev || opened.ino() != self.ino {
             return Err(io::Error::new(
@@ -97,6 +99,17 @@ impl Netns {
             .map_err(|_| io::Error::other("a thread running in another network namespace panicked"))?
         })
     }
+}
+
+/// Opens `path` read-only without blocking and without following it into anything but a
+/// regular file (nsfs files are regular; FIFOs, devices, sockets and directories are refused).
+fn open_ns_file(path: &Path) -> io::Result<File> {
+    let f =
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a network namespace", path.display())));
+    }
+    Ok(f)
 }
 
 /// `NS_GET_NSTYPE` from linux/nsfs.h: `_IO(0xb7, 0x3)`.
@@ -125,5 +138,25 @@ mod tests {
     fn a_file_that_is_not_a_namespace_is_refused() {
         assert!(Netns::open(Path::new("/proc/self/status")).is_err());
         assert!(Netns::open(Path::new("/nonexistent/ns")).is_err());
+        assert!(Netns::open(Path::new("/dev/null")).is_err());
+        assert!(Netns::open(Path::new("/proc")).is_err());
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let dir = std::env::temp_dir().join(format!("ccp-netns-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // A blocking open of a FIFO with no writer never returns: run it on a thread and
+        // require an answer (the test hangs, and fails by timeout, if the open blocks).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let p = fifo.clone();
+        std::thread::spawn(move || tx.send(Netns::open(&p).is_err()).unwrap());
+        let refused = rx.recv_timeout(std::time::Duration::from_secs(5));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(refused, Ok(true), "opening a FIFO as a namespace must fail at once");
     }
 }

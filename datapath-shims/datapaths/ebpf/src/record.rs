@@ -46,7 +46,7 @@ pub(crate) struct RawCreate {
     pub ssthresh: u32,
     pub srtt_us: u32,
     pub min_rtt_us: u32,
-    pub pad: u32,
+    pub uid: u32,
     pub prev_cc: [u8; 16],
 }
 
@@ -194,6 +194,9 @@ pub struct Create {
     pub srtt_us: u32,
     /// `None` until the kernel has an RTT sample.
     pub min_rtt_us: Option<u32>,
+    /// The socket's owner (kernel uid, as the initial user namespace sees it). An instance
+    /// older than this field sends 0 there (it was padding).
+    pub uid: u32,
     /// The congestion control the flow ran before attach switched it, if recorded.
     pub prev_cc: Option<String>,
 }
@@ -372,6 +375,7 @@ impl From<&RawCreate> for Create {
             ssthresh: r.ssthresh,
             srtt_us: r.srtt_us,
             min_rtt_us: (r.min_rtt_us != u32::MAX).then_some(r.min_rtt_us),
+            uid: r.uid,
             prev_cc: cstr16(&r.prev_cc),
         }
     }

@@ -31,17 +31,19 @@ pub(crate) struct Walk {
     pub corrupt: bool,
 }
 
-/// Walks committed samples from `cons` up to `prod`. `hdr(pos)` reads the header word at ring
-/// position `pos` with acquire ordering; `sample(pos, len)` hands the `len` bytes after it on.
+/// Walks committed samples from `cons` up to `prod`, handing on at most `max`. `hdr(pos)` reads
+/// the header word at ring position `pos` with acquire ordering; `sample(pos, len)` hands the
+/// `len` bytes after it on.
 pub(crate) fn walk(
     size: u64,
     mut cons: u64,
     prod: u64,
+    max: usize,
     mut hdr: impl FnMut(u64) -> u32,
     mut sample: impl FnMut(u64, usize),
 ) -> Walk {
     let mut samples = 0;
-    while cons < prod {
+    while cons < prod && samples < max {
         let word = hdr(cons);
         if word & BUSY_BIT != 0 {
             break;
@@ -127,20 +129,26 @@ impl RingBuf {
     /// Hands every committed sample to `f`, in order, and releases its space; returns how many.
     /// Stops at the first sample still being written. A corrupt header (which the kernel never
     /// writes) ends the drain with an error rather than a read out of bounds.
-    pub fn drain(&mut self, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
+    pub fn drain(&mut self, f: impl FnMut(&[u8])) -> io::Result<usize> {
+        self.drain_at_most(usize::MAX, f)
+    }
+
+    /// As [`RingBuf::drain`], stopping after `max` samples (the rest stay for the next call).
+    pub fn drain_at_most(&mut self, max: usize, mut f: impl FnMut(&[u8])) -> io::Result<usize> {
         let mask = self.size - 1;
         let data = self.data();
         let mut total = 0;
         loop {
             let cons = self.consumer_pos().load(Ordering::Acquire);
             let prod = self.producer_pos().load(Ordering::Acquire);
-            if cons >= prod {
+            if cons >= prod || total >= max {
                 return Ok(total);
             }
             let w = walk(
                 self.size,
                 cons,
                 prod,
+                max - total,
                 |pos| {
                     // SAFETY: (pos & mask) + 8 <= size: the header lies in the first data copy,
                     // 8-aligned (records are 8-aligned).
@@ -212,12 +220,16 @@ mod tests {
             self.prod += (payload.len() as u64 + HDR_SZ + 7) & !7;
         }
         fn walk(&self, cons: u64) -> (Walk, Vec<Vec<u8>>) {
+            self.walk_at_most(cons, usize::MAX)
+        }
+        fn walk_at_most(&self, cons: u64, max: usize) -> (Walk, Vec<Vec<u8>>) {
             let mask = self.size - 1;
             let mut got = Vec::new();
             let w = walk(
                 self.size,
                 cons,
                 self.prod,
+                max,
                 |pos| {
                     let o = (pos & mask) as usize;
                     u32::from_le_bytes(self.data[o..o + 4].try_into().unwrap())
@@ -240,6 +252,22 @@ mod tests {
         let (w, got) = r.walk(0);
         assert_eq!(got, vec![b"abc".to_vec(), b"0123456789".to_vec()]);
         assert_eq!(w, Walk { pos: 16 + 24 + 24, samples: 2, corrupt: false });
+    }
+
+    #[test]
+    fn a_bounded_walk_stops_after_max_samples_and_resumes_there() {
+        let mut r = Fake::new(128);
+        for i in 0..5u8 {
+            r.push(&[i; 4], 0);
+        }
+        r.push(b"gone", DISCARD_BIT);
+        let (w, got) = r.walk_at_most(0, 2);
+        assert_eq!(got, vec![vec![0; 4], vec![1; 4]]);
+        assert_eq!(w, Walk { pos: 32, samples: 2, corrupt: false });
+        let (w2, got) = r.walk_at_most(w.pos, 10);
+        assert_eq!(got, vec![vec![2; 4], vec![3; 4], vec![4; 4]]);
+        // The discarded sample at the end is released too.
+        assert_eq!(w2, Walk { pos: 6 * 16, samples: 3, corrupt: false });
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Loading the attach object and running its programs: the iter/tcp switcher inside a network
 //! namespace, and the sockops program on a cgroup.
 
-use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use libbpf_rs::{Iter, IterOpts, MapHandle, Object, ObjectBuilder};
@@ -185,7 +185,11 @@ impl AttachObject {
     /// Attaches the sockops program to `cgroup` and pins the link at `pin`, replacing an
     /// earlier attachment pinned there.
     pub(crate) fn attach_cgroup(&self, cgroup: &Path, pin: &Path) -> Result<(), Error> {
-        let dir = File::open(cgroup)?;
+        // A user-named path: O_DIRECTORY refuses a FIFO (or anything else) without blocking.
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(cgroup)?;
         let mut link = self.prog("set_cc")?.attach_cgroup(dir.as_raw_fd()).map_err(bpf("attaching sockops to the cgroup"))?;
         if pin.exists() {
             std::fs::remove_file(pin)?;

@@ -89,7 +89,7 @@ struct flow {
 	/* Life totals, for the close record. */
 	__u64 life_bytes_acked;
 	__u32 life_lost;
-	__u32 _pad2;
+	__u32 slot;         /* control slot last found to hold this flow's entry */
 	struct cubic cubic;
 };
 
@@ -107,6 +107,17 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ccp_ctrl);
 } ctrl SEC(".maps");
+
+/* Flows whose control entry user space placed away from their home slot (fid & ctrl_mask, held
+ * by another live flow): fid -> slot. Looked up only while a flow's cached slot does not hold its
+ * entry. Sized like ctrl from user space. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u32);
+} ctrl_slot SEC(".maps");
 
 /* The create record of every live flow, for an agent that adopts flows it did not see start
  * (allocated on demand: release deletes each entry). */
@@ -481,15 +492,43 @@ static __always_inline void apply_ctrl(struct sock *sk, struct tcp_sock *tp, str
 	}
 }
 
-/* The control entry in force, or NULL when the agent has none for this flow or went silent. */
-static __always_inline const struct ccp_ctrl *live_ctrl(const struct flow *f, const struct ccp_knobs *k, __u64 now)
+/* The control entry whose fid is this flow's: at the cached slot (every ACK of a controlled
+ * flow: one array lookup), else where ctrl_slot says user space moved it, else at home. */
+static __always_inline const struct ccp_ctrl *find_ctrl(struct flow *f, const struct ccp_knobs *k)
 {
-	__u32 slot = f->fid & k->ctrl_mask;
+	__u32 slot = f->slot & k->ctrl_mask;
 	const struct ccp_ctrl *c = bpf_map_lookup_elem(&ctrl, &slot);
+	__u32 *moved;
 
-	if (!c || c->fid != f->fid || c->epoch != k->epoch)
-		return 0;
+	if (c && c->fid == f->fid)
+		return c;
+	moved = bpf_map_lookup_elem(&ctrl_slot, &f->fid);
+	if (moved) {
+		slot = *moved & k->ctrl_mask;
+		c = bpf_map_lookup_elem(&ctrl, &slot);
+		if (c && c->fid == f->fid) {
+			f->slot = slot;
+			return c;
+		}
+	}
+	slot = f->fid & k->ctrl_mask;
+	c = bpf_map_lookup_elem(&ctrl, &slot);
+	if (c && c->fid == f->fid) {
+		f->slot = slot;
+		return c;
+	}
+	return 0;
+}
+
+/* The control entry in force, or NULL when the agent has none for this flow or went silent. */
+static __always_inline const struct ccp_ctrl *live_ctrl(struct flow *f, const struct ccp_knobs *k, __u64 now)
+{
+	const struct ccp_ctrl *c;
+
 	if (since(now, k->heartbeat_ns) > k->silence_timeout_ns)
+		return 0;
+	c = find_ctrl(f, k);
+	if (!c || c->epoch != k->epoch)
 		return 0;
 	return c;
 }
@@ -655,6 +694,26 @@ static __always_inline void fallback_ack(struct sock *sk, struct tcp_sock *tp, s
 	stack_pacing_rate(sk, tp);
 }
 
+/*
+ * A flow with no state of ours: cong_control before init on an active open (the SYN-ACK), or
+ * socket storage that could not be allocated at init (memory pressure). Returning early would
+ * freeze its window (no growth, no loss response: cong_control replaces the stack's), so it runs
+ * the stack's Reno without state: growth by tcp_reno_cong_avoid, and in CWR/Recovery the window
+ * cut to the ssthresh ccp_ssthresh gave (Reno's, without state) at once instead of by PRR.
+ */
+static __always_inline void stateless_ack(struct sock *sk, struct tcp_sock *tp, __u32 ack, const struct rate_sample *rs)
+{
+	__u8 state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
+
+	if (state == TCP_CA_CWR || state == TCP_CA_Recovery) {
+		if (tp->snd_cwnd > tp->snd_ssthresh)
+			set_cwnd(tp, tp->snd_ssthresh);
+	} else if (rs->acked_sacked) {
+		tcp_reno_cong_avoid(sk, ack, rs->acked_sacked);
+	}
+	stack_pacing_rate(sk, tp);
+}
+
 /* The agent stopped steering the flow: continue from its window, without its pacing. */
 static __always_inline void enter_fallback(struct sock *sk, struct flow *f)
 {
@@ -687,6 +746,7 @@ void BPF_PROG(ccp_init, struct sock *sk)
 	f->fid = __sync_fetch_and_add(&s->next_fid, 1);
 	if (!f->fid)
 		f->fid = __sync_fetch_and_add(&s->next_fid, 1);
+	f->slot = f->fid & k->ctrl_mask;
 	f->mode = MODE_FALLBACK;
 	f->ca_state = BPF_CORE_READ_BITFIELD(&tp->inet_conn, icsk_ca_state);
 	f->prev_sacked_out = tp->sacked_out;
@@ -717,6 +777,7 @@ void BPF_PROG(ccp_init, struct sock *sk)
 	rec.ssthresh = tp->snd_ssthresh;
 	rec.srtt_us = tp->srtt_us >> 3;
 	rec.min_rtt_us = tp->rtt_min.s[0].v;
+	rec.uid = sk->sk_uid.val;
 	struct ccp_prev_cc *prev = bpf_sk_storage_get(&prev_cc, sk, 0, 0);
 	if (prev)
 		__builtin_memcpy(rec.prev_cc, prev->name, sizeof(rec.prev_cc));
@@ -747,11 +808,13 @@ void BPF_PROG(ccp_release, struct sock *sk)
 		count(CCP_CNT_DROPS);
 	else
 		count(CCP_CNT_RECORDS);
-	__u32 slot = fid & k->ctrl_mask;
+	__u32 slot = f->slot & k->ctrl_mask;
 	struct ccp_ctrl *c = bpf_map_lookup_elem(&ctrl, &slot);
 
 	if (c && c->fid == fid)
 		__builtin_memset(c, 0, sizeof(*c));
+	if (slot != (fid & k->ctrl_mask))
+		bpf_map_delete_elem(&ctrl_slot, &fid);
 	bpf_map_delete_elem(&flow_info, &fid);
 	/* Whatever runs the socket next must not inherit a rate only this program maintained. */
 	if (f->paced)
@@ -801,6 +864,7 @@ void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const stru
 
 	if (!f || !k) {
 		count(CCP_CNT_PREINIT);
+		stateless_ack(sk, tp, ack, rs);
 		return;
 	}
 	count(CCP_CNT_ACKS);

@@ -75,7 +75,7 @@ struct ccp_rec_create {
 	__u32 ssthresh;
 	__u32 srtt_us;
 	__u32 min_rtt_us;
-	__u32 _pad;
+	__u32 uid;          /* sk_uid: the socket's owner in the initial user namespace (was padding: 0 from older instances) */
 	char prev_cc[16];   /* the congestion control the flow ran before, when attach recorded it */
 };
 
@@ -193,7 +193,7 @@ struct ccp_shared {
 /* Per-CPU counters, indexes into a per-CPU array of u64. */
 enum ccp_counter {
 	CCP_CNT_ACKS = 0,       /* cong_control calls with state */
-	CCP_CNT_PREINIT,        /* cong_control calls before init (pitfall A) */
+	CCP_CNT_PREINIT,        /* cong_control calls without state (before init, or no storage): stateless Reno */
 	CCP_CNT_RECORDS,        /* records submitted */
 	CCP_CNT_DROPS,          /* records lost to a full ring */
 	CCP_CNT_WAKEUPS,        /* records submitted with a forced wakeup */
