@@ -280,10 +280,15 @@ fn merged(base: Option<&toml::Table>, over: Option<&toml::Table>) -> toml::Table
 }
 
 impl AgentConfig {
-    /// Loads and validates `path`.
+    /// Loads and validates `path`. A file that anyone but root or the agent's own user could
+    /// have written is refused before it is read (`permissions::open_trusted_file`): it decides
+    /// what a privileged agent loads into the kernel and which flows it steers.
     pub fn load(path: &Path, overrides: &Overrides) -> Result<AgentConfig, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ConfigError { location: path.display().to_string(), message: format!("cannot read: {e}") })?;
+        use std::io::Read;
+        let err = |message: String| ConfigError { location: path.display().to_string(), message };
+        let mut file = crate::permissions::open_trusted_file(path).map_err(err)?;
+        let mut text = String::new();
+        file.read_to_string(&mut text).map_err(|e| err(format!("cannot read: {e}")))?;
         Self::parse(&path.display().to_string(), &text, overrides)
     }
 

@@ -9,6 +9,10 @@
 //! real directory owned by the agent's user or root, not world-writable, and group-writable
 //! only as such a sticky directory of the configured group; anything else is refused with an
 //! error that says what is wrong and what to do, never used as found.
+//!
+//! The configuration file is read only when nobody but root or the agent's own user can have
+//! written it: [`open_trusted_file`] refuses a file (after symbolic links) that another user owns
+//! or that group or others may write, and one whose directory they could replace it in.
 
 use std::ffi::CString;
 use std::io;
@@ -93,6 +97,99 @@ pub fn check_socket_dir(dir: &Path, group: Option<u32>) -> anyhow::Result<()> {
                 }
             );
         }
+    }
+    Ok(())
+}
+
+/// Opens `path` (a configuration file) for reading after checking that nobody but root or the
+/// agent's user can have written what it reads: see [`check_trusted_file`]. The checks are made
+/// on the file opened, so it cannot be swapped between the check and the read; the open does
+/// not block (a FIFO is refused, not waited on). `Err` is a message naming the path, its owner
+/// and mode and what to do; an I/O failure (no such file) reads "cannot read: …".
+pub fn open_trusted_file(path: &Path) -> Result<std::fs::File, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let real = std::fs::canonicalize(path).map_err(|e| format!("cannot read: {e}"))?;
+    let shown = match std::path::absolute(path) {
+        Ok(abs) if abs == real => path.display().to_string(),
+        _ => format!("{} (-> {})", path.display(), real.display()),
+    };
+    if let Some(dir) = real.parent() {
+        let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read: {}: {e}", dir.display()))?;
+        check_trusted_dir(&shown, dir, &meta)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&real)
+        .map_err(|e| format!("cannot read: {e}"))?;
+    let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
+    check_trusted_meta(&shown, &real, &meta)?;
+    Ok(file)
+}
+
+/// Refuses a file that someone other than root or the agent's user could have written: it (the
+/// target, when `path` is a symbolic link) must be a regular file owned by root or the agent's
+/// effective user and writable by neither group nor others, in a directory owned by one of those
+/// two and writable by nobody else (unless sticky, as /tmp: then only a file's owner can replace
+/// it). Applied as root and not: an unprivileged agent that reads a file others can write does
+/// what they say just the same.
+pub fn check_trusted_file(path: &Path) -> Result<(), String> {
+    open_trusted_file(path).map(drop)
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `shown`: the path as given (and its target); `real`: the file itself, for the fix.
+fn check_trusted_meta(shown: &str, real: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+    let mode = meta.mode() & 0o7777;
+    let what = format!("configuration file {shown} (owner uid {}, mode {mode:04o})", meta.uid());
+    if !meta.is_file() {
+        return Err(format!("refusing {what}: it is not a regular file"));
+    }
+    let euid = euid();
+    if meta.uid() != 0 && meta.uid() != euid {
+        return Err(format!(
+            "refusing {what}: it belongs to another user (uid {}), who could change what the agent does; only root's \
+             or the agent's own (uid {euid}) files are read. Fix: chown {} {}",
+            meta.uid(),
+            if euid == 0 { "root".to_string() } else { euid.to_string() },
+            real.display()
+        ));
+    }
+    if mode & 0o022 != 0 {
+        let (how, who) = if mode & 0o002 != 0 {
+            ("world-writable", "any user".to_string())
+        } else {
+            ("group-writable", format!("members of its group (gid {})", meta.gid()))
+        };
+        return Err(format!(
+            "refusing {what}: it is {how}, so {who} could change what the agent does. Fix: chmod go-w {}",
+            real.display()
+        ));
+    }
+    Ok(())
+}
+
+fn check_trusted_dir(shown: &str, dir: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+    let mode = meta.mode() & 0o7777;
+    let what = format!("configuration file {shown}: its directory {} (owner uid {}, mode {mode:04o})", dir.display(), meta.uid());
+    let euid = euid();
+    if meta.uid() != 0 && meta.uid() != euid {
+        return Err(format!(
+            "refusing {what} belongs to another user (uid {}), who could replace the file. Fix: keep the configuration \
+             in a directory of root's (or the agent's user's), such as /etc/ccp-agent",
+            meta.uid()
+        ));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Err(format!(
+            "refusing {what} is {} without the sticky bit, so others could replace the file. Fix: chmod go-w {}",
+            if mode & 0o002 != 0 { "world-writable" } else { "group-writable" },
+            dir.display()
+        ));
     }
     Ok(())
 }
@@ -220,6 +317,127 @@ mod tests {
         let m = std::fs::metadata(&a).unwrap();
         assert_eq!(m.mode() & 0o777, 0o660);
         assert_eq!(m.gid(), 0);
+    }
+
+    fn config_in(dir: &Path, mode: u32) -> std::path::PathBuf {
+        let f = dir.join("agent.toml");
+        std::fs::write(&f, "[default]\nalgorithm = \"reno\"\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        f
+    }
+
+    #[test]
+    fn a_config_only_its_owner_can_write_is_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        for mode in [0o644, 0o600, 0o400, 0o444] {
+            let f = config_in(dir.path(), mode);
+            check_trusted_file(&f).unwrap_or_else(|e| panic!("{mode:o}: {e}"));
+        }
+        // What std::fs::write leaves under the usual umask 022, as tests and the lab write them.
+        let f = dir.path().join("written.toml");
+        std::fs::write(&f, "").unwrap();
+        assert_eq!(mode_of(&f) & 0o022, 0, "umask 022 assumed here");
+        check_trusted_file(&f).unwrap();
+    }
+
+    #[test]
+    fn a_config_writable_by_group_or_others_is_refused_with_path_owner_mode_and_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        for (mode, why) in
+            [(0o666, "world-writable"), (0o664, "group-writable"), (0o620, "group-writable"), (0o602, "world-writable")]
+        {
+            let f = config_in(dir.path(), mode);
+            let e = check_trusted_file(&f).unwrap_err();
+            assert!(e.contains(why), "{mode:o}: {e}");
+            assert!(
+                e.contains(&f.display().to_string()) && e.contains(&format!("mode {mode:04o}")) && e.contains("owner uid"),
+                "{e}"
+            );
+            assert!(e.contains(&format!("chmod go-w {}", f.display())), "says how to fix it: {e}");
+        }
+    }
+
+    #[test]
+    fn a_config_in_a_directory_others_can_write_is_refused_unless_sticky() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("conf");
+        std::fs::create_dir(&dir).unwrap();
+        let f = config_in(&dir, 0o644);
+        for mode in [0o777, 0o775, 0o770] {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = check_trusted_file(&f).unwrap_err();
+            assert!(e.contains("without the sticky bit") && e.contains(&format!("mode {mode:04o}")), "{mode:o}: {e}");
+            assert!(e.contains(&format!("chmod go-w {}", dir.display())), "{e}");
+        }
+        // A sticky directory (as /tmp, 1777 owned by root): only a file's owner can replace it.
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        check_trusted_file(&f).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        check_trusted_file(&f).unwrap();
+    }
+
+    #[test]
+    fn tmp_itself_is_an_acceptable_directory() {
+        let meta = std::fs::metadata("/tmp").unwrap();
+        if meta.uid() != 0 || meta.mode() & 0o1000 == 0 {
+            eprintln!("SKIPPED: /tmp is not the usual root-owned sticky directory here");
+            return;
+        }
+        let f = tempfile::Builder::new().suffix(".toml").tempfile_in("/tmp").unwrap();
+        std::fs::set_permissions(f.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        check_trusted_file(f.path()).unwrap();
+    }
+
+    #[test]
+    fn a_symlink_is_judged_by_its_target() {
+        let base = tempfile::tempdir().unwrap();
+        let real_dir = base.path().join("real");
+        std::fs::create_dir(&real_dir).unwrap();
+        let target = config_in(&real_dir, 0o644);
+        let link = base.path().join("link.toml");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        check_trusted_file(&link).unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let e = check_trusted_file(&link).unwrap_err();
+        assert!(e.contains(&link.display().to_string()) && e.contains(&target.display().to_string()), "names both: {e}");
+        // The target's directory counts, not the link's.
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&real_dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_trusted_file(&link).unwrap_err().contains("without the sticky bit"));
+    }
+
+    #[test]
+    fn a_missing_file_a_directory_or_a_fifo_is_not_read() {
+        let base = tempfile::tempdir().unwrap();
+        let e = check_trusted_file(&base.path().join("none.toml")).unwrap_err();
+        assert!(e.starts_with("cannot read"), "{e}");
+        assert!(check_trusted_file(base.path()).unwrap_err().contains("not a regular file"));
+        let fifo = base.path().join("fifo");
+        let c = CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Opening a FIFO with no writer would block: the open is non-blocking and it is refused.
+        assert!(check_trusted_file(&fifo).unwrap_err().contains("not a regular file"));
+    }
+
+    #[test]
+    fn another_users_config_or_directory_is_refused() {
+        if !is_root() {
+            eprintln!("SKIPPED: chown to another user needs root");
+            return;
+        }
+        let base = tempfile::tempdir().unwrap();
+        let f = config_in(base.path(), 0o644);
+        chown(&f, 65534, 65534).unwrap();
+        let e = check_trusted_file(&f).unwrap_err();
+        assert!(e.contains("another user (uid 65534)") && e.contains("chown root"), "{e}");
+        chown(&f, 0, 0).unwrap();
+        let dir = base.path().join("theirs");
+        std::fs::create_dir(&dir).unwrap();
+        let g = config_in(&dir, 0o644);
+        chown(&dir, 65534, 65534).unwrap();
+        let e = check_trusted_file(&g).unwrap_err();
+        assert!(e.contains("its directory") && e.contains("owner uid 65534"), "{e}");
     }
 
     #[test]

@@ -147,6 +147,23 @@ fn missing_file_is_a_clear_error() {
 }
 
 #[test]
+fn a_file_others_can_write_is_refused_before_it_is_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agent.toml");
+    std::fs::write(&path, "[default]\nalgorithm = \"cubic\"\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let cfg = AgentConfig::load(&path, &Overrides::default()).expect("0644 of our own is read");
+    assert_eq!(cfg.policy.default.algorithm(), "cubic");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let e = AgentConfig::load(&path, &Overrides::default()).unwrap_err();
+    assert_eq!(e.location, path.display().to_string());
+    let text = e.to_string();
+    assert!(text.contains("world-writable") && text.contains("mode 0666") && text.contains("owner uid"), "{text}");
+    assert!(text.contains(&format!("chmod go-w {}", path.display())), "{text}");
+}
+
+#[test]
 fn cnm_is_off_unless_listen_is_set() {
     assert!(parse("").unwrap().cnm.is_none());
     assert!(parse("[cnm]\nallow_from = [\"10.77.0.254\"]\n").unwrap().cnm.is_none(), "a list alone listens nowhere");

@@ -6,7 +6,9 @@
 //! [`Shared`] with the loop through an `Rc` and never re-enter libccp.
 
 use std::cell::{Cell, RefCell};
+use std::io;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 use ccp_libccp_host::callbacks::{log_level, Sent};
 use ccp_libccp_host::errors::describe;
@@ -23,6 +25,8 @@ pub struct Shared {
     create_sid: Cell<Option<u32>>,
     /// A send found nobody reading the agent's socket.
     agent_lost: Cell<bool>,
+    /// Whether the agent takes what is sent to it (a hung agent keeps its socket but not up).
+    uptake: Cell<Uptake>,
     reports: Cell<u64>,
     send_errors: Cell<u64>,
     throttle: RefCell<Throttle>,
@@ -34,6 +38,7 @@ impl Shared {
             chan,
             create_sid: Cell::new(None),
             agent_lost: Cell::new(false),
+            uptake: Cell::new(Uptake::default()),
             reports: Cell::new(0),
             send_errors: Cell::new(0),
             throttle: RefCell::new(Throttle::default()),
@@ -47,6 +52,26 @@ impl Shared {
     /// Whether a send found the agent gone since the last call.
     pub fn take_agent_lost(&self) -> bool {
         self.agent_lost.take()
+    }
+
+    /// Sends `msg` to the agent (waiting a bounded time for room, see `ccp_libccp_host::ipc`),
+    /// noting whether the agent took it.
+    pub fn send(&self, msg: &[u8]) -> io::Result<()> {
+        let r = self.chan.send(msg);
+        let mut u = self.uptake.get();
+        match &r {
+            Ok(()) => u.taken(),
+            Err(e) if no_room(e) => u.refused(Instant::now()),
+            Err(_) => {}
+        }
+        self.uptake.set(u);
+        r
+    }
+
+    /// How long the agent has refused every message for want of room in its queue, when the
+    /// latest refusal is at most `fresh` old (see [`Uptake`]).
+    pub fn refusing_for(&self, now: Instant, fresh: Duration) -> Option<Duration> {
+        self.uptake.get().refusing_for(now, fresh)
     }
 
     /// MEASURE messages with fields (reports, not closes) sent to the agent.
@@ -65,7 +90,8 @@ impl Shared {
         }
     }
 
-    fn debug_throttled(&self, msg: &str) {
+    /// Logs `msg` at debug level the 1st, 10th, 100th, … time.
+    pub fn debug_throttled(&self, msg: &str) {
         if let Some(count) = self.throttle.borrow_mut().hit(msg) {
             debug!(count, "{msg}");
         }
@@ -82,7 +108,7 @@ impl DatapathOps for ToAgent {
         if let Some(Sent::Create { sid }) = sent {
             shared.create_sid.set(Some(sid));
         }
-        match shared.chan.send(msg) {
+        match shared.send(msg) {
             Ok(()) => {
                 if let Some(Sent::Report { .. }) = sent {
                     shared.reports.set(shared.reports.get() + 1);
@@ -103,6 +129,46 @@ impl DatapathOps for ToAgent {
         // Its warnings repeat per ACK until a program is installed; what matters is reported
         // with error codes by the loop, so libccp's own lines stay at debug.
         self.0.debug_throttled(&format!("libccp {}: {}", log_level(level), msg.trim_end()));
+    }
+}
+
+/// A send that failed because the agent's queue has no room: the agent is not reading (a full
+/// queue of `net.unix.max_dgram_qlen` datagrams, or our socket's send buffer, which holds what
+/// the agent has not read yet).
+pub fn no_room(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock || matches!(e.raw_os_error(), Some(libc::ENOBUFS | libc::ENOMEM))
+}
+
+/// Whether the agent takes the messages sent to it.
+///
+/// An agent that hangs with its socket open (stopped, deadlocked, stuck in a long computation)
+/// looks present: its socket file is there and accepts connections. What gives it away is its
+/// queue: a reading agent empties it, a hung one leaves it full, so that every send fails for
+/// want of room. Refusals since the last message it took say how long it has not read. A refusal
+/// must also be recent: an old one followed by nothing sent (idle flows) says nothing about now.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Uptake {
+    /// The first refusal since the agent last took a message.
+    refused_since: Option<Instant>,
+    last_refused: Option<Instant>,
+}
+
+impl Uptake {
+    /// The agent took a message: it reads.
+    pub fn taken(&mut self) {
+        *self = Uptake::default();
+    }
+
+    /// A message found no room in the agent's queue.
+    pub fn refused(&mut self, now: Instant) {
+        self.refused_since.get_or_insert(now);
+        self.last_refused = Some(now);
+    }
+
+    /// How long every message has been refused, if the latest refusal is at most `fresh` old.
+    pub fn refusing_for(&self, now: Instant, fresh: Duration) -> Option<Duration> {
+        let (since, last) = (self.refused_since?, self.last_refused?);
+        (now.saturating_duration_since(last) <= fresh).then(|| now.saturating_duration_since(since))
     }
 }
 
@@ -135,4 +201,51 @@ pub fn init_datapath(id: u32, connections: usize, shared: &Rc<Shared>) -> Result
         .map_err(|e| format!("libccp initialisation failed: {}", describe(&e)))?;
     crate::table::replace(&mut dp, connections)?;
     Ok(dp)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FRESH: Duration = Duration::from_millis(200);
+
+    #[test]
+    fn refusals_since_the_last_message_taken_say_how_long_the_agent_has_not_read() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut u = Uptake::default();
+        assert_eq!(u.refusing_for(t0, FRESH), None, "nothing refused");
+        u.refused(ms(0));
+        u.refused(ms(300));
+        u.refused(ms(900));
+        assert_eq!(u.refusing_for(ms(1000), FRESH), Some(Duration::from_millis(1000)), "since the first refusal");
+        u.taken();
+        assert_eq!(u.refusing_for(ms(1000), FRESH), None, "a message taken: the agent reads");
+        u.refused(ms(1100));
+        assert_eq!(u.refusing_for(ms(1200), FRESH), Some(Duration::from_millis(100)), "counting again from there");
+    }
+
+    #[test]
+    fn an_old_refusal_followed_by_nothing_sent_is_no_evidence() {
+        let t0 = Instant::now();
+        let mut u = Uptake::default();
+        u.refused(t0);
+        assert_eq!(u.refusing_for(t0 + Duration::from_millis(150), FRESH), Some(Duration::from_millis(150)));
+        assert_eq!(u.refusing_for(t0 + Duration::from_secs(5), FRESH), None, "nothing tried since");
+        u.refused(t0 + Duration::from_secs(5));
+        assert_eq!(
+            u.refusing_for(t0 + Duration::from_secs(5), FRESH),
+            Some(Duration::from_secs(5)),
+            "refused again: still not read"
+        );
+    }
+
+    #[test]
+    fn only_a_full_queue_is_a_refusal() {
+        assert!(no_room(&io::Error::from(io::ErrorKind::WouldBlock)));
+        assert!(no_room(&io::Error::from_raw_os_error(libc::EAGAIN)));
+        assert!(no_room(&io::Error::from_raw_os_error(libc::ENOBUFS)));
+        assert!(!no_room(&io::Error::from_raw_os_error(libc::ECONNREFUSED)), "a closed socket is gone, not hung");
+        assert!(!no_room(&io::Error::from_raw_os_error(libc::EMSGSIZE)));
+    }
 }

@@ -122,7 +122,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = FallbackArg::Cubic)]
     pub fallback: FallbackArg,
 
-    /// Flows fall back when this shim has been silent this long (it died), ms.
+    /// Flows fall back when this shim has been silent this long (it died), ms; and when the
+    /// agent has not read a message for this long (it hangs with its socket open).
     #[arg(long, default_value_t = 1000, value_name = "MS", value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub silence_timeout_ms: u64,
 

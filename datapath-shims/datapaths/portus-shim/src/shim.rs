@@ -17,6 +17,13 @@
 //! and one CREATE per flow, exactly as a datapath that just started: portus installs its
 //! programs and starts steering the flows from their current windows.
 //!
+//! An agent that hangs with its socket open (stopped, deadlocked) would otherwise hold its flows
+//! at the last windows it commanded for as long as it hangs: its socket is still there. It
+//! stops emptying its queue, though, so every message to it is refused for want of room; once
+//! that has lasted `--silence-timeout-ms` (the time after which the kernel gives up on a silent
+//! shim, too), the agent counts as gone ([`crate::ccp::Uptake`]). It is back when it reads
+//! again: the READY sent on each tick while it is away finds room in its queue.
+//!
 //! # A restarted shim
 //! The maps are pinned, so a new shim loads on them: flows of the previous one keep producing
 //! records, and each is adopted at its first record stamped after this shim started (older ones
@@ -103,6 +110,8 @@ struct Stats {
     flows_adopted: u64,
     flows_closed: u64,
     table_full: u64,
+    /// Times the agent was given up for not reading its socket.
+    agent_hung: u64,
 }
 
 struct Shim<'dp> {
@@ -116,6 +125,8 @@ struct Shim<'dp> {
     datapath_id: u32,
     cong_alg: Option<String>,
     consume_interval: Duration,
+    /// An agent that has not read a message for this long is gone.
+    silence_timeout: Duration,
     /// Records stamped before this (CLOCK_MONOTONIC) are a previous shim's backlog.
     started_ns: u64,
     records: Vec<Result<PerAckRecord, ccp_ebpf::DecodeError>>,
@@ -149,6 +160,7 @@ impl<'dp> Shim<'dp> {
             datapath_id: args.datapath_id,
             cong_alg: args.cong_alg.clone(),
             consume_interval: Duration::from_micros(args.consume_interval_us),
+            silence_timeout: Duration::from_millis(args.silence_timeout_ms),
             started_ns: mono_ns(),
             records: Vec::new(),
             dirty: Vec::new(),
@@ -432,18 +444,23 @@ impl<'dp> Shim<'dp> {
         );
     }
 
-    /// An agent reads the socket (again): it learns of this datapath and every flow.
+    /// An agent reads the socket (again): it learns of this datapath and every flow. READY goes
+    /// first, and an agent whose queue has no room for it (it does not read, or not yet) stays
+    /// away until a later tick finds room.
     fn agent_back(&mut self, id: AgentId) {
-        self.agent = Some(id);
-        info!(agent = %self.shared.chan.agent_path().display(), flows = self.flows.len(), "a CCP agent is there: announcing the flows");
         match ccp_wire::Msg::Ready(ccp_wire::Ready { datapath_id: self.datapath_id }).to_bytes() {
-            Ok(ready) => {
-                if let Err(e) = self.shared.chan.send(&ready) {
-                    self.shared.warn_throttled(&format!("sending READY failed: {e}"));
+            Ok(ready) => match self.shared.send(&ready) {
+                Ok(()) => {}
+                Err(e) if ccp::no_room(&e) || ipc::agent_gone(&e) => {
+                    self.shared.debug_throttled(&format!("the agent's socket takes no READY yet ({e}): it is not reading"));
+                    return;
                 }
-            }
+                Err(e) => self.shared.warn_throttled(&format!("sending READY failed: {e}")),
+            },
             Err(e) => warn!(error = %e, "encoding READY failed"),
         }
+        self.agent = Some(id);
+        info!(agent = %self.shared.chan.agent_path().display(), flows = self.flows.len(), "a CCP agent is there: announcing the flows");
         let fids: Vec<u32> = self.flows.keys().copied().collect();
         for fid in fids {
             if !self.connect(fid) {
@@ -455,6 +472,17 @@ impl<'dp> Shim<'dp> {
     fn tick(&mut self, now: Instant) {
         if let Err(e) = self.inst.heartbeat() {
             self.shared.warn_throttled(&format!("could not refresh the heartbeat (flows will fall back): {e}"));
+        }
+        if self.agent.is_some() {
+            // Fresh: a refusal seen on this tick or the one before.
+            if let Some(refusing) = self.shared.refusing_for(now, 2 * TICK).filter(|d| *d >= self.silence_timeout) {
+                self.stats.agent_hung += 1;
+                self.agent_gone(&format!(
+                    "it has not read its socket for {} ms: every message since was refused for want of room, as to a hung \
+                     agent",
+                    refusing.as_millis()
+                ));
+            }
         }
         match (self.agent, self.shared.chan.agent_identity()) {
             (Some(old), Some(new)) if old == new => {}
@@ -501,6 +529,7 @@ impl<'dp> Shim<'dp> {
             flows_adopted = s.flows_adopted,
             flows_closed = s.flows_closed,
             table_full = s.table_full,
+            agent_hung = s.agent_hung,
             kernel_acks = k.acks,
             kernel_fallback_acks = k.fallback_acks,
             ring_drops = k.ring_drops,
