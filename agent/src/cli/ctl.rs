@@ -30,7 +30,11 @@ pub struct CtlArgs {
 #[derive(Debug, Subcommand)]
 pub enum CtlCommand {
     /// Datapaths, policy, counters, and every flow with its algorithm, window, rate, RTT and report age.
-    Status,
+    Status {
+        /// Counters and the number of flows only, not every flow (fast with very many flows).
+        #[arg(long)]
+        summary: bool,
+    },
     /// Every algorithm the agent can run, with its parameters.
     Algorithms,
     /// Swap the algorithm of running flows; each continues from its current window, rate and RTT.
@@ -87,7 +91,7 @@ fn table(pairs: Vec<(String, toml::Value)>) -> toml::Table {
 
 fn request(cmd: CtlCommand) -> anyhow::Result<Request> {
     Ok(match cmd {
-        CtlCommand::Status => Request::Status {},
+        CtlCommand::Status { summary } => Request::Status { summary },
         CtlCommand::Algorithms => Request::Algorithms {},
         CtlCommand::Swap(s) => {
             let target = if let Some(id) = s.flow {
@@ -121,7 +125,7 @@ pub fn ctl(args: CtlArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     match req {
-        Request::Status {} => print_status(&r),
+        Request::Status { .. } => print_status(&r),
         Request::Algorithms {} => print_algorithms(&r),
         Request::Swap { algorithm, .. } => {
             let ids = r["swapped"].as_array().map_or(0, Vec::len);
@@ -175,6 +179,10 @@ fn print_status(r: &Value) {
             c["read_to_action_us"]["p50_us"],
             c["read_to_action_us"]["p99_us"],
         );
+    }
+    if r["flows"].is_null() {
+        println!("{} flow(s)", r["flow_count"]);
+        return;
     }
     let flows = r["flows"].as_array().cloned().unwrap_or_default();
     if flows.is_empty() {

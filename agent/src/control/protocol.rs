@@ -48,9 +48,13 @@ pub struct MatchSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Request {
-    /// Datapaths, policy, counters and every flow with its live state. (Empty struct variants,
-    /// not unit ones, so that unknown fields are refused here too.)
-    Status {},
+    /// Datapaths, policy, counters and every flow with its live state (with `summary`, the flow
+    /// count instead of the flows: cheap with 100,000 of them). (Struct variants, not unit ones,
+    /// so that unknown fields are refused here too.)
+    Status {
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        summary: bool,
+    },
     /// The registry: every algorithm with its parameters.
     Algorithms {},
     /// Replace the algorithm of running flows, seeded from each flow's state.
@@ -113,7 +117,8 @@ mod tests {
     #[test]
     fn requests_round_trip_as_json_lines() {
         let cases = [
-            Request::Status {},
+            Request::Status { summary: false },
+            Request::Status { summary: true },
             Request::Algorithms {},
             Request::Swap { target: Target::Flow(7), algorithm: "cubic".into(), params: "beta = 0.8".parse().unwrap() },
             Request::Swap { target: Target::All, algorithm: "reno".into(), params: toml::Table::new() },

@@ -42,10 +42,13 @@ const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
 /// How often datapath adapters do their housekeeping and undelivered settings are retried.
 const DATAPATH_TICK: Duration = Duration::from_millis(100);
-/// Most source items (ring records, datagrams) one adapter is served per loop turn. A turn at
-/// this budget takes a few ms at the agent's per-report cost, so the heartbeat (100 ms), signals
-/// and the control socket are looked at every few ms however hard datapaths push.
+/// Most source items (ring records, datagrams) one adapter is served per loop turn, read in
+/// chunks of `WORK_CHUNK`, and at most `TURN_TIME` of work: the heartbeat (100 ms), signals and
+/// the control socket are looked at every few ms however hard datapaths push, in a debug build
+/// as in a release one.
 const WORK_BUDGET: usize = 1024;
+const WORK_CHUNK: usize = 128;
+const TURN_TIME: Duration = Duration::from_millis(2);
 
 /// What the runtime serves besides datapaths; each is optional.
 #[derive(Default)]
@@ -204,18 +207,19 @@ impl Runtime {
     /// sleeping once timers, signals and the other sources had their turn.
     fn service(&mut self, dp: usize, buf: &mut Vec<DatapathEvent>) {
         let mut left = WORK_BUDGET;
+        let started = Instant::now();
         self.pending[dp] = false;
         loop {
             buf.clear();
             let flows = &self.flows;
-            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, left);
+            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, left.min(WORK_CHUNK));
             left -= read.min(left);
             let now_us = self.now_us();
             let empty = buf.is_empty();
             for ev in buf.drain(..) {
                 self.flows.handle(dp, self.datapaths[dp].as_mut(), ev, now_us, self.services.trace.as_mut());
             }
-            if left == 0 {
+            if left == 0 || (read > 0 && started.elapsed() >= TURN_TIME) {
                 self.pending[dp] = true;
                 self.flows.counters.loop_budget_exhausted += 1;
                 return;

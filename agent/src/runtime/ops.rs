@@ -57,7 +57,7 @@ impl Runtime {
 
     fn handle_request(&mut self, request: Request) -> Response {
         match request {
-            Request::Status {} => Response::ok(self.status_json()),
+            Request::Status { summary } => Response::ok(self.status_json(summary)),
             Request::Algorithms {} => Response::ok(crate::catalog::algorithms_json()),
             Request::Swap { target, algorithm, params } => self.swap(target, &algorithm, params),
             Request::Default { algorithm, params } => match self.choice(&algorithm, params, "default") {
@@ -171,7 +171,7 @@ impl Runtime {
         }
     }
 
-    fn status_json(&self) -> serde_json::Value {
+    fn status_json(&self, summary: bool) -> serde_json::Value {
         let choice = |c: &Choice| json!({ "algorithm": c.algorithm(), "params": c.params });
         json!({
             "version": env!("CARGO_PKG_VERSION"),
@@ -184,7 +184,8 @@ impl Runtime {
             "counters": self.flows.counters,
             "admission": json!({ "refused": self.flows.admission.refusals, "refused_flows_now": self.flows.admission.refused_now() }),
             "cnm": self.services.cnm.as_ref().map(|c| c.status_json()),
-            "flows": self.status(),
+            "flow_count": self.flows.len(),
+            "flows": if summary { serde_json::Value::Null } else { json!(self.status()) },
         })
     }
 

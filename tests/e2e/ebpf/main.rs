@@ -2,6 +2,9 @@
 //! (`ccp-router`: 20 ms RTT, 50 Mbit/s). Needs root; skips loudly without it.
 
 mod cnm;
+mod farm;
+mod flood;
+mod hardening;
 mod hotswap;
 mod inigo;
 mod nimbus;
