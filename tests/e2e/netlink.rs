@@ -225,3 +225,63 @@ fn a_user_space_peer_is_refused_by_default() {
     assert_eq!(log.matches("refusing datagrams").count(), 1, "refusals are not logged one per datagram:\n{log}");
     assert!(!log.contains("flow started") && !log.contains("new datapath"), "{log}");
 }
+
+/// The netlink half of the flood figure: uid 65534 multicasts CREATEs to the agent's group as
+/// fast as it can (NETLINK_USERSOCK lets any user send to any group). The agent refuses every
+/// one (not the kernel), logs it once per 10 s, builds no flow, keeps answering its control
+/// socket, and stops on SIGTERM within 1 s.
+#[test]
+fn an_unprivileged_netlink_flood_is_refused_without_cost() {
+    if !is_root() {
+        eprintln!("SKIPPED: the netlink flood test needs root (it drops to uid 65534 itself); CI runs it as root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("agent.toml");
+    let socket = dir.path().join("ctl.sock");
+    std::fs::write(&config, format!("[control]\nsocket = \"{}\"\n[datapath.netlink]\ngroup = 23\n", socket.display())).unwrap();
+    let mut cmd = Command::new(bin("ccp-agent"));
+    cmd.args(["--log-level", "info", "run", "--datapath", "netlink", "-a", "reno", "--config"]).arg(&config);
+    let agent = Agent::spawn(cmd, None);
+    agent.wait_log("listening", Duration::from_secs(10));
+
+    let secs = 6.0;
+    let flood = Command::new(bin("ccp-flood"))
+        .args(["netlink", "--group", "23", "--secs", &secs.to_string()])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn ccp-flood netlink");
+    let t0 = std::time::Instant::now();
+    let (mut worst_ms, mut calls, mut rss_peak_kib) = (0.0f64, 0, 0u64);
+    let mut refused = 0;
+    while t0.elapsed().as_secs_f64() < secs - 0.5 {
+        let t = std::time::Instant::now();
+        let r = ccp_agent::control::client::call(&socket, &ccp_agent::control::protocol::Request::Status { summary: true })
+            .expect("ctl status answers under the flood");
+        worst_ms = worst_ms.max(t.elapsed().as_secs_f64() * 1e3);
+        calls += 1;
+        refused = r.result["datapath_stats"][0]["refused_datagrams"].as_u64().unwrap_or(0);
+        let status = std::fs::read_to_string(format!("/proc/{}/status", agent.pid())).unwrap_or_default();
+        let rss = status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok());
+        rss_peak_kib = rss_peak_kib.max(rss.unwrap_or(0));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let asked = std::time::Instant::now();
+    let stopped = agent.stop();
+    let stop_s = asked.elapsed().as_secs_f64();
+    let out = flood.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    eprintln!(
+        "netlink flood figure: uid 65534 sent {out}; the agent refused {refused} by the last status, worst ctl status \
+         {worst_ms:.1} ms over {calls} calls, peak RSS {} MiB, SIGTERM -> exit {stop_s:.3} s",
+        rss_peak_kib / 1024
+    );
+    assert!(refused > 1000, "the flood reached the agent and was refused: {refused}");
+    assert!(stopped.status.success());
+    assert!(stop_s < 1.0, "SIGTERM took {stop_s:.3} s");
+    assert!(worst_ms < 100.0, "ctl status took {worst_ms:.1} ms under the flood");
+    assert!(rss_peak_kib < 64 * 1024, "peak RSS {} MiB", rss_peak_kib / 1024);
+    let log = stopped.log;
+    assert!(log.matches("refusing datagrams").count() <= 2, "refusals logged at most every 10 s:\n{log}");
+    assert!(!log.contains("flow started"), "no flow from a refused peer");
+}

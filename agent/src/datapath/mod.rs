@@ -259,6 +259,11 @@ pub trait Datapath {
     /// The agent forgot a flow that went silent; drop any protocol state kept for it.
     fn forget(&mut self, _flow: FlowRef) {}
 
+    /// The adapter's own counters (messages, refusals, control writes), for `ctl status`.
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::Value::Null
+    }
+
     /// Datapaths whose flows live in this kernel can switch existing flows to the agent.
     fn attach_control(&mut self) -> Option<&mut dyn AttachControl> {
         None

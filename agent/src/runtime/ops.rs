@@ -178,6 +178,7 @@ impl Runtime {
             "uptime_s": self.started.elapsed().as_secs_f64(),
             "config": self.config_source,
             "datapaths": self.datapaths.iter().map(|d| d.describe()).collect::<Vec<_>>(),
+            "datapath_stats": self.datapaths.iter().map(|d| d.stats_json()).collect::<Vec<_>>(),
             "default": choice(&self.flows.policy.default),
             "fallback": choice(&self.flows.policy.fallback),
             "rules": self.flows.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),

@@ -64,7 +64,9 @@ fn connect(s: &TcpStream, addr: SocketAddr) {
                 sin_zero: [0; 8],
             };
             // SAFETY: a valid sockaddr_in.
-            unsafe { libc::connect(s.as_raw_fd(), (&sin as *const libc::sockaddr_in).cast(), size_of::<libc::sockaddr_in>() as u32) }
+            unsafe {
+                libc::connect(s.as_raw_fd(), (&sin as *const libc::sockaddr_in).cast(), size_of::<libc::sockaddr_in>() as u32)
+            }
         }
         SocketAddr::V6(a) => {
             let sin6 = libc::sockaddr_in6 {
@@ -89,7 +91,8 @@ pub fn snd_cwnd(fd: RawFd) -> u32 {
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = size_of::<libc::tcp_info>() as libc::socklen_t;
     // SAFETY: as above.
-    let rc = unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len) };
+    let rc =
+        unsafe { libc::getsockopt(fd, libc::IPPROTO_TCP, libc::TCP_INFO, (&mut info as *mut libc::tcp_info).cast(), &mut len) };
     assert_eq!(rc, 0, "TCP_INFO: {}", std::io::Error::last_os_error());
     info.tcpi_snd_cwnd
 }

@@ -31,7 +31,8 @@ fn flows_whose_fids_share_a_home_slot_each_keep_their_own_control_entry() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let tag = tag("slots");
     // Four control slots: fid 5's home is fid 1's.
-    let setup = AgentSetup::new(&tag, "max_flows = 4\n[default]\nalgorithm = \"constant\"\n[algorithms.constant]\ncwnd_pkts = 5\n");
+    let setup =
+        AgentSetup::new(&tag, "max_flows = 4\n[default]\nalgorithm = \"constant\"\n[algorithms.constant]\ncwnd_pkts = 5\n");
     let agent = setup.start();
     let farm = Farm::new(&format!("ccpslot{tag}"), &setup.name);
     farm.add(4, 0);
@@ -66,7 +67,7 @@ fn delete_flow_state(pin_dir: &std::path::Path, fd: i32) {
     let path = std::ffi::CString::new(pin_dir.join("flows").to_str().unwrap()).unwrap();
     let mut attr = [0u64; 16];
     attr[0] = path.as_ptr() as u64; // pathname; bpf_fd and file_flags 0
-    // SAFETY: BPF_OBJ_GET with a valid attr (128 bytes, zero beyond the path pointer).
+                                    // SAFETY: BPF_OBJ_GET with a valid attr (128 bytes, zero beyond the path pointer).
     let map_fd = unsafe { libc::syscall(libc::SYS_bpf, 7, attr.as_mut_ptr(), 128) } as i32;
     assert!(map_fd >= 0, "BPF_OBJ_GET {}: {}", pin_dir.display(), std::io::Error::last_os_error());
     let key: i32 = fd;

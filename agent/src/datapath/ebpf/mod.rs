@@ -436,6 +436,15 @@ impl Datapath for EbpfDatapath {
         Some(self)
     }
 
+    fn stats_json(&self) -> serde_json::Value {
+        let (used, moves, capacity) = self.inst.slot_usage();
+        serde_json::json!({
+            "adapter": self.stats,
+            "kernel": self.inst.counters(),
+            "control_slots": { "used": used, "moved": moves, "capacity": capacity },
+        })
+    }
+
     fn forget(&mut self, flow: FlowRef) {
         // Its slot is free for others; if it reports again it is adopted and placed afresh.
         self.inst.clear_control(flow.sid);

@@ -496,6 +496,10 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         read
     }
 
+    fn stats_json(&self) -> serde_json::Value {
+        serde_json::to_value(self.stats()).unwrap_or_default()
+    }
+
     fn apply(&mut self, flow: FlowRef, _want: &Settings, changed: &Command) -> Result<(), ApplyError> {
         if !self.peers.get(&flow.peer).is_some_and(|p| p.sessions.contains_key(&flow.sid)) {
             return Err(ApplyError::UnknownFlow(flow));
