@@ -46,6 +46,9 @@ pub struct PeerCred {
 
 struct Conn {
     stream: UnixStream,
+    /// Which connection this is, whatever slot it holds (an answer that arrives later goes only
+    /// to the connection that asked).
+    serial: u64,
     uid: u32,
     rbuf: Vec<u8>,
     wbuf: Vec<u8>,
@@ -60,6 +63,7 @@ pub struct ControlServer {
     path: PathBuf,
     group: Option<u32>,
     conns: Vec<Option<Conn>>,
+    next_serial: u64,
 }
 
 fn peer_cred(stream: &UnixStream) -> io::Result<PeerCred> {
@@ -129,7 +133,7 @@ impl ControlServer {
         if let Some(gid) = group {
             permissions::share_with_group(path, gid)?;
         }
-        Ok(ControlServer { listener, path: path.to_path_buf(), group, conns: Vec::new() })
+        Ok(ControlServer { listener, path: path.to_path_buf(), group, conns: Vec::new(), next_serial: 0 })
     }
 
     pub fn path(&self) -> &Path {
@@ -207,8 +211,10 @@ impl ControlServer {
                 warn!(error = %e, "control connection could not be registered");
                 continue;
             }
+            self.next_serial += 1;
             self.conns[slot] = Some(Conn {
                 stream,
+                serial: self.next_serial,
                 uid: peer.uid,
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
@@ -282,6 +288,19 @@ impl ControlServer {
                 conn.closing = true;
                 break;
             }
+        }
+    }
+
+    /// The serial of the connection behind `token`, for an answer given later (`respond_later`).
+    pub fn serial(&self, token: Token) -> Option<u64> {
+        let slot = token.0.checked_sub(CONN_BASE)?;
+        self.conns.get(slot)?.as_ref().map(|c| c.serial)
+    }
+
+    /// Queues `response` on the connection behind `token` if it is still the one with `serial`.
+    pub fn respond_later(&mut self, registry: &Registry, token: Token, serial: u64, response: &Response) {
+        if self.serial(token) == Some(serial) {
+            self.respond(registry, token, response);
         }
     }
 

@@ -49,8 +49,13 @@ pub struct AttachReport {
     pub warnings: Vec<String>,
 }
 
+/// An attach or detach to run off the event loop: it walks network namespaces and cgroups, and
+/// switches every selected socket, which can take long with many of them.
+pub type AttachJob = Box<dyn FnOnce() -> Result<AttachReport, String> + Send>;
+
 /// Attach and detach, offered by datapaths whose flows live in this kernel.
 pub trait AttachControl {
-    fn attach(&mut self, selection: &Selection) -> Result<AttachReport, String>;
-    fn detach(&mut self, selection: &Selection) -> Result<AttachReport, String>;
+    /// The work of an attach (`attach`) or detach of `selection`, checked now and run later on
+    /// a thread of its own; an error here is a selection that cannot be served.
+    fn job(&mut self, selection: &Selection, attach: bool) -> Result<AttachJob, String>;
 }

@@ -22,7 +22,7 @@ use std::net::IpAddr;
 use ccp_contract::{Capabilities, Command, Limits, Report, Seed, Settings};
 use serde::de::DeserializeOwned;
 
-pub use attach::{AttachControl, AttachReport, Selection};
+pub use attach::{AttachControl, AttachJob, AttachReport, Selection};
 
 /// Every datapath the agent can serve, by the name `[datapath] kind` and `--datapath` use.
 pub const KINDS: &[Kind] = &[libccp::UNIX, libccp::NETLINK, ebpf::KIND];

@@ -13,6 +13,7 @@
 //! polls without sleeping, so timers, control requests and datapaths interleave with a flood.
 //! SIGUSR1 logs a status line per flow; SIGINT/SIGTERM stop the loop.
 
+mod jobs;
 mod ops;
 #[cfg(test)]
 mod tests;
@@ -76,6 +77,8 @@ pub struct Runtime {
     notices: Vec<Notice>,
     /// Per adapter: its last turn ended at the work budget, so more may be waiting.
     pending: Vec<bool>,
+    /// Attach and detach requests, run off the loop.
+    jobs: jobs::Jobs,
 }
 
 impl Runtime {
@@ -99,6 +102,7 @@ impl Runtime {
         if let Some(c) = services.cnm.as_mut() {
             c.register(poll.registry()).context("registering the CNM listener")?;
         }
+        let jobs = jobs::Jobs::new(poll.registry()).context("creating the job waker")?;
         let mut flows = FlowTable::new(config.policy.clone(), config.limits.clone(), config.flow_idle_timeout.as_micros() as u64);
         flows.set_flow_limits(config.flow_limits);
         Ok(Runtime {
@@ -113,6 +117,7 @@ impl Runtime {
             started: Instant::now(),
             notices: Vec::new(),
             pending: vec![false; n_datapaths],
+            jobs,
         })
     }
 
@@ -162,6 +167,7 @@ impl Runtime {
                         }
                     }
                     t if ControlServer::owns(t) => self.serve_control(t),
+                    jobs::WAKER => self.finish_jobs(),
                     t if MetricsServer::owns(t) => self.serve_metrics(t),
                     t if CnmListener::owns(t) => {
                         self.serve_cnm(&mut dp_events);

@@ -9,7 +9,8 @@ use super::Runtime;
 use crate::cnm::Reason;
 use crate::config::{parse_net, AgentConfig};
 use crate::control::protocol::{MatchSpec, Request, Response, Target};
-use crate::datapath::AttachControl;
+use crate::control::server::ControlServer;
+use crate::datapath::Selection;
 use crate::flows::FlowKey;
 use crate::metrics::{by_label, render, Family};
 use crate::rules::Matcher;
@@ -41,12 +42,47 @@ impl Runtime {
         for (tok, request) in server.ready(self.poll.registry(), token) {
             self.flows.counters.control_requests += 1;
             let response = match request {
-                Ok(r) => self.handle_request(r),
-                Err(e) => Response::error(e),
+                Ok(Request::Attach { spec }) => self.start_attach(&server, tok, &spec, true),
+                Ok(Request::Detach { spec }) => self.start_attach(&server, tok, &spec, false),
+                Ok(r) => Some(self.handle_request(r)),
+                Err(e) => Some(Response::error(e)),
             };
-            server.respond(self.poll.registry(), tok, &response);
+            if let Some(response) = response {
+                server.respond(self.poll.registry(), tok, &response);
+            }
         }
         self.services.control = Some(server);
+    }
+
+    /// Hands an attach or detach to a thread of its own (`jobs.rs`); `None` when it was, the
+    /// answer coming when it is done.
+    fn start_attach(&mut self, server: &ControlServer, tok: Token, spec: &Selection, attach: bool) -> Option<Response> {
+        let Some(a) = self.datapaths.iter_mut().find_map(|d| d.attach_control()) else {
+            let served: Vec<String> = self.datapaths.iter().map(|d| d.describe()).collect();
+            return Some(Response::error(format!(
+                "attach and detach need a datapath whose flows live in this kernel (run --datapath ebpf); this agent serves {}",
+                served.join(", ")
+            )));
+        };
+        let job = match a.job(spec, attach) {
+            Ok(j) => j,
+            Err(e) => return Some(Response::error(e)),
+        };
+        let serial = server.serial(tok)?;
+        self.jobs.submit((tok, serial), job).err().map(Response::error)
+    }
+
+    /// Answers the attach and detach jobs that finished.
+    pub(super) fn finish_jobs(&mut self) {
+        let done = self.jobs.finished();
+        let Some(server) = self.services.control.as_mut() else { return };
+        for ((tok, serial), result) in done {
+            let response = match result {
+                Ok(report) => Response::ok(serde_json::to_value(report).unwrap_or_default()),
+                Err(e) => Response::error(e),
+            };
+            server.respond_later(self.poll.registry(), tok, serial, &response);
+        }
     }
 
     pub(super) fn serve_metrics(&mut self, token: Token) {
@@ -69,8 +105,7 @@ impl Runtime {
                 Err(e) => Response::error(e),
             },
             Request::Reload { apply_existing } => self.reload(apply_existing),
-            Request::Attach { spec } => self.attach_control(|a| a.attach(&spec)),
-            Request::Detach { spec } => self.attach_control(|a| a.detach(&spec)),
+            Request::Attach { .. } | Request::Detach { .. } => Response::error("attach and detach are served off the loop"),
         }
     }
 
@@ -153,24 +188,6 @@ impl Runtime {
         }))
     }
 
-    /// Attach or detach through the first datapath that can switch kernel flows.
-    fn attach_control(
-        &mut self,
-        op: impl FnOnce(&mut dyn AttachControl) -> Result<crate::datapath::AttachReport, String>,
-    ) -> Response {
-        let Some(a) = self.datapaths.iter_mut().find_map(|d| d.attach_control()) else {
-            let served: Vec<String> = self.datapaths.iter().map(|d| d.describe()).collect();
-            return Response::error(format!(
-                "attach and detach need a datapath whose flows live in this kernel (run --datapath ebpf); this agent serves {}",
-                served.join(", ")
-            ));
-        };
-        match op(a) {
-            Ok(report) => Response::ok(serde_json::to_value(report).unwrap_or_default()),
-            Err(e) => Response::error(e),
-        }
-    }
-
     fn status_json(&self, summary: bool) -> serde_json::Value {
         let choice = |c: &Choice| json!({ "algorithm": c.algorithm(), "params": c.params });
         json!({
@@ -179,6 +196,7 @@ impl Runtime {
             "config": self.config_source,
             "datapaths": self.datapaths.iter().map(|d| d.describe()).collect::<Vec<_>>(),
             "datapath_stats": self.datapaths.iter().map(|d| d.stats_json()).collect::<Vec<_>>(),
+            "attach_jobs": self.jobs.outstanding(),
             "default": choice(&self.flows.policy.default),
             "fallback": choice(&self.flows.policy.fallback),
             "rules": self.flows.policy.rules.iter().map(|r| json!({ "name": r.name, "algorithm": r.choice.algorithm(), "params": r.choice.params })).collect::<Vec<_>>(),

@@ -20,7 +20,7 @@ pub struct Pair {
 pub struct Farm {
     pub ns: String,
     cc: String,
-    listen4: SocketAddr,
+    pub listen4: SocketAddr,
     listen6: SocketAddr,
     listeners: Arc<(TcpListener, TcpListener)>,
     pub pairs: Arc<Mutex<Vec<Option<Pair>>>>,

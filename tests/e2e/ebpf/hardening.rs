@@ -170,3 +170,52 @@ fn after_kill_9_under_1000_flows_no_window_freezes_and_every_flow_is_readopted_w
     assert!(stopped.status.success());
     assert!(stopped.log.contains("adopted_maps=true"), "{}", stopped.log);
 }
+
+/// `ctl attach` through the running agent: the switch runs on a thread of its own (the loop keeps
+/// serving), its answer comes when it is done, and a user-named path that is not a namespace —
+/// a FIFO, which a plain open would block on forever — is refused at once.
+#[test]
+fn ctl_attach_runs_off_the_loop_and_a_fifo_is_not_a_namespace() {
+    if skip_without_root("ctl_attach_runs_off_the_loop_and_a_fifo_is_not_a_namespace") {
+        return;
+    }
+    use ccp_agent::control::client::call;
+    use ccp_agent::control::protocol::Request;
+    use ccp_agent::datapath::Selection;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag("ctlatt");
+    let setup = AgentSetup::new(&tag, "[default]\nalgorithm = \"constant\"\n[algorithms.constant]\ncwnd_pkts = 5\n");
+    let agent = setup.start();
+    let farm = Farm::new(&format!("ccpcat{tag}"), "cubic");
+    farm.add(2, 0);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(farm.cwnds().iter().all(|(_, _, w)| *w > 5), "cubic grows first: {:?}", farm.cwnds());
+
+    let socket = setup.control_socket();
+    let netns = std::path::PathBuf::from(format!("/run/netns/{}", farm.ns));
+    let spec = Selection { ports: vec![farm.listen4.port()], netns: vec![netns], ..Selection::default() };
+    let r = call(&socket, &Request::Attach { spec }).expect("ctl attach");
+    assert!(r.ok, "{r:?}");
+    assert!(r.result["switched"].as_array().is_some_and(|s| s.len() >= 2), "{r:?}");
+    assert!(
+        wait_until(Duration::from_secs(5), || all_at(&farm, 5, 5)).is_some(),
+        "attached flows under the agent: {:?}",
+        farm.cwnds()
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("not-a-netns");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let t = Instant::now();
+    let spec = Selection { all: true, netns: vec![fifo.clone()], ..Selection::default() };
+    let r = call(&socket, &Request::Attach { spec }).expect("an answer, not a hang");
+    assert!(!r.ok && r.error.as_deref().is_some_and(|e| e.contains("not a network namespace")), "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "refused at once: {:?}", t.elapsed());
+    let r = call(&socket, &Request::Status { summary: true }).expect("status after");
+    assert!(r.ok);
+    drop(farm);
+    let stopped = agent.stop();
+    assert!(stopped.status.success(), "{}", stopped.log);
+}

@@ -1,14 +1,18 @@
 //! What an unprivileged local user can throw at the agent, for the flood test and its benchmark.
 //!
-//!   ccp-flood flows   --cc NAME --flows N --secs S [--uid U]   N loopback flows on NAME in a user
-//!                                                             and network namespace of U's own
+//!   ccp-flood flows   --cc NAME --flows N --secs S [--uid U] [--chunk B --every-ms M] [--churn-per-s R]
+//!                     N loopback flows on NAME in a user and network namespace of U's own (with
+//!                     `--uid 0`: root's flows, in a network namespace of their own), each writing
+//!                     without pause, or B bytes every M ms; R of them closed and replaced
+//!                     by new ones every second
 //!   ccp-flood netlink --group G --secs S [--uid U]             CREATE messages multicast to a
 //!                                                             NETLINK_USERSOCK group
 //!   ccp-flood connect --path SOCK --secs S [--uid U]           connections / datagrams to a unix socket
 //!
 //! Started as root, it raises its open-file limit, then drops to `--uid` (default 65534) with no
 //! supplementary groups before doing anything else: from there on it has exactly an
-//! unprivileged user's rights. It prints one JSON line of what it managed.
+//! unprivileged user's rights. It prints one JSON line of what it managed (and, for `flows`, a
+//! `{"ready": N}` line on stderr once every flow is connected).
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -33,6 +37,13 @@ fn die(what: &str) -> ! {
 fn drop_to(uid: u32, files: u64) {
     // SAFETY: plain syscalls with valid arguments.
     unsafe {
+        if uid == 0 {
+            let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            lim.rlim_cur = files.min(lim.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            return;
+        }
         let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
         if files > lim.rlim_max {
@@ -57,14 +68,17 @@ fn drop_to(uid: u32, files: u64) {
 
 /// A user namespace with a network namespace, as `unshare -rn` makes them.
 fn own_namespaces(uid: u32) {
+    let user = if uid == 0 { 0 } else { libc::CLONE_NEWUSER };
     // SAFETY: unshare with valid flags.
-    if unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) } != 0 {
+    if unsafe { libc::unshare(user | libc::CLONE_NEWNET) } != 0 {
         die("unshare(CLONE_NEWUSER | CLONE_NEWNET)");
     }
-    let w = |p: &str, s: String| std::fs::write(p, s).unwrap_or_else(|e| panic!("{p}: {e}"));
-    w("/proc/self/setgroups", "deny".into());
-    w("/proc/self/uid_map", format!("0 {uid} 1"));
-    w("/proc/self/gid_map", format!("0 {uid} 1"));
+    if uid != 0 {
+        let w = |p: &str, s: String| std::fs::write(p, s).unwrap_or_else(|e| panic!("{p}: {e}"));
+        w("/proc/self/setgroups", "deny".into());
+        w("/proc/self/uid_map", format!("0 {uid} 1"));
+        w("/proc/self/gid_map", format!("0 {uid} 1"));
+    }
     // Loopback up (ifreq: 16-byte name, then flags).
     let mut ifr = [0u8; 40];
     ifr[..2].copy_from_slice(b"lo");
@@ -85,7 +99,7 @@ fn own_namespaces(uid: u32) {
 
 /// `n` loopback flows: this process holds the sending ends, a forked child the receiving ends
 /// (each end count must fit an unprivileged open-file limit).
-fn flows(cc: &str, n: usize, secs: f64) -> serde_json::Value {
+fn flows(cc: &str, n: usize, secs: f64, pace: Option<(usize, Duration)>, churn: f64) -> serde_json::Value {
     let listener = TcpListener::bind("127.0.0.1:0").expect("listen");
     let addr = listener.local_addr().unwrap();
     // SAFETY: fork in a single-threaded process; the child only uses its own copies.
@@ -94,18 +108,29 @@ fn flows(cc: &str, n: usize, secs: f64) -> serde_json::Value {
         die("fork");
     }
     if child == 0 {
-        let mut servers = Vec::with_capacity(n);
+        let mut servers: Vec<TcpStream> = Vec::with_capacity(n);
         for _ in 0..n {
             let (s, _) = listener.accept().expect("accept");
             s.set_nonblocking(true).unwrap();
             servers.push(s);
         }
+        // Churn: connections the sender replaces arrive later, and closed ones go.
+        listener.set_nonblocking(true).unwrap();
         let mut inb = vec![0u8; 64 << 10];
         let t0 = Instant::now();
         while t0.elapsed().as_secs_f64() < secs + 1.0 {
-            for s in &mut servers {
-                while s.read(&mut inb).is_ok_and(|k| k > 0) {}
+            while let Ok((s, _)) = listener.accept() {
+                s.set_nonblocking(true).unwrap();
+                servers.push(s);
             }
+            servers.retain_mut(|s| loop {
+                match s.read(&mut inb) {
+                    Ok(0) => break false,
+                    Ok(_) => continue,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                    Err(_) => break false,
+                }
+            });
         }
         std::process::exit(0);
     }
@@ -113,7 +138,7 @@ fn flows(cc: &str, n: usize, secs: f64) -> serde_json::Value {
     let mut clients = Vec::with_capacity(n);
     let mut refused_cc = 0;
     let mut cc_error: Option<String> = None;
-    for _ in 0..n {
+    let mut open = || -> TcpStream {
         // SAFETY: a plain socket, owned by the TcpStream at once.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
@@ -138,16 +163,33 @@ fn flows(cc: &str, n: usize, secs: f64) -> serde_json::Value {
             die("connect");
         }
         client.set_nonblocking(true).unwrap();
-        clients.push(client);
+        client
+    };
+    for _ in 0..n {
+        clients.push(open());
     }
-    let out = vec![0x5au8; 16 << 10];
+    eprintln!("{}", serde_json::json!({ "ready": n }));
+    let out = vec![0x5au8; pace.map_or(16 << 10, |(b, _)| b)];
     let t0 = Instant::now();
     let mut bytes = 0u64;
+    let mut next = Instant::now();
+    let (mut replaced, mut cursor) = (0u64, 0usize);
     while t0.elapsed().as_secs_f64() < secs {
+        // Short-lived connections: close the oldest and open new ones at `churn` per second.
+        let due = (t0.elapsed().as_secs_f64() * churn) as u64;
+        while replaced < due && !clients.is_empty() {
+            clients[cursor] = open();
+            cursor = (cursor + 1) % clients.len();
+            replaced += 1;
+        }
         for c in &mut clients {
             if let Ok(k) = c.write(&out) {
                 bytes += k as u64;
             }
+        }
+        if let Some((_, every)) = pace {
+            next += every;
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
         }
     }
     let took = t0.elapsed().as_secs_f64();
@@ -155,7 +197,7 @@ fn flows(cc: &str, n: usize, secs: f64) -> serde_json::Value {
     let mut status = 0;
     // SAFETY: waiting for our own child.
     unsafe { libc::waitpid(child, &mut status, 0) };
-    serde_json::json!({ "flows": n, "cc_refused": refused_cc, "cc_error": cc_error, "bytes": bytes, "secs": took })
+    serde_json::json!({ "flows": n, "replaced": replaced, "cc_refused": refused_cc, "cc_error": cc_error, "bytes": bytes, "secs": took })
 }
 
 fn netlink(group: u32, secs: f64) -> serde_json::Value {
@@ -248,9 +290,14 @@ fn main() {
     let out = match what.as_str() {
         "flows" => {
             let n: usize = need(&args, "--flows").parse().expect("--flows");
-            drop_to(uid, n as u64 + 256);
+            drop_to(uid, n as u64 + 2048);
             own_namespaces(uid);
-            flows(&need(&args, "--cc"), n, secs)
+            let pace = arg(&args, "--every-ms").map(|ms| {
+                let b: usize = need(&args, "--chunk").parse().expect("--chunk");
+                (b, Duration::from_millis(ms.parse().expect("--every-ms")))
+            });
+            let churn = arg(&args, "--churn-per-s").map_or(0.0, |c| c.parse().expect("--churn-per-s"));
+            flows(&need(&args, "--cc"), n, secs, pace, churn)
         }
         "netlink" => {
             drop_to(uid, 1024);

@@ -37,7 +37,7 @@ use ccp_ebpf::{Config, Control, DecodeError, Instance, Record};
 use mio::unix::SourceFd;
 use tracing::{debug, info, warn};
 
-use super::attach::{AttachControl, AttachReport, Selection};
+use super::attach::{AttachControl, AttachJob, AttachReport, Selection};
 use super::{ApplyError, CloseReason, Datapath, DatapathConfig, DatapathEvent, FlowRef, Kind, OpenContext};
 use crate::latency::Histogram;
 pub use settings::EbpfSettings;
@@ -115,6 +115,7 @@ impl Timer {
 pub struct EbpfDatapath {
     inst: Instance,
     attacher: Attacher,
+    attach_settings: ccp_ebpf::attach::Settings,
     timer: Timer,
     /// Flows closed in the batch being handled: the runtime may still answer their last report,
     /// and a control entry written after the kernel deleted it would outlive the flow.
@@ -215,6 +216,7 @@ impl EbpfDatapath {
         Ok(EbpfDatapath {
             inst,
             attacher,
+            attach_settings: cfg.attach_settings(),
             timer: Timer::new(Duration::from_micros(cfg.consume_interval_us))?,
             closed_in_batch: Vec::new(),
             records: Vec::new(),
@@ -298,7 +300,9 @@ impl EbpfDatapath {
         info!(
             stats = %serde_json::to_string(&self.stats).unwrap_or_default(),
             kernel = %serde_json::to_string(&self.inst.counters()).unwrap_or_default(),
-            slots = ?self.inst.slot_usage(),
+            slots_used = self.inst.slot_usage().0,
+            slots_moved = self.inst.slot_usage().1,
+            slots_capacity = self.inst.slot_usage().2,
             latency_p50_us = l.p50_us,
             latency_p99_us = l.p99_us,
             latency_max_us = l.max_us,
@@ -478,15 +482,24 @@ impl Datapath for EbpfDatapath {
 }
 
 impl AttachControl for EbpfDatapath {
-    fn attach(&mut self, selection: &Selection) -> Result<AttachReport, String> {
-        let out = self.attacher.attach(&select::to_attach(selection)?).map_err(|e| e.to_string())?;
-        log_outcome("attach", &out);
-        Ok(select::report(&out))
-    }
-
-    fn detach(&mut self, selection: &Selection) -> Result<AttachReport, String> {
-        let out = self.attacher.detach(&select::to_detach(selection)?).map_err(|e| e.to_string())?;
-        log_outcome("detach", &out);
-        Ok(select::report(&out))
+    fn job(&mut self, selection: &Selection, attach: bool) -> Result<AttachJob, String> {
+        // The job has an attacher of its own on the same pins and state file (the state file is
+        // locked while it is read and written, as for `ccp-agent attach` run beside the agent).
+        let attacher = Attacher::from_pins(self.attach_settings.clone());
+        if attach {
+            let spec = select::to_attach(selection)?;
+            Ok(Box::new(move || {
+                let out = attacher.attach(&spec).map_err(|e| e.to_string())?;
+                log_outcome("attach", &out);
+                Ok(select::report(&out))
+            }))
+        } else {
+            let spec = select::to_detach(selection)?;
+            Ok(Box::new(move || {
+                let out = attacher.detach(&spec).map_err(|e| e.to_string())?;
+                log_outcome("detach", &out);
+                Ok(select::report(&out))
+            }))
+        }
     }
 }

@@ -44,6 +44,22 @@ impl EbpfAgent {
         self.proc.log()
     }
 
+    /// Its control socket.
+    pub fn control_socket(&self) -> std::path::PathBuf {
+        self._dir.path().join("ctl.sock")
+    }
+
+    /// `ctl status --summary`: the agent's status without its per-flow rows.
+    pub fn status_summary(&self) -> anyhow::Result<serde_json::Value> {
+        use std::io::{BufRead, Write};
+        let mut s = std::os::unix::net::UnixStream::connect(self.control_socket())?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        s.write_all(b"{\"cmd\":\"status\",\"summary\":true}\n")?;
+        let mut line = String::new();
+        std::io::BufReader::new(s).read_line(&mut line)?;
+        Ok(serde_json::from_str(&line)?)
+    }
+
     /// Stops it cleanly (it detaches and unpins what it installed); its whole log.
     pub fn stop(self) -> anyhow::Result<String> {
         self.proc.stop()

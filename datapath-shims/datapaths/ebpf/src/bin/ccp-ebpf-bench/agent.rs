@@ -42,6 +42,15 @@ impl Agent {
         digits.parse().ok()
     }
 
+    pub fn status_summary(&self) -> anyhow::Result<serde_json::Value> {
+        self.0.status_summary()
+    }
+
+    /// Stops the agent cleanly; its whole log.
+    pub fn stop_log(self) -> anyhow::Result<String> {
+        self.0.stop()
+    }
+
     /// Stops the agent cleanly and reads its final statistics.
     pub fn stop(self) -> anyhow::Result<Summary> {
         let log = self.0.stop()?;

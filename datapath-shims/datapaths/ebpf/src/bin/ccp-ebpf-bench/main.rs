@@ -15,6 +15,7 @@
 mod agent;
 mod env;
 mod flows;
+mod scale;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,6 +56,19 @@ struct Args {
     /// What to run.
     #[arg(long, value_enum, default_value_t = Part::All)]
     part: Part,
+    /// Concurrent flows of the scale run.
+    #[arg(long, default_value_t = 100_000)]
+    scale_flows: usize,
+    /// Connections closed and replaced by new ones per second across the scale run's shards
+    /// (new flows get new fids: past the slot count they meet live flows' home slots).
+    #[arg(long, default_value_t = 0.0)]
+    scale_churn_per_s: f64,
+    /// Control slots of the scale run (a power of two; default: the flow count rounded up).
+    #[arg(long)]
+    scale_slots: Option<usize>,
+    /// Flows per shard process (each holds one end of its flows; the open-file limit bounds it).
+    #[arg(long, default_value_t = 9_000)]
+    shard_flows: usize,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -67,6 +81,9 @@ enum Part {
     Bulk,
     /// The many concurrent flows (agent CPU).
     Flows,
+    /// `--scale-flows` concurrent flows in shards of their own namespaces (control slots,
+    /// agent CPU and memory per flow); not part of `all`.
+    Scale,
 }
 
 impl Args {
@@ -259,7 +276,7 @@ fn main() -> anyhow::Result<()> {
         bin.display()
     );
     let mut out = serde_json::Map::new();
-    if args.part != Part::Flows {
+    if args.part == Part::All || args.part == Part::Bulk {
         let lo = bulk(&args, &bin, &Path::loopback(&NAMING, "bulk")?, 5311)?;
         let veth = bulk(&args, &bin, &Path::veth(&NAMING, "bulk", None)?, 5312)?;
         print_path(&lo);
@@ -267,7 +284,21 @@ fn main() -> anyhow::Result<()> {
         out.insert("loopback".into(), serde_json::to_value(&lo)?);
         out.insert("veth".into(), serde_json::to_value(&veth)?);
     }
-    if args.part != Part::Bulk {
+    if args.part == Part::Scale {
+        let s = scale::run(
+            &bin,
+            &scale::Plan {
+                flows: args.scale_flows,
+                shard: args.shard_flows,
+                seconds: args.flow_seconds,
+                churn_per_s: args.scale_churn_per_s,
+                slots: args.scale_slots,
+            },
+            &args.ebpf(""),
+        )?;
+        scale::print(&s);
+        out.insert("scale".into(), serde_json::to_value(&s)?);
+    } else if args.part != Part::Bulk {
         let many = many_flows(&args, &bin)?;
         print_many(&many);
         out.insert("many_flows".into(), serde_json::to_value(&many)?);
