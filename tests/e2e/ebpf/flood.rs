@@ -3,8 +3,9 @@
 //! agent's congestion control, and hammers the control socket; meanwhile the heartbeat never
 //! lapses, `ctl status` answers, SIGTERM stops the agent within 1 s, and its memory stays bounded.
 //!
-//! CI runs 10,000 flows for ~12 s; `CCP_FLOOD_FLOWS` and `CCP_FLOOD_SECS` make the benchmark
-//! variant bigger or longer.
+//! CI runs 10,000 flows for ~12 s at 10 ms reports; `CCP_FLOOD_FLOWS`, `CCP_FLOOD_SECS` and
+//! `CCP_FLOOD_INTERVAL_US` make the benchmark variant bigger, longer or denser (run it with
+//! `--release`: the figures in the README are from that).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -64,7 +65,8 @@ fn an_unprivileged_flood_leaves_heartbeat_control_and_sigterm_working() {
     let flows = env_or("CCP_FLOOD_FLOWS", 10_000.0) as usize;
     let secs = env_or("CCP_FLOOD_SECS", 12.0);
     let tag = tag("flood");
-    let setup = AgentSetup::new(&tag, "[default]\nalgorithm = \"reno\"\n");
+    let interval_us = env_or("CCP_FLOOD_INTERVAL_US", 10_000.0) as u64;
+    let setup = AgentSetup::new(&tag, &format!("[default]\nalgorithm = \"reno\"\n[reports]\ninterval_us = {interval_us}\n"));
     let agent = setup.start_with("info", &[]);
     let pin_dir = setup.pin_dir();
     let socket = setup.control_socket();

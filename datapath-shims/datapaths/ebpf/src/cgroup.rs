@@ -42,6 +42,11 @@ pub struct Names {
 const RESCAN: Duration = Duration::from_secs(1);
 /// Deepest level scanned: deeper hierarchies are not worth a stall of the event loop.
 const MAX_DEPTH: usize = 16;
+/// Most cgroups one rescan visits, and the longest it takes: a user with a delegated subtree can
+/// create cgroups by the hundred thousand, and the scan runs in the agent's loop. Past either,
+/// the flows of cgroups not reached go without a cgroup name (their cgroup rules do not match).
+const MAX_SCANNED: usize = 65_536;
+const MAX_SCAN_TIME: Duration = Duration::from_millis(20);
 
 impl Default for Names {
     fn default() -> Self {
@@ -63,12 +68,16 @@ impl Names {
         self.scanned = Some(Instant::now());
         self.by_id.clear();
         if let Some(root) = self.root.clone() {
-            self.scan(&root, &root, 0);
+            let started = Instant::now();
+            self.scan(&root, &root, 0, started);
         }
         self.by_id.get(&id).cloned()
     }
 
-    fn scan(&mut self, root: &Path, dir: &Path, depth: usize) {
+    fn scan(&mut self, root: &Path, dir: &Path, depth: usize, started: Instant) {
+        if self.by_id.len() >= MAX_SCANNED || started.elapsed() >= MAX_SCAN_TIME {
+            return;
+        }
         let Ok(meta) = std::fs::metadata(dir) else { return };
         let rel = dir.strip_prefix(root).map(|r| format!("/{}", r.display())).unwrap_or_else(|_| "/".into());
         self.by_id.insert(meta.ino(), rel);
@@ -78,7 +87,7 @@ impl Names {
         let Ok(entries) = std::fs::read_dir(dir) else { return };
         for e in entries.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
-                self.scan(root, &e.path(), depth + 1);
+                self.scan(root, &e.path(), depth + 1, started);
             }
         }
     }
