@@ -13,7 +13,7 @@ use mio::{Registry, Token, Waker};
 use crate::datapath::{AttachJob, AttachReport};
 
 /// The loop's token for finished jobs.
-pub const WAKER: Token = Token(usize::MAX - 3);
+pub const WAKER: Token = Token(usize::MAX - 4);
 /// Jobs waiting beyond the one running; more are refused.
 const MAX_QUEUED: usize = 16;
 
