@@ -138,6 +138,7 @@ fn flows(cc: &str, n: usize, secs: f64, pace: Option<(usize, Duration)>, churn: 
     let mut clients = Vec::with_capacity(n);
     let mut refused_cc = 0;
     let mut cc_error: Option<String> = None;
+    let mut cc_retries = 0u64;
     let mut open = || -> TcpStream {
         // SAFETY: a plain socket, owned by the TcpStream at once.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
@@ -146,8 +147,21 @@ fn flows(cc: &str, n: usize, secs: f64, pace: Option<(usize, Duration)>, churn: 
         }
         // SAFETY: fd is ours.
         let client = unsafe { TcpStream::from_raw_fd(fd) };
-        // SAFETY: setsockopt with a valid buffer.
-        if unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as u32) } != 0 {
+        // SAFETY: setsockopt on our socket with a valid buffer.
+        let set_cc =
+            || unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as u32) };
+        // ENOENT has been seen for a while on a busy machine with the name registered all along:
+        // retried (and counted), so the figure says how often.
+        let mut ok = set_cc() == 0;
+        for _ in 0..20 {
+            if ok {
+                break;
+            }
+            cc_retries += 1;
+            std::thread::sleep(Duration::from_millis(5));
+            ok = set_cc() == 0;
+        }
+        if !ok {
             refused_cc += 1;
             cc_error.get_or_insert_with(|| std::io::Error::last_os_error().to_string());
         }
@@ -197,7 +211,7 @@ fn flows(cc: &str, n: usize, secs: f64, pace: Option<(usize, Duration)>, churn: 
     let mut status = 0;
     // SAFETY: waiting for our own child.
     unsafe { libc::waitpid(child, &mut status, 0) };
-    serde_json::json!({ "flows": n, "replaced": replaced, "cc_refused": refused_cc, "cc_error": cc_error, "bytes": bytes, "secs": took })
+    serde_json::json!({ "flows": n, "replaced": replaced, "cc_refused": refused_cc, "cc_retries": cc_retries, "cc_error": cc_error, "bytes": bytes, "secs": took })
 }
 
 fn netlink(group: u32, secs: f64) -> serde_json::Value {
