@@ -596,9 +596,13 @@ impl FlowTable {
     }
 
     /// A snapshot of every flow.
-    pub fn status(&self, adapters: &[Box<dyn Datapath>], now_us: u64) -> Vec<FlowStatus> {
+    /// Flow rows in flow-key order: at most `limit` rows from the `offset`-th flow on: building rows is loop work, so a
+    /// caller with very many flows pages through them.
+    pub fn status_page(&self, adapters: &[Box<dyn Datapath>], now_us: u64, offset: usize, limit: usize) -> Vec<FlowStatus> {
         self.flows
             .iter()
+            .skip(offset)
+            .take(limit)
             .map(|((dp, fref), f)| {
                 let settings = f.controller.settings();
                 FlowStatus {

@@ -256,8 +256,11 @@ fn an_unprivileged_netlink_flood_is_refused_without_cost() {
     let mut refused = 0;
     while t0.elapsed().as_secs_f64() < secs - 0.5 {
         let t = std::time::Instant::now();
-        let r = ccp_agent::control::client::call(&socket, &ccp_agent::control::protocol::Request::Status { summary: true })
-            .expect("ctl status answers under the flood");
+        let r = ccp_agent::control::client::call(
+            &socket,
+            &ccp_agent::control::protocol::Request::Status { summary: true, offset: None, limit: None },
+        )
+        .expect("ctl status answers under the flood");
         worst_ms = worst_ms.max(t.elapsed().as_secs_f64() * 1e3);
         calls += 1;
         refused = r.result["datapath_stats"][0]["refused_datagrams"].as_u64().unwrap_or(0);

@@ -34,6 +34,12 @@ pub enum CtlCommand {
         /// Counters and the number of flows only, not every flow (fast with very many flows).
         #[arg(long)]
         summary: bool,
+        /// Flow rows from this one on (the agent answers at most 10,000 rows per request).
+        #[arg(long, default_value_t = 0)]
+        offset: usize,
+        /// At most this many flow rows (10,000 at most).
+        #[arg(long)]
+        limit: Option<usize>,
     },
     /// Every algorithm the agent can run, with its parameters.
     Algorithms,
@@ -91,7 +97,7 @@ fn table(pairs: Vec<(String, toml::Value)>) -> toml::Table {
 
 fn request(cmd: CtlCommand) -> anyhow::Result<Request> {
     Ok(match cmd {
-        CtlCommand::Status { summary } => Request::Status { summary },
+        CtlCommand::Status { summary, offset, limit } => Request::Status { summary, offset: Some(offset), limit },
         CtlCommand::Algorithms => Request::Algorithms {},
         CtlCommand::Swap(s) => {
             let target = if let Some(id) = s.flow {
@@ -193,7 +199,7 @@ fn print_status(r: &Value) {
         "{:>6} {:<22} {:<22} {:<12} {:<12} {:>10} {:>10} {:>9} {:>9} {:>8} {:>7} {:>7}",
         "ID", "SRC", "DST", "ALGORITHM", "CHOSEN BY", "CWND KB", "RATE Mb/s", "SRTT ms", "REPORTS", "AGE ms", "FAULTS", "CNMS"
     );
-    for f in flows {
+    for f in &flows {
         let opt = |v: &Value, scale: f64, digits: usize| {
             num(v).map_or_else(|| "-".to_string(), |x| format!("{:.*}", digits, x / scale))
         };
@@ -212,6 +218,10 @@ fn print_status(r: &Value) {
             f["faults"].as_u64().unwrap_or(0),
             f["cnms"].as_u64().unwrap_or(0),
         );
+    }
+    if r["flows_more"].as_bool() == Some(true) {
+        let next = r["flows_offset"].as_u64().unwrap_or(0) + flows.len() as u64;
+        println!("… {} flows in all: `ccp-agent ctl status --offset {next}` for the next rows", r["flow_count"]);
     }
 }
 

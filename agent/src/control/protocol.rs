@@ -44,6 +44,9 @@ pub struct MatchSpec {
     pub algorithm: Option<String>,
 }
 
+/// The most flow rows one status request returns: ~100 ms of the loop in a release build.
+pub const MAX_STATUS_ROWS: usize = 10_000;
+
 /// A command to the agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case", deny_unknown_fields)]
@@ -54,6 +57,12 @@ pub enum Request {
     Status {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         summary: bool,
+        /// Rows from this flow on (flows in a stable order), at most `limit` (default and most:
+        /// `MAX_STATUS_ROWS`, so one request never holds the agent's loop for long).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offset: Option<usize>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        limit: Option<usize>,
     },
     /// The registry: every algorithm with its parameters.
     Algorithms {},
@@ -117,8 +126,9 @@ mod tests {
     #[test]
     fn requests_round_trip_as_json_lines() {
         let cases = [
-            Request::Status { summary: false },
-            Request::Status { summary: true },
+            Request::Status { summary: false, offset: None, limit: None },
+            Request::Status { summary: true, offset: None, limit: None },
+            Request::Status { summary: false, offset: Some(10_000), limit: Some(500) },
             Request::Algorithms {},
             Request::Swap { target: Target::Flow(7), algorithm: "cubic".into(), params: "beta = 0.8".parse().unwrap() },
             Request::Swap { target: Target::All, algorithm: "reno".into(), params: toml::Table::new() },
@@ -146,6 +156,18 @@ mod tests {
         assert_eq!(r, Request::Swap { target: Target::Flow(3), algorithm: "dctcp".into(), params: "g = 0.125".parse().unwrap() });
         let r: Request = serde_json::from_str(r#"{"cmd":"swap","target":"all","algorithm":"reno"}"#).unwrap();
         assert!(matches!(r, Request::Swap { target: Target::All, .. }));
+    }
+
+    /// Found by agent/fuzz (control): serde_json's default float parser is one ULP off for some
+    /// numbers, so a parameter drifted on every trip through the socket.
+    #[test]
+    fn float_params_round_trip_exactly() {
+        let line = r#"{"cmd":"default","algorithm":"bbr","params":{"seed":3.3100000000000003e156}}"#;
+        let r: Request = serde_json::from_str(line).unwrap();
+        let Request::Default { params, .. } = &r else { panic!("{r:?}") };
+        assert_eq!(params["seed"], toml::Value::Float("3.3100000000000003e156".parse().unwrap()));
+        let again = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<Request>(&again).unwrap(), r, "{again}");
     }
 
     #[test]

@@ -300,7 +300,7 @@ fn feedback_is_a_report_of_gauges_with_zero_counters_on_the_datapaths_clock() {
     let f = t.get(&(0, FLOW)).unwrap();
     assert_eq!((f.cnms, f.totals.acked_bytes), (1, acked_before), "nothing counted twice");
     assert_eq!(t.counters.feedback_reports, 1);
-    assert_eq!(t.status(&[Box::new(Recorder::default()) as Box<dyn Datapath>], 0)[0].cnms, 1);
+    assert_eq!(t.status_page(&[Box::new(Recorder::default()) as Box<dyn Datapath>], 0, 0, usize::MAX)[0].cnms, 1);
     // Two CNMs in the same microsecond: time stands still, never goes back.
     t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
     assert_eq!(seen.last().now_us, 5_003_000);
@@ -365,4 +365,19 @@ fn the_decision_on_feedback_is_applied_at_once() {
     let (flow, want, changed) = dp.applied.last().copied().unwrap();
     assert_eq!((flow, want.cwnd_bytes, changed.cwnd_bytes), (FLOW, 5_000, Some(5_000)));
     assert_eq!(t.counters.commands_sent, 2);
+}
+
+#[test]
+fn status_rows_come_in_pages_in_a_stable_order() {
+    let (mut t, mut dp) = (table(), Recorder::default());
+    for sid in [5, 1, 9] {
+        let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, ..FlowInfo::default() };
+        t.handle(0, &mut dp, DatapathEvent::FlowStarted { flow: FlowRef { peer: 0, sid }, info }, 0, None);
+    }
+    let adapters = [Box::new(Recorder::default()) as Box<dyn Datapath>];
+    let sids = |rows: Vec<FlowStatus>| rows.iter().map(|r| r.sid).collect::<Vec<_>>();
+    assert_eq!(sids(t.status_page(&adapters, 0, 0, usize::MAX)), vec![1, 5, 9]);
+    assert_eq!(sids(t.status_page(&adapters, 0, 1, 1)), vec![5]);
+    assert_eq!(sids(t.status_page(&adapters, 0, 2, 10)), vec![9]);
+    assert!(t.status_page(&adapters, 0, 3, 10).is_empty());
 }

@@ -32,6 +32,7 @@ use tracing::{debug, info};
 
 use crate::cnm::{CnmListener, Notice};
 use crate::config::{AgentConfig, Overrides};
+use crate::control::protocol::MAX_STATUS_ROWS;
 use crate::control::server::ControlServer;
 use crate::datapath::{Datapath, DatapathEvent};
 pub use crate::flows::{Counters, FlowStatus};
@@ -288,16 +289,18 @@ impl Runtime {
         debug!(flows = self.flows.len(), counters = ?self.flows.counters, "tick");
     }
 
-    /// A snapshot of every flow.
-    pub fn status(&self) -> Vec<FlowStatus> {
-        self.flows.status(&self.datapaths, self.now_us())
-    }
-
     /// SIGUSR1: one log line per flow, as JSON.
+    /// SIGUSR1: the counters, and a line per flow for the first `MAX_STATUS_ROWS` flows (a
+    /// line each for 100,000 flows would hold the loop past the heartbeat).
     fn log_status(&self) {
-        let flows = self.status();
-        info!(flows = flows.len(), counters = %serde_json::to_string(&self.flows.counters).unwrap_or_default(), "status");
-        for f in flows {
+        let rows = self.flows.status_page(&self.datapaths, self.now_us(), 0, MAX_STATUS_ROWS);
+        info!(
+            flows = self.flows.len(),
+            rows = rows.len(),
+            counters = %serde_json::to_string(&self.flows.counters).unwrap_or_default(),
+            "status"
+        );
+        for f in rows {
             info!(flow = %serde_json::to_string(&f).unwrap_or_default(), "status");
         }
         self.log_cnm();

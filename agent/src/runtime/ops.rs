@@ -8,7 +8,7 @@ use tracing::info;
 use super::Runtime;
 use crate::cnm::Reason;
 use crate::config::{parse_net, AgentConfig};
-use crate::control::protocol::{MatchSpec, Request, Response, Target};
+use crate::control::protocol::{MatchSpec, Request, Response, Target, MAX_STATUS_ROWS};
 use crate::control::server::ControlServer;
 use crate::datapath::Selection;
 use crate::flows::FlowKey;
@@ -93,7 +93,7 @@ impl Runtime {
 
     fn handle_request(&mut self, request: Request) -> Response {
         match request {
-            Request::Status { summary } => Response::ok(self.status_json(summary)),
+            Request::Status { summary, offset, limit } => Response::ok(self.status_json(summary, offset, limit)),
             Request::Algorithms {} => Response::ok(crate::catalog::algorithms_json()),
             Request::Swap { target, algorithm, params } => self.swap(target, &algorithm, params),
             Request::Default { algorithm, params } => match self.choice(&algorithm, params, "default") {
@@ -188,7 +188,11 @@ impl Runtime {
         }))
     }
 
-    fn status_json(&self, summary: bool) -> serde_json::Value {
+    fn status_json(&self, summary: bool, offset: Option<usize>, limit: Option<usize>) -> serde_json::Value {
+        let offset = offset.unwrap_or(0);
+        let limit = limit.unwrap_or(MAX_STATUS_ROWS).min(MAX_STATUS_ROWS);
+        let rows = if summary { Vec::new() } else { self.flows.status_page(&self.datapaths, self.now_us(), offset, limit) };
+        let shown = rows.len();
         let choice = |c: &Choice| json!({ "algorithm": c.algorithm(), "params": c.params });
         json!({
             "version": env!("CARGO_PKG_VERSION"),
@@ -204,7 +208,9 @@ impl Runtime {
             "admission": json!({ "refused": self.flows.admission.refusals, "refused_flows_now": self.flows.admission.refused_now() }),
             "cnm": self.services.cnm.as_ref().map(|c| c.status_json()),
             "flow_count": self.flows.len(),
-            "flows": if summary { serde_json::Value::Null } else { json!(self.status()) },
+            "flows_offset": offset,
+            "flows_more": !summary && offset + shown < self.flows.len(),
+            "flows": if summary { serde_json::Value::Null } else { json!(rows) },
         })
     }
 

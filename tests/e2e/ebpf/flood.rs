@@ -121,7 +121,7 @@ fn an_unprivileged_flood_leaves_heartbeat_control_and_sigterm_working() {
     let mut rss_peak = 0;
     while t0.elapsed().as_secs_f64() < secs - 1.0 {
         let t = Instant::now();
-        let reply = client::call(&socket, &Request::Status { summary: true });
+        let reply = client::call(&socket, &Request::Status { summary: true, offset: None, limit: None });
         let ms = t.elapsed().as_secs_f64() * 1e3;
         let reply = reply.expect("ctl status answers under the flood");
         most_flows = most_flows.max(reply.result["flow_count"].as_u64().unwrap_or(0) as usize);
@@ -131,7 +131,8 @@ fn an_unprivileged_flood_leaves_heartbeat_control_and_sigterm_working() {
         // The whole table (every flow's row) now and then.
         if full_ms.len() < 3 && t0.elapsed().as_secs_f64() > 4.0 + full_ms.len() as f64 {
             let t = Instant::now();
-            let reply = client::call(&socket, &Request::Status { summary: false }).expect("full ctl status");
+            let reply =
+                client::call(&socket, &Request::Status { summary: false, offset: None, limit: None }).expect("full ctl status");
             full_ms.push((t.elapsed().as_secs_f64() * 1e3, reply.result["flows"].as_array().map_or(0, Vec::len)));
         }
         rss_peak = rss_peak.max(rss_kib(agent.pid(), "VmRSS:"));

@@ -213,7 +213,7 @@ fn ctl_attach_runs_off_the_loop_and_a_fifo_is_not_a_namespace() {
     let r = call(&socket, &Request::Attach { spec }).expect("an answer, not a hang");
     assert!(!r.ok && r.error.as_deref().is_some_and(|e| e.contains("not a network namespace")), "{r:?}");
     assert!(t.elapsed() < Duration::from_secs(2), "refused at once: {:?}", t.elapsed());
-    let r = call(&socket, &Request::Status { summary: true }).expect("status after");
+    let r = call(&socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status after");
     assert!(r.ok);
     drop(farm);
     let stopped = agent.stop();

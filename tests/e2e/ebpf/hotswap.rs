@@ -15,7 +15,7 @@ use super::support::*;
 const REPORT_INTERVAL_US: u64 = 10_000;
 
 fn flow_ids(socket: &Path) -> BTreeSet<u64> {
-    let r = call(socket, &Request::Status { summary: false }).expect("status");
+    let r = call(socket, &Request::Status { summary: false, offset: None, limit: None }).expect("status");
     assert!(r.ok, "{r:?}");
     r.result["flows"].as_array().unwrap().iter().map(|f| f["id"].as_u64().unwrap()).collect()
 }
