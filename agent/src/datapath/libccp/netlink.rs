@@ -35,6 +35,15 @@ pub struct NetlinkTransport {
     refusals: Refusals,
 }
 
+/// How a netlink peer is named in logs and status: the kernel, or a user-space port.
+pub fn port_name(nl_pid: u32) -> String {
+    if nl_pid == 0 {
+        "kernel".to_string()
+    } else {
+        format!("netlink-port-{nl_pid}")
+    }
+}
+
 /// Whether a datagram from netlink port id `nl_pid` may be heard: the kernel always, a
 /// user-space socket only when allowed.
 pub fn sender_allowed(nl_pid: u32, allow_user_peers: bool) -> bool {
@@ -198,11 +207,7 @@ impl Transport for NetlinkTransport {
     }
 
     fn addr_name(&self, addr: &u32) -> String {
-        if *addr == 0 {
-            "kernel".to_string()
-        } else {
-            format!("netlink-port-{addr}")
-        }
+        port_name(*addr)
     }
 
     fn refused(&self) -> u64 {
