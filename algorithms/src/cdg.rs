@@ -466,7 +466,12 @@ impl Cdg {
         let mixed = rand_xoshiro::SplitMix64::seed_from_u64(cfg.seed ^ index.wrapping_mul(FLOW_INDEX_MIX)).next_u64();
         Cdg {
             cfg,
-            w: RenoWindow::new(RenoConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, beta: 0.5, ecn: cfg.ecn }),
+            w: RenoWindow::new(RenoConfig {
+                init_cwnd_pkts: cfg.init_cwnd_pkts,
+                beta: 0.5,
+                ecn: cfg.ecn,
+                ..RenoConfig::default()
+            }),
             rng: rand_xoshiro::SplitMix64::seed_from_u64(mixed),
             gradients: Gradients::new(cfg.window),
             round: Round::new(0, 0),

@@ -24,7 +24,7 @@
 //! - Multiplicative decrease (§4.6) on loss or ECN-Echo, once per congestion event: an event lasts
 //!   one SRTT (the recovery period of reno.rs) and, when the datapath reports bytes in flight, until
 //!   the flight at the reduction has been cumulatively acknowledged (at most 3 SRTTs) — the recovery
-//!   point of Linux and RFC 6582 (`recovery_by_data`; see `loss_is_new_event` for the evidence):
+//!   point of Linux and RFC 6582 (`recovery_by_data`; see `RenoWindow::loss_is_new_event` for the evidence):
 //!   ssthresh = max(cwnd·β, 2 segments), cwnd = ssthresh. Fast convergence (§4.7):
 //!   if the window had not regained the previous W_max, W_max = cwnd·(1 + β)/2, else W_max = cwnd.
 //! - Timeout (§4.8): ssthresh from β (as reno.rs, from max(inflight, cwnd)), cwnd to the loss window
@@ -94,11 +94,7 @@ const PARAMS: &[ParamSpec] = &[
         true,
         "release bandwidth faster to new flows: W_max = cwnd·(1 + beta)/2 when the window had not regained W_max (RFC 9438 §4.7)",
     ),
-    ParamSpec::bool(
-        "recovery_by_data",
-        true,
-        "a congestion event lasts until the bytes in flight at the reduction are cumulatively acknowledged (at least one SRTT, at most three), like Linux's recovery point; false = exactly one SRTT",
-    ),
+    crate::reno::RECOVERY_BY_DATA,
     ParamSpec::bool("reno_friendly", true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
     ParamSpec::bool("ecn", true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
     shared::INIT_CWND_PKTS,
@@ -121,7 +117,7 @@ pub struct CubicConfig {
     pub ecn: bool,
     pub init_cwnd_pkts: f64,
     /// A congestion event lasts until the flight at the reduction is acknowledged (see
-    /// `Cubic::loss_is_new_event`); false: exactly one SRTT.
+    /// `RenoWindow::loss_is_new_event`); false: exactly one SRTT.
     pub recovery_by_data: bool,
 }
 
@@ -171,9 +167,6 @@ pub fn w_cubic(t_s: f64, k_s: f64, w_max_pkts: f64, c: f64) -> f64 {
     let d = t_s - k_s;
     c * d * d * d + w_max_pkts
 }
-
-/// Longest a congestion event (recovery) lasts, in SRTTs (see `Cubic::loss_is_new_event`).
-const RECOVERY_CAP_SRTTS: u64 = 3;
 
 /// α_cubic = 3(1 − β)/(1 + β): the additive increase that makes AIMD(α, β) as aggressive as Reno's AIMD(1, 0.5).
 pub fn alpha_cubic(beta: f64) -> f64 {
@@ -274,18 +267,18 @@ pub struct Cubic {
     cwnd_prior: f64,
     /// Datapath time of the previous report, for measuring application-limited time.
     last_now_us: u64,
-    /// Bytes in flight at the last reduction not yet cumulatively acknowledged: the recovery
-    /// point in data (see `loss_is_new_event`).
-    recovery_left_bytes: f64,
-    /// Datapath time of the last reduction, µs.
-    reduced_at_us: u64,
 }
 
 impl Cubic {
     pub fn new(cfg: CubicConfig) -> Self {
         Cubic {
             cfg,
-            w: RenoWindow::new(RenoConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, beta: cfg.beta, ecn: cfg.ecn }),
+            w: RenoWindow::new(RenoConfig {
+                init_cwnd_pkts: cfg.init_cwnd_pkts,
+                beta: cfg.beta,
+                ecn: cfg.ecn,
+                recovery_by_data: cfg.recovery_by_data,
+            }),
             alpha: alpha_cubic(cfg.beta),
             w_max: 0.0,
             k_s: 0.0,
@@ -294,8 +287,6 @@ impl Cubic {
             w_est: 0.0,
             cwnd_prior: 0.0,
             last_now_us: 0,
-            recovery_left_bytes: 0.0,
-            reduced_at_us: 0,
         }
     }
 
@@ -325,36 +316,12 @@ impl Cubic {
         self.epoch_start_us = None;
     }
 
-    /// Whether a loss or ECN-Echo at `now_us` starts a new congestion event. RFC 9438 §4.6 reduces
-    /// once per congestion event, and a loss of data sent before the reduction belongs to the event
-    /// that caused it (the recovery point of RFC 6582/6675: Linux stays in recovery until the
-    /// cumulative ACK passes the data outstanding at the reduction). A report stream shows neither
-    /// sequence numbers nor send times, so the event lasts (a) one SRTT after the reduction (reno.rs's
-    /// recovery period) and, when the datapath reports bytes in flight, (b) until that many bytes
-    /// have been cumulatively acknowledged since — a hole keeps the cumulative ACK back until its
-    /// retransmission is acknowledged, as in Linux — but (c) never longer than
-    /// `RECOVERY_CAP_SRTTS` SRTTs, so losses can never be ignored for good.
-    /// Why (b): with (a) alone, the losses of one drop-tail overflow that are detected just after the
-    /// SRTT (the reordering window and the report interval delay them) cut the window a second time:
-    /// on the eBPF datapath against a kernel Cubic flow (48 Mbit/s, 50 ms, 2 BDP, 120 s) the agent's
-    /// Cubic cut to 0.49 in 4 of 11 loss episodes, 0.15–0.21 s after the first cut with SRTT
-    /// 0.15 s, while the kernel flow cut once (0.7) in every one of them, and its share fell from
-    /// 50 % to 40 % (19.5 vs 25.1 Mbit/s, 2 runs each); at the slow-start exit it cut three times.
-    fn loss_is_new_event(&self, now_us: u64) -> bool {
-        if self.w.in_recovery(now_us) {
-            return false;
-        }
-        let cap = self.reduced_at_us.saturating_add(self.w.srtt_us.saturating_mul(RECOVERY_CAP_SRTTS));
-        !self.cfg.recovery_by_data || self.recovery_left_bytes <= 0.0 || now_us >= cap
-    }
-
     /// Loss or ECN-Echo outside a recovery period (RFC 9438 §4.6, §4.7).
     fn on_congestion(&mut self, now_us: u64) {
         let cwnd = self.cwnd_pkts();
         self.cwnd_prior = cwnd;
         self.w_max = if self.cfg.fast_convergence && cwnd < self.w_max { cwnd * (1.0 + self.cfg.beta) / 2.0 } else { cwnd };
         self.w.reduce(now_us, self.cfg.beta);
-        self.reduced_at_us = now_us;
         self.epoch_start_us = None;
         self.k_s = k_seconds(self.w_max, self.cwnd_pkts(), self.cfg.c);
     }
@@ -365,7 +332,6 @@ impl Cubic {
         // it regains that window, as it would after an ordinary loss.
         self.cwnd_prior = self.cwnd_pkts();
         self.w.timeout(report.now_us, report.inflight_bytes);
-        self.recovery_left_bytes = 0.0;
         // The first epoch after a timeout uses K = 0 and W_max = its starting window.
         self.w_max = 0.0;
         self.k_s = 0.0;
@@ -444,14 +410,11 @@ impl Algorithm for Cubic {
         self.last_now_us = self.last_now_us.max(now);
         let ecn = self.cfg.ecn && (report.ce_bytes > 0 || report.ce_pkts > 0 || report.ece_acks > 0);
 
-        self.recovery_left_bytes = (self.recovery_left_bytes - report.acked_bytes as f64).max(0.0);
-
         if report.timeouts > 0 {
             self.on_timeout(report);
         } else if report.lost_pkts > 0 || ecn {
-            if self.loss_is_new_event(now) {
+            if self.w.loss_is_new_event(now) {
                 self.on_congestion(now);
-                self.recovery_left_bytes = report.inflight_bytes as f64;
             }
         } else if report.app_limited {
             // No growth, and the time does not count toward t (RFC 9438 §5.8).

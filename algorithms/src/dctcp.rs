@@ -337,10 +337,9 @@ impl Algorithm for Dctcp {
         if report.timeouts > 0 {
             self.cwr = None;
             match self.cfg.loss_cut {
-                LossCut::Halve => self.w.on_report(report),
+                LossCut::Halve => self.w.respond(report),
                 LossCut::Alpha => {
                     let flight = self.w.cwnd_bytes.max(report.inflight_bytes as f64);
-                    self.w.observe(report);
                     self.w.timeout(now, report.inflight_bytes);
                     self.w.ssthresh_bytes = (flight * (1.0 - self.alpha / 2.0)).max(self.w.min_cwnd());
                 }
@@ -348,11 +347,8 @@ impl Algorithm for Dctcp {
         } else if report.lost_pkts > 0 {
             if self.cwr.is_none() {
                 match self.cfg.loss_cut {
-                    LossCut::Halve => self.w.on_report(report),
-                    LossCut::Alpha if !self.w.in_recovery(now) => {
-                        self.w.observe(report);
-                        self.w.reduce(now, 1.0 - self.alpha / 2.0)
-                    }
+                    LossCut::Halve => self.w.respond(report),
+                    LossCut::Alpha if self.w.loss_is_new_event(now) => self.w.reduce(now, 1.0 - self.alpha / 2.0),
                     LossCut::Alpha => {}
                 }
             }
@@ -365,7 +361,7 @@ impl Algorithm for Dctcp {
                 self.cut(report);
             }
         } else if self.cwr.is_none() {
-            self.w.on_report(report);
+            self.w.respond(report);
         }
         Action::cwnd(self.w.cwnd_bytes)
     }

@@ -217,7 +217,7 @@ impl Algorithm for Vegas {
             self.w.timeout(now, report.inflight_bytes);
             self.new_round(now);
         } else if report.lost_pkts > 0 {
-            if !self.w.in_recovery(now) {
+            if self.w.loss_is_new_event(now) {
                 self.w.reduce(now, self.w.cfg.beta);
             }
         } else if !self.w.in_recovery(now) && !report.app_limited {
