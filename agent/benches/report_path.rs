@@ -54,6 +54,7 @@ fn bench(c: &mut Criterion) {
         max_rate_bytes_per_s: u32::MAX as u64,
         can_clear_pacing: false,
         per_rtt_reports: false,
+        cwnd_packets: Some(ccp_contract::PacketWindow::Floor),
     };
     let (mut controller, _) =
         Controller::start(choice.clone(), choice, caps, Limits::default(), &FlowStart::new(1448, 14_480), 0);

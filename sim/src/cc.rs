@@ -36,6 +36,7 @@ pub const CAPABILITIES: Capabilities = Capabilities {
     max_rate_bytes_per_s: 1_000_000_000_000_000,
     can_clear_pacing: true,
     per_rtt_reports: true,
+    cwnd_packets: None,
 };
 
 /// The controller's limits in the simulator: the agent's, except that reports may come as often

@@ -27,7 +27,13 @@ impl Datapath for Flood {
         "flood".into()
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { max_cwnd_bytes: 1 << 32, max_rate_bytes_per_s: 1 << 32, can_clear_pacing: true, per_rtt_reports: false }
+        Capabilities {
+            max_cwnd_bytes: 1 << 32,
+            max_rate_bytes_per_s: 1 << 32,
+            can_clear_pacing: true,
+            per_rtt_reports: false,
+            cwnd_packets: None,
+        }
     }
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
         use std::os::fd::AsRawFd;

@@ -289,6 +289,12 @@ impl Controller {
             }
         }
         outcome.command = self.settings.changes_from(Some(&entry));
+        if let (Some(cwnd), Some(unit)) = (outcome.command.cwnd_bytes, self.caps.cwnd_packets) {
+            let mss = u64::from(self.mss);
+            if unit.packets(cwnd, mss) == unit.packets(entry.cwnd_bytes, mss) {
+                outcome.command.cwnd_bytes = None;
+            }
+        }
         outcome
     }
 

@@ -50,4 +50,4 @@ pub use descriptor::AlgorithmInfo;
 pub use limits::{Limits, MAX_REPORT_INTERVAL_US, MIN_CWND_PKTS, MIN_REPORT_INTERVAL_US};
 pub use params::{Bound, ParamError, ParamKind, ParamSpec, ParamValue, Params};
 pub use report::{NetworkFeedback, Report, RttStats, Urgent};
-pub use settings::{Capabilities, Command, PacingCommand, Settings};
+pub use settings::{Capabilities, Command, PacingCommand, PacketWindow, Settings};

@@ -87,4 +87,30 @@ pub struct Capabilities {
     /// Whether the datapath counts RTTs itself, so a per-RTT report policy goes to it as such
     /// rather than as an interval the controller recomputes from the smoothed RTT.
     pub per_rtt_reports: bool,
+    /// How the datapath turns a window in bytes into the whole packets it lets fly; `None` for
+    /// a datapath that keeps bytes. A new window that comes to the same number of packets
+    /// changes nothing the datapath does, so it is not sent (`Settings` keep the exact value,
+    /// and the next command carries it).
+    pub cwnd_packets: Option<PacketWindow>,
+}
+
+/// How a datapath rounds a window in bytes to whole packets of `mss` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketWindow {
+    /// `bytes / mss`: ccp-kernel's `snd_cwnd`, and a sender that sends a packet only when all of
+    /// it fits in the window.
+    Floor,
+    /// `(bytes + mss / 2) / mss`: the eBPF datapath's `snd_cwnd`.
+    Nearest,
+}
+
+impl PacketWindow {
+    #[inline]
+    pub fn packets(self, bytes: u64, mss: u64) -> u64 {
+        let mss = mss.max(1);
+        match self {
+            PacketWindow::Floor => bytes / mss,
+            PacketWindow::Nearest => bytes.saturating_add(mss / 2) / mss,
+        }
+    }
 }

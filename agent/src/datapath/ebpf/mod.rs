@@ -31,7 +31,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use ccp_contract::{Capabilities, Command, PacingCommand, Settings};
+use ccp_contract::{Capabilities, Command, PacingCommand, PacketWindow, Settings};
 use ccp_ebpf::attach::{Attacher, Detach, Namespaces, Outcome};
 use ccp_ebpf::{Config, Control, DecodeError, Instance, Record};
 use mio::unix::SourceFd;
@@ -330,6 +330,8 @@ impl Datapath for EbpfDatapath {
             max_rate_bytes_per_s: MAX_RATE_BYTES_PER_S,
             can_clear_pacing: true,
             per_rtt_reports: true,
+            // ccp.bpf.c: ctrl_cwnd = (cwnd_bytes + mss / 2) / mss.
+            cwnd_packets: Some(PacketWindow::Nearest),
         }
     }
 

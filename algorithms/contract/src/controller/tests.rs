@@ -3,6 +3,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::*;
 use crate::limits::{MAX_REPORT_ACKED_PKTS, MIN_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
 use crate::report::RttStats;
+use crate::PacketWindow;
 
 /// An algorithm that plays back a script of behaviours, one per call.
 #[derive(Clone)]
@@ -89,8 +90,13 @@ fn additive() -> Choice {
     Choice::new(Arc::new(AdditiveFactory), toml::Table::new(), "fallback")
 }
 
-const CAPS: Capabilities =
-    Capabilities { max_cwnd_bytes: 1 << 32, max_rate_bytes_per_s: 1 << 32, can_clear_pacing: false, per_rtt_reports: false };
+const CAPS: Capabilities = Capabilities {
+    max_cwnd_bytes: 1 << 32,
+    max_rate_bytes_per_s: 1 << 32,
+    can_clear_pacing: false,
+    per_rtt_reports: false,
+    cwnd_packets: None,
+};
 
 fn flow() -> FlowStart {
     FlowStart::new(1000, 10_000)
@@ -336,4 +342,30 @@ fn a_swapped_algorithm_learns_whether_the_flow_negotiated_ecn() {
     assert_eq!(c.seeded_start().ecn, Some(true));
     c.swap(additive(), 1);
     assert_eq!(c.seeded_start().ecn, Some(true));
+}
+
+#[test]
+fn a_window_that_comes_to_the_same_packets_is_not_sent() {
+    // MSS 1000: 10,000 B is 10 packets either way; the datapath holds 10.
+    let steps = [10_400.0, 10_999.0, 11_000.0, 11_400.0, 11_600.0, 10_999.0];
+    let run = |unit: Option<PacketWindow>| -> Vec<Option<u64>> {
+        let script = steps.iter().map(|c| Step::Act(Action::cwnd(*c))).collect();
+        let (mut c, _) = start_with(script, Capabilities { cwnd_packets: unit, ..CAPS });
+        steps.iter().enumerate().map(|(i, _)| c.on_report(&report(i as u64 * 10_000), 0).command.cwnd_bytes).collect()
+    };
+    assert_eq!(
+        run(Some(PacketWindow::Floor)),
+        vec![None, None, Some(11_000), None, None, Some(10_999)],
+        "floor: 10, 10, 11, 11, 11, 10 packets"
+    );
+    assert_eq!(
+        run(Some(PacketWindow::Nearest)),
+        vec![None, Some(10_999), None, None, Some(11_600), Some(10_999)],
+        "nearest: 10, 11, 11, 11, 12, 11 packets"
+    );
+    assert_eq!(
+        run(None),
+        vec![Some(10_400), Some(10_999), Some(11_000), Some(11_400), Some(11_600), Some(10_999)],
+        "a datapath in bytes gets every change"
+    );
 }
