@@ -84,6 +84,16 @@ fn an_eighth_of_a_window_acknowledged_reports_early_but_not_too_often() {
 }
 
 #[test]
+fn a_small_window_reports_every_four_packets_not_every_ack() {
+    // Interval 10 ms. Five packets of window: an eighth is less than one packet, so without the
+    // packet floor every ACK (here one per 1.2 ms, beyond the interval/16 gap) would report.
+    let mut h = Harness::new();
+    let ack = |bytes, rtt| Primitives { snd_cwnd: 5_000, ..ack(bytes, rtt) };
+    let reported: Vec<u64> = (1..=12u64).filter(|i| h.invoke(ack(1000, 20_000), i * 1_200).is_some()).collect();
+    assert_eq!(reported, vec![4, 8, 12], "one report per four packets acknowledged");
+}
+
+#[test]
 fn rtt_statistics_ignore_acks_without_samples() {
     let mut h = Harness::new();
     let samples = [30_000, NO_RTT, 10_000, 20_000, NO_RTT];
