@@ -48,6 +48,7 @@ use tracing::{info, warn};
 
 use crate::flows::Tuple;
 use crate::latency::Histogram;
+use crate::log_limit::LogLimit;
 
 pub const TOKEN: Token = Token(usize::MAX - 3);
 
@@ -58,8 +59,6 @@ pub const RECV_BUFFER_RANGE: (usize, usize) = (4096, 16 << 20);
 /// Datagrams read per pass of the event loop unless configured.
 pub const DEFAULT_MAX_PER_PASS: usize = 64;
 pub const MAX_PER_PASS_RANGE: (usize, usize) = (1, 4096);
-/// One log line per drop reason at most this often.
-const LOG_EVERY: Duration = Duration::from_secs(10);
 /// Larger than any CNM (32 + 64 bytes): a longer datagram is reported truncated and dropped.
 const RECV_BYTES: usize = 256;
 /// CNM sample times further from the agent's CLOCK_MONOTONIC than this are another host's clock.
@@ -260,25 +259,6 @@ pub fn classify(
     })
 }
 
-/// One log line per reason per `LOG_EVERY`, saying how many were not logged.
-#[derive(Debug, Default, Clone, Copy)]
-struct Throttle {
-    last: Option<Instant>,
-    suppressed: u64,
-}
-
-impl Throttle {
-    /// `Some(suppressed since the last line)` when a line may be logged now.
-    fn allow(&mut self, now: Instant) -> Option<u64> {
-        if self.last.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
-            self.suppressed += 1;
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.suppressed))
-    }
-}
-
 pub struct CnmListener {
     socket: mio::net::UdpSocket,
     local: SocketAddr,
@@ -292,7 +272,7 @@ pub struct CnmListener {
     /// SO_RXQ_OVFL's running count, as last seen.
     overflows_seen: u32,
     pub counters: CnmCounters,
-    throttle: [Throttle; Reason::ALL.len()],
+    throttle: [LogLimit; Reason::ALL.len()],
     /// Read → the flow's decision applied.
     latency: Histogram,
     /// The congestion point's sample → read (same-host congestion points only).
@@ -425,7 +405,7 @@ impl CnmListener {
             pending: false,
             overflows_seen: 0,
             counters: CnmCounters::default(),
-            throttle: [Throttle::default(); Reason::ALL.len()],
+            throttle: [LogLimit::default(); Reason::ALL.len()],
             latency: Histogram::default(),
             age: Histogram::default(),
         })

@@ -3,7 +3,8 @@
 //!
 //! Datapath events come in (`handle`), each flow's `Controller` (the containment boundary of
 //! `ccp-contract`) turns reports into settings, and the flow's latch applies what changed through
-//! the flow's adapter; what could not be applied is retried on the next tick (`retry`). Flows
+//! the flow's adapter; what could not be applied is retried when the adapter says its peer has
+//! room (`retry_peer`) or on the next tick (`retry`), and a newer decision supersedes it. Flows
 //! that stop reporting are forgotten after the idle timeout (`expire`); one that reports again is
 //! adopted again by its adapter, like a flow running before the agent started. Adapters keep no
 //! flow lifecycle of their own: `contains` is what they ask.
@@ -41,6 +42,7 @@ pub mod admission;
 
 use crate::datapath::latch::Latch;
 use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
+use crate::log_limit::LogLimit;
 use crate::rules::Policy;
 use crate::runtime::{CnmTrace, FlowTrace};
 
@@ -94,6 +96,8 @@ pub struct Counters {
     pub reports_for_unknown_flows: u64,
     pub commands_sent: u64,
     pub apply_errors: u64,
+    /// Applies held back because the datapath's queue was full (retried when it has room).
+    pub apply_deferred: u64,
     pub algorithm_faults: u64,
     pub algorithm_panics: u64,
     pub clamped_values: u64,
@@ -229,6 +233,18 @@ pub struct FlowTable {
     /// owner), for when they report again: a datapath that re-announces a flow from its
     /// reports alone (libccp) does not repeat them, and the flow's rules need them.
     dormant: HashMap<FlowKey, (FlowInfo, u64)>,
+    apply_errors_log: LogLimit,
+    /// Where each (adapter, peer)'s next round of retries starts (`retry_peer`).
+    retry_cursor: HashMap<(usize, u32), u32>,
+}
+
+/// How an apply went, as far as retrying goes.
+#[derive(Debug, PartialEq, Eq)]
+enum Flushed {
+    /// Applied, nothing to apply, or failed for a reason of its own.
+    Done,
+    /// The peer's queue is full: further applies to it would fail too.
+    Backpressure,
 }
 
 /// How long a forgotten flow's identity is kept, in idle timeouts.
@@ -247,6 +263,8 @@ impl FlowTable {
             counters: Counters::default(),
             admission: admission::Admission::new(admission::FlowLimits::default()),
             dormant: HashMap::new(),
+            apply_errors_log: LogLimit::default(),
+            retry_cursor: HashMap::new(),
         }
     }
 
@@ -343,6 +361,7 @@ impl FlowTable {
                     self.flush(key, adapter, &Command::default(), false);
                 }
             }
+            DatapathEvent::Writable { peer } => self.retry_peer(dp, peer, adapter),
         }
     }
 
@@ -507,10 +526,10 @@ impl FlowTable {
     }
 
     /// Applies what the flow's datapath does not hold yet; `change` is the controller's latest.
-    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, change: &Command, retry: bool) {
+    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, change: &Command, retry: bool) -> Flushed {
         let Some(f) = self.flows.get_mut(&key) else {
             self.unapplied.remove(&key);
-            return;
+            return Flushed::Done;
         };
         let want = *f.controller.settings();
         let changed = f.latch.pending(&want, change);
@@ -518,7 +537,7 @@ impl FlowTable {
             if retry {
                 self.unapplied.remove(&key);
             }
-            return;
+            return Flushed::Done;
         }
         match adapter.apply(key.1, &want, &changed) {
             Ok(()) => {
@@ -526,22 +545,35 @@ impl FlowTable {
                 self.unapplied.remove(&key);
                 self.counters.commands_sent += 1;
             }
+            Err(ApplyError::Backpressure(_)) => {
+                // The peer is slow, not broken: what is missing stays missing, newer decisions
+                // join it, and it all goes in one command once the peer has room.
+                self.counters.apply_deferred += 1;
+                f.latch.failed(&changed);
+                self.unapplied.insert(key);
+                return Flushed::Backpressure;
+            }
             Err(e) => {
                 self.counters.apply_errors += 1;
                 f.latch.failed(&changed);
                 if matches!(e, ApplyError::UnknownFlow(_)) {
                     // Nothing to retry: the adapter has no such flow (its close is on the way).
                     self.unapplied.remove(&key);
-                } else {
-                    self.unapplied.insert(key);
+                    debug!(flow = f.id, error = %e, "settings for a flow the adapter has closed");
+                    return Flushed::Done;
                 }
-                if retry {
-                    debug!(flow = f.id, error = %e, "retry of undelivered settings failed");
-                } else {
-                    warn!(flow = f.id, error = %e, "could not deliver settings; will retry");
+                self.unapplied.insert(key);
+                if let Some(not_logged) = self.apply_errors_log.allow(Instant::now()) {
+                    warn!(
+                        flow = f.id, error = %e, retry, not_logged, errors_total = self.counters.apply_errors,
+                        "could not deliver settings; they stay pending and are retried (further failures are logged \
+                         at most every {}s)",
+                        crate::log_limit::LOG_EVERY.as_secs()
+                    );
                 }
             }
         }
+        Flushed::Done
     }
 
     /// Retries what adapter `dp` could not apply.
@@ -550,6 +582,30 @@ impl FlowTable {
             self.unapplied.range((dp, FlowRef { peer: 0, sid: 0 })..).take_while(|k| k.0 == dp).copied().collect();
         for key in keys {
             self.flush(key, adapter, &Command::default(), true);
+        }
+        let unapplied = &self.unapplied;
+        self.retry_cursor.retain(|(d, peer), _| {
+            unapplied.range((*d, FlowRef { peer: *peer, sid: 0 })..).next().is_some_and(|k| k.0 == *d && k.1.peer == *peer)
+        });
+    }
+
+    /// Retries what adapter `dp` could not apply to the flows of `peer`, which has room again,
+    /// until its queue is full again. The next round starts where this one stopped, so every
+    /// waiting flow gets its turn however many wait.
+    fn retry_peer(&mut self, dp: usize, peer: u32, adapter: &mut dyn Datapath) {
+        let from = self.retry_cursor.remove(&(dp, peer)).unwrap_or(0);
+        let waiting = |t: &Self, lo: u32, hi: u32| -> Vec<FlowKey> {
+            t.unapplied.range((dp, FlowRef { peer, sid: lo })..=(dp, FlowRef { peer, sid: hi })).copied().collect()
+        };
+        let mut keys = waiting(self, from, u32::MAX);
+        if from > 0 {
+            keys.extend(waiting(self, 0, from - 1));
+        }
+        for key in keys {
+            if self.flush(key, adapter, &Command::default(), true) == Flushed::Backpressure {
+                self.retry_cursor.insert((dp, peer), key.1.sid);
+                return;
+            }
         }
     }
 

@@ -11,6 +11,7 @@ pub mod datapath;
 pub mod flows;
 pub mod install;
 pub mod latency;
+pub mod log_limit;
 pub mod metrics;
 pub mod permissions;
 pub mod rules;

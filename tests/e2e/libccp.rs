@@ -72,9 +72,13 @@ fn reno_doubles_per_rtt_in_slow_start_and_halves_once_per_rtt_on_loss() {
 #[test]
 fn dctcp_cuts_in_proportion_to_the_marked_fraction() {
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start_unix(dir.path(), &["-a", "dctcp"]);
+    let trace = dir.path().join("trace.jsonl");
+    let agent = Agent::start_unix(dir.path(), &["-a", "dctcp", "--trace-flows", trace.to_str().unwrap()]);
     // Two datapaths at once, each marking a fixed fraction F of its packets: α converges to F
-    // (g = 1/16) and every cut becomes cwnd·(1 − F/2).
+    // (g = 1/16) and every cut becomes cwnd·(1 − F/2). The windows are 3–10 packets, and the
+    // datapath gets a new window only when its packet count changes (libccp datapaths send
+    // whole segments), so two cuts can reach it as one: the cuts are read from the agent's
+    // decisions, and the datapath's window is checked against them separately.
     let fractions = [0.1, 0.2];
     let children: Vec<_> = fractions
         .iter()
@@ -87,16 +91,47 @@ fn dctcp_cuts_in_proportion_to_the_marked_fraction() {
             )
         })
         .collect();
-    for (f, child) in fractions.iter().zip(children) {
-        let run = finish_datapath(child);
-        assert_clean(&run);
-        let late: Vec<f64> = cuts(&run, 1, 1_500_000).into_iter().map(|(_, r)| r).collect();
+    let runs: Vec<DatapathRun> = children.into_iter().map(finish_datapath).collect();
+    let log = agent.log();
+    assert!(agent.stop().status.success());
+    let decisions: Vec<serde_json::Value> =
+        std::fs::read_to_string(&trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    for (i, (f, run)) in fractions.iter().zip(&runs).enumerate() {
+        assert_clean(run);
+        let flow = agent_flow_id(&log, &format!("dp{i}"));
+        let decided: Vec<(u64, u64)> = decisions
+            .iter()
+            .filter(|d| d["flow"].as_u64() == Some(flow))
+            .map(|d| (d["t_us"].as_u64().unwrap(), d["commanded_cwnd_bytes"].as_u64().unwrap()))
+            .collect();
+        let late: Vec<f64> = decided
+            .windows(2)
+            .filter(|w| w[1].1 < w[0].1 && w[1].0 > 1_500_000)
+            .map(|w| w[1].1 as f64 / w[0].1 as f64)
+            .filter(|r| *r > 0.5)
+            .collect();
         assert!(late.len() >= 20, "F={f}: only {} cuts", late.len());
         let mean = late.iter().sum::<f64>() / late.len() as f64;
         let expect = 1.0 - f / 2.0;
         assert!((mean - expect).abs() < 0.02, "F={f}: mean cut ×{mean:.4}, expected ×{expect:.4} ({late:?})");
+        // Every window the datapath held is, in packets, one the agent decided.
+        let decided_pkts: std::collections::HashSet<u64> = decided.iter().map(|(_, c)| c / MSS).collect();
+        let held = run.cwnd_trace(1);
+        assert!(held.len() >= 20, "F={f}: the datapath's window changed {} times", held.len());
+        for (t, c) in held.iter().skip(1) {
+            assert!(decided_pkts.contains(&(c / MSS)), "F={f}: at {t} µs the datapath holds {c} B, never decided");
+        }
     }
-    assert!(agent.stop().status.success());
+}
+
+/// The agent's id of the flow of the datapath whose socket is named `name` (from its log).
+fn agent_flow_id(log: &str, name: &str) -> u64 {
+    let line = log
+        .lines()
+        .find(|l| l.contains("flow started") && l.contains(&format!("/{name} ")))
+        .unwrap_or_else(|| panic!("no flow of {name} started: {log}"));
+    let id = line.split_whitespace().find_map(|w| w.strip_prefix("flow=")).unwrap();
+    id.parse().unwrap()
 }
 
 #[test]
@@ -113,7 +148,7 @@ fn rules_choose_the_algorithm_per_flow() {
     assert_clean(&run);
     // Flow 1 (src port 40000) runs Reno and grows; flow 2 (src port 40001) is pinned at 7 packets.
     let reno = run.cwnd_trace(1);
-    assert!(reno.last().unwrap().1 > 4 * 10 * MSS, "reno did not grow: {reno:?}");
+    assert!(reno.iter().any(|(_, c)| *c > 4 * 10 * MSS), "reno did not grow: {reno:?}");
     let pinned = run.cwnd_trace(2);
     assert_eq!(pinned.iter().map(|(_, c)| *c).collect::<Vec<_>>(), vec![7 * MSS], "{pinned:?}");
     let log = agent.log();

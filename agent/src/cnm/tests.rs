@@ -141,18 +141,6 @@ fn a_timestamp_on_this_hosts_clock_gives_the_cnms_age() {
 }
 
 #[test]
-fn the_throttle_logs_once_per_period_and_counts_the_rest() {
-    let mut t = Throttle::default();
-    let t0 = Instant::now();
-    assert_eq!(t.allow(t0), Some(0));
-    for _ in 0..1000 {
-        assert_eq!(t.allow(t0 + Duration::from_secs(1)), None);
-    }
-    assert_eq!(t.allow(t0 + LOG_EVERY), Some(1000));
-    assert_eq!(t.allow(t0 + LOG_EVERY), None);
-}
-
-#[test]
 fn every_reason_has_its_own_counter() {
     let mut c = CnmCounters::default();
     for (i, r) in Reason::ALL.iter().enumerate() {

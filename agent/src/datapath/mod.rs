@@ -203,6 +203,11 @@ pub enum DatapathEvent {
     SettingsLost {
         flow: FlowRef,
     },
+    /// A peer whose queue was full (`ApplyError::Backpressure`) has room again: what waits for
+    /// its flows can be applied now.
+    Writable {
+        peer: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,6 +227,10 @@ pub enum ApplyError {
     Unreachable { flow: FlowRef, source: std::io::Error },
     #[error("could not encode settings for flow {flow}: {reason}")]
     Encode { flow: FlowRef, reason: String },
+    /// The peer's queue is full. Not a failure: the settings wait, and the adapter says
+    /// `DatapathEvent::Writable` when the peer can take them (or the tick retries them).
+    #[error("the datapath peer of flow {0} is not reading fast enough: its queue is full")]
+    Backpressure(FlowRef),
 }
 
 /// One datapath adapter in the agent's event loop.
@@ -241,6 +250,12 @@ pub trait Datapath {
     /// `known(flow)` says whether the agent controls `flow`: a report of a flow it does not is
     /// announced with `FlowStarted` first (adopting the flow from its state) or dropped.
     fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize;
+
+    /// Whether events are waiting that need no read: produced outside `poll_events` (a peer
+    /// found gone by a send). The runtime polls again for them before it sleeps.
+    fn has_queued_events(&self) -> bool {
+        false
+    }
 
     /// Brings the flow's datapath to `want`; `changed` holds the fields the datapath is not
     /// known to hold yet (every field after a start or `SettingsLost`). An error leaves the flow

@@ -13,16 +13,17 @@
 //! dropped at a hash lookup instead of being re-examined each time; it is examined again
 //! [`Admission::RETRY_US`] after its refusal (so a flow refused while the table was full is
 //! admitted once there is room), and forgotten when it closes or goes quiet for the idle timeout. Refusals are counted per limit and logged at most once per
-//! [`Admission::LOG_EVERY`] with the count since the last line.
+//! [`LOG_EVERY`](crate::log_limit::LOG_EVERY) with the count since the last line.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 use tracing::warn;
 
 use super::FlowKey;
 use crate::datapath::FlowInfo;
+use crate::log_limit::{LogLimit, LOG_EVERY};
 
 /// `[safety]`'s flow limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,8 +101,7 @@ pub struct Admission {
     /// Refused flows: when they were refused and when they last reported (agent clock, µs).
     refused: HashMap<FlowKey, (u64, u64)>,
     pub refusals: Refusals,
-    unlogged: u64,
-    last_log: Option<Instant>,
+    log: LogLimit,
 }
 
 fn bump<K: std::hash::Hash + Eq + Copy>(map: &mut HashMap<K, usize>, key: K, up: bool) {
@@ -116,7 +116,6 @@ fn bump<K: std::hash::Hash + Eq + Copy>(map: &mut HashMap<K, usize>, key: K, up:
 }
 
 impl Admission {
-    pub const LOG_EVERY: Duration = Duration::from_secs(10);
     /// A refused flow is examined again this long after its refusal.
     pub const RETRY_US: u64 = 10_000_000;
 
@@ -176,23 +175,19 @@ impl Admission {
         if self.refused.len() < self.limits.max_flows || self.refused.contains_key(&key) {
             self.refused.insert(key, (now_us, now_us));
         }
-        self.unlogged += 1;
-        let now = Instant::now();
-        if self.last_log.is_none_or(|t| now.duration_since(t) >= Self::LOG_EVERY) {
+        if let Some(not_logged) = self.log.allow(Instant::now()) {
             warn!(
                 limit = limit.name(),
                 src = ?info.src,
                 dst = ?info.dst,
                 uid = ?info.uid,
                 netns_cookie = ?info.netns_cookie,
-                refused = self.unlogged,
+                refused = not_logged + 1,
                 "refusing to control flows: the datapath's fallback steers them (raise [safety] {} if this is \
                  legitimate load; further refusals are logged at most every {}s)",
                 limit.name(),
-                Self::LOG_EVERY.as_secs()
+                LOG_EVERY.as_secs()
             );
-            self.unlogged = 0;
-            self.last_log = Some(now);
         }
     }
 

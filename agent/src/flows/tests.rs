@@ -21,7 +21,13 @@ impl Datapath for Recorder {
         "recorder".into()
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities { max_cwnd_bytes: 1 << 32, max_rate_bytes_per_s: 1 << 32, can_clear_pacing: true, per_rtt_reports: false }
+        Capabilities {
+            max_cwnd_bytes: 1 << 32,
+            max_rate_bytes_per_s: 1 << 32,
+            can_clear_pacing: true,
+            per_rtt_reports: false,
+            cwnd_packets: None,
+        }
     }
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
         Ok(())
@@ -380,4 +386,63 @@ fn status_rows_come_in_pages_in_a_stable_order() {
     assert_eq!(sids(t.status_page(&adapters, 0, 1, 1)), vec![5]);
     assert_eq!(sids(t.status_page(&adapters, 0, 2, 10)), vec![9]);
     assert!(t.status_page(&adapters, 0, 3, 10).is_empty());
+}
+
+/// Settings held back by a full queue go out when the peer has room, in turns: a round stops at
+/// the first refusal (no storm of failing applies) and the next round starts where it stopped,
+/// so no flow waits behind the others for good.
+#[test]
+fn backpressured_settings_go_out_in_turns_when_the_peer_has_room() {
+    let (mut t, mut dp) = (table(), Recorder::default());
+    let flow = |sid| FlowRef { peer: 0, sid };
+    for sid in 1..=4 {
+        let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, ..FlowInfo::default() };
+        dp.fail.push_back(ApplyError::Backpressure(flow(sid)));
+        t.handle(0, &mut dp, DatapathEvent::FlowStarted { flow: flow(sid), info }, 0, None);
+    }
+    assert!(dp.applied.is_empty());
+    assert_eq!((t.counters.apply_deferred, t.counters.apply_errors), (4, 0));
+    let applied = |dp: &Recorder| dp.applied.iter().map(|(f, _, _)| f.sid).collect::<Vec<_>>();
+
+    // Room for two: 1 and 2 get through, 3 finds the queue full again and 4 is not even tried.
+    let mut script: VecDeque<Option<ApplyError>> = VecDeque::from([None, None, Some(ApplyError::Backpressure(flow(3)))]);
+    let mut gate = Gate { inner: &mut dp, script: &mut script };
+    t.handle(0, &mut gate, DatapathEvent::Writable { peer: 0 }, 1, None);
+    assert_eq!(applied(&dp), vec![1, 2]);
+    assert_eq!(t.counters.apply_deferred, 5, "one more refusal, not one per waiting flow");
+    // The next round starts at 3, and 4 goes too.
+    t.handle(0, &mut dp, DatapathEvent::Writable { peer: 0 }, 2, None);
+    assert_eq!(applied(&dp), vec![1, 2, 3, 4]);
+    t.handle(0, &mut dp, DatapathEvent::Writable { peer: 0 }, 3, None);
+    assert_eq!(dp.applied.len(), 4, "nothing left waiting");
+}
+
+/// A datapath whose applies follow a script (`None`: through to the recorder).
+struct Gate<'a> {
+    inner: &'a mut Recorder,
+    script: &'a mut VecDeque<Option<ApplyError>>,
+}
+
+impl Datapath for Gate<'_> {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn register(&mut self, r: &mio::Registry, t: mio::Token) -> io::Result<()> {
+        self.inner.register(r, t)
+    }
+    fn poll_events(&mut self, k: &dyn Fn(FlowRef) -> bool, o: &mut Vec<DatapathEvent>, b: usize) -> usize {
+        self.inner.poll_events(k, o, b)
+    }
+    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command) -> Result<(), ApplyError> {
+        match self.script.pop_front().flatten() {
+            Some(e) => Err(e),
+            None => self.inner.apply(flow, want, changed),
+        }
+    }
+    fn peer_name(&self, p: u32) -> String {
+        self.inner.peer_name(p)
+    }
 }

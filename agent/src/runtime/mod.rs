@@ -219,10 +219,10 @@ impl Runtime {
         loop {
             buf.clear();
             let flows = &self.flows;
-            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, left.min(WORK_CHUNK));
+            let chunk = left.min(WORK_CHUNK);
+            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, chunk);
             left -= read.min(left);
             let now_us = self.now_us();
-            let empty = buf.is_empty();
             for ev in buf.drain(..) {
                 self.flows.handle(dp, self.datapaths[dp].as_mut(), ev, now_us, self.services.trace.as_mut());
             }
@@ -231,7 +231,8 @@ impl Runtime {
                 self.flows.counters.loop_budget_exhausted += 1;
                 return;
             }
-            if empty && read == 0 {
+            // Fewer than asked for: the source ran dry (reading again would only find it empty).
+            if read < chunk && !self.datapaths[dp].has_queued_events() {
                 return;
             }
         }

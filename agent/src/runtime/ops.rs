@@ -263,6 +263,11 @@ impl Runtime {
             counter("ccp_reports_unknown_flow_total", "Reports for flows no adapter announced.", c.reports_for_unknown_flows),
             counter("ccp_commands_total", "Commands sent to datapaths.", c.commands_sent),
             counter("ccp_command_errors_total", "Commands that could not be delivered.", c.apply_errors),
+            counter(
+                "ccp_commands_deferred_total",
+                "Commands held back because the datapath's queue was full (sent when it drains).",
+                c.apply_deferred,
+            ),
             counter("ccp_algorithm_faults_total", "Algorithm panics and invalid outputs contained.", c.algorithm_faults),
             counter("ccp_algorithm_panics_total", "Algorithm panics contained.", c.algorithm_panics),
             counter("ccp_clamped_values_total", "Algorithm outputs clamped to safe bounds.", c.clamped_values),

@@ -37,11 +37,12 @@ mod tests;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use ccp_contract::{Capabilities, Command, PacingCommand, ReportPolicy, Seed, Settings};
+use ccp_contract::{Capabilities, Command, PacingCommand, PacketWindow, ReportPolicy, Seed, Settings};
 use ccp_wire::{ChangeProg, Create, Msg, RegKind, UpdateField, UpdateFields};
 use tracing::{debug, info, warn};
 
 use super::{ApplyError, CloseReason, Datapath, DatapathEvent, FlowInfo, FlowRef};
+use crate::log_limit::LogLimit;
 use fold::{FlowDecoder, Fold};
 pub use settings::{NetlinkSettings, UnixSettings, NETLINK, UNIX};
 use transport::{peer_is_gone, Refusals, Transport};
@@ -75,6 +76,8 @@ pub struct LibccpStats {
     pub adopted_flows: u64,
     pub installs: u64,
     pub send_errors: u64,
+    /// Sends held back because the datapath's queue was full (sent when it has room).
+    pub send_backpressure: u64,
     /// Datagrams the transport refused by sender (netlink: not the kernel; unix: a reply path
     /// outside the socket directory).
     pub refused_datagrams: u64,
@@ -89,11 +92,19 @@ struct Session {
     awaiting_report_since: Option<Instant>,
     /// Silence tolerated before the next re-switch.
     retry_after: Duration,
+    /// The switch to the fold waits for room in the datapath's queue.
+    switch_unsent: bool,
 }
 
 impl Session {
     fn new(decoder: FlowDecoder, switched_at: Option<Instant>) -> Session {
-        Session { decoder, interval_us: FOLD_DEFAULT_INTERVAL_US, awaiting_report_since: switched_at, retry_after: PROGRAM_RETRY }
+        Session {
+            decoder,
+            interval_us: FOLD_DEFAULT_INTERVAL_US,
+            awaiting_report_since: switched_at,
+            retry_after: PROGRAM_RETRY,
+            switch_unsent: false,
+        }
     }
 
     /// True when the flow has been silent long enough since its switch to be switched again.
@@ -129,6 +140,9 @@ pub struct LibccpDatapath<T: Transport> {
     /// Any local process that reaches the socket can send these: logged without flooding.
     malformed: Refusals,
     unnamed: Refusals,
+    /// Failed sends of the adapter's own messages (install, program switch).
+    send_failures: LogLimit,
+    writable: Vec<T::Addr>,
 }
 
 impl<T: Transport> LibccpDatapath<T> {
@@ -150,6 +164,8 @@ impl<T: Transport> LibccpDatapath<T> {
             stats: LibccpStats::default(),
             malformed: Refusals::new("malformed libccp datagram"),
             unnamed: Refusals::new("datagram from an unnamed socket (a datapath must bind a path so the agent can reply)"),
+            send_failures: LogLimit::default(),
+            writable: Vec::new(),
         })
     }
 
@@ -184,13 +200,49 @@ impl<T: Transport> LibccpDatapath<T> {
             return Err(std::io::Error::from_raw_os_error(libc::ENOTCONN));
         };
         let r = self.transport.send(&addr, msg);
-        if let Err(e) = &r {
-            self.stats.send_errors += 1;
-            if peer_is_gone(e) {
-                self.peer_gone(peer, e);
+        match &r {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.stats.send_backpressure += 1,
+            Err(e) => {
+                self.stats.send_errors += 1;
+                if peer_is_gone(e) {
+                    self.peer_gone(peer, e);
+                }
             }
+            Ok(()) => {}
         }
         r
+    }
+
+    /// Logs a failed send of the adapter's own message at a bounded rate; a full queue is not
+    /// a failure (what waits for it is sent when the peer has room, or on a tick).
+    fn send_failed(&mut self, peer: u32, what: &'static str, e: &std::io::Error) {
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            return;
+        }
+        if let Some(not_logged) = self.send_failures.allow(Instant::now()) {
+            warn!(peer, error = %e, not_logged, "could not send {what}; will retry (further failures are logged at most every {}s)",
+                crate::log_limit::LOG_EVERY.as_secs());
+        }
+    }
+
+    /// `peer` has room again after a full queue: the fold and program switches that waited go
+    /// first, then the runtime applies the settings that waited (`Writable`).
+    fn resume(&mut self, peer: u32, now: Instant, out: &mut Vec<DatapathEvent>) {
+        self.ensure_installed(peer);
+        let Some(p) = self.peers.get(&peer) else { return };
+        let waiting: Vec<u32> = p.sessions.iter().filter(|(_, s)| s.switch_unsent).map(|(sid, _)| *sid).collect();
+        for sid in waiting {
+            if !self.change_prog(peer, sid) {
+                break;
+            }
+            if let Some(s) = self.peers.get_mut(&peer).and_then(|p| p.sessions.get_mut(&sid)) {
+                s.switch_unsent = false;
+                s.awaiting_report_since = Some(now);
+            }
+        }
+        if self.peers.contains_key(&peer) {
+            out.push(DatapathEvent::Writable { peer });
+        }
     }
 
     /// The datapath behind `peer` no longer exists: its flows are gone with it, and so is the
@@ -198,6 +250,7 @@ impl<T: Transport> LibccpDatapath<T> {
     fn peer_gone(&mut self, peer: u32, err: &std::io::Error) {
         let Some(mut p) = self.peers.remove(&peer) else { return };
         self.peer_ids.remove(&p.addr);
+        self.transport.forget(&p.addr);
         if p.sessions.is_empty() && !p.installed {
             debug!(datapath = %self.transport.addr_name(&p.addr), error = %err, "datapath unreachable; forgetting it");
             return;
@@ -221,7 +274,7 @@ impl<T: Transport> LibccpDatapath<T> {
                 }
                 debug!(peer, "installed standard fold");
             }
-            Err(e) => warn!(peer, error = %e, "could not install the standard fold"),
+            Err(e) => self.send_failed(peer, "the standard fold", &e),
         }
     }
 
@@ -231,7 +284,12 @@ impl<T: Transport> LibccpDatapath<T> {
             Ok(bytes) => match self.send(peer, &bytes) {
                 Ok(()) => true,
                 Err(e) => {
-                    warn!(peer, sid, error = %e, "could not switch flow to the standard fold; will retry");
+                    if e.kind() == std::io::ErrorKind::WouldBlock {
+                        if let Some(s) = self.peers.get_mut(&peer).and_then(|p| p.sessions.get_mut(&sid)) {
+                            s.switch_unsent = true;
+                        }
+                    }
+                    self.send_failed(peer, "a switch to the standard fold", &e);
                     false
                 }
             },
@@ -428,6 +486,8 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
             max_rate_bytes_per_s: LIBCCP_MAX_U32,
             can_clear_pacing: false,
             per_rtt_reports: false,
+            // ccp-kernel sets snd_cwnd = Cwnd / mss; user-space datapaths send whole segments.
+            cwnd_packets: Some(PacketWindow::Floor),
         }
     }
 
@@ -437,6 +497,14 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
 
     fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize {
         out.append(&mut self.deferred);
+        let mut writable = std::mem::take(&mut self.writable);
+        self.transport.writable_again(&mut writable);
+        for addr in writable.drain(..) {
+            if let Some(peer) = self.peer_ids.get(&addr).copied() {
+                self.resume(peer, Instant::now(), out);
+            }
+        }
+        self.writable = writable;
         let mut batch: HashMap<FlowRef, bool> = HashMap::new();
         let mut rx = std::mem::take(&mut self.rx);
         let mut read = 0;
@@ -496,6 +564,10 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         read
     }
 
+    fn has_queued_events(&self) -> bool {
+        !self.deferred.is_empty()
+    }
+
     fn stats_json(&self) -> serde_json::Value {
         serde_json::to_value(self.stats()).unwrap_or_default()
     }
@@ -511,7 +583,10 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
             .to_bytes()
             .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
-        self.send(flow.peer, &bytes).map_err(|source| ApplyError::Unreachable { flow, source })?;
+        self.send(flow.peer, &bytes).map_err(|source| match source.kind() {
+            std::io::ErrorKind::WouldBlock => ApplyError::Backpressure(flow),
+            _ => ApplyError::Unreachable { flow, source },
+        })?;
         if let Some(ReportPolicy::EveryUs(us)) = changed.report {
             if let Some(s) = self.peers.get_mut(&flow.peer).and_then(|p| p.sessions.get_mut(&flow.sid)) {
                 s.interval_us = us;

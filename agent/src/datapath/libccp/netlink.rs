@@ -236,7 +236,7 @@ mod tests {
         assert!(r.refuse(&"a", t0), "the first is logged at once");
         let logged = (1..10_000u64).filter(|i| r.refuse(&"a", t0 + Duration::from_micros(*i))).count();
         assert_eq!(logged, 0);
-        assert!(r.refuse(&"a", t0 + Refusals::LOG_EVERY));
+        assert!(r.refuse(&"a", t0 + crate::log_limit::LOG_EVERY));
         assert_eq!(r.total(), 10_001);
     }
 

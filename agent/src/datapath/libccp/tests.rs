@@ -21,6 +21,10 @@ struct Wire {
     sent: Vec<(PathBuf, Msg)>,
     /// errno to fail the next sends with, consumed one per send.
     fail: VecDeque<i32>,
+    /// The datapath's queue is full: every send fails with EAGAIN until `writable` is set.
+    full: bool,
+    /// The full queue has room again (reported once by `writable_again`).
+    writable: bool,
 }
 
 #[derive(Clone, Default)]
@@ -42,6 +46,9 @@ impl Transport for Mock {
     }
     fn send(&mut self, to: &PathBuf, msg: &[u8]) -> io::Result<()> {
         let mut w = self.0.borrow_mut();
+        if w.full {
+            return Err(io::Error::from_raw_os_error(libc::EAGAIN));
+        }
         if let Some(errno) = w.fail.pop_front() {
             return Err(io::Error::from_raw_os_error(errno));
         }
@@ -51,6 +58,13 @@ impl Transport for Mock {
     }
     fn addr_name(&self, a: &PathBuf) -> String {
         a.display().to_string()
+    }
+    fn writable_again(&mut self, out: &mut Vec<PathBuf>) {
+        let mut w = self.0.borrow_mut();
+        if std::mem::take(&mut w.writable) {
+            w.full = false;
+            out.push(PathBuf::from(DP));
+        }
     }
 }
 
@@ -296,9 +310,9 @@ fn only_the_changed_fields_are_sent_and_a_failed_send_is_an_error() {
     t.apply(1, Command::default()).unwrap();
     assert!(t.sent().is_empty(), "nothing changed, nothing sent");
 
-    // The datapath's queue is full: the send fails and says so (the runtime's latch retries);
-    // the adapter does not resend on its own.
-    t.wire.0.borrow_mut().fail.push_back(libc::EAGAIN);
+    // The send fails and says so (the runtime's latch retries); the adapter does not resend on
+    // its own.
+    t.wire.0.borrow_mut().fail.push_back(libc::EPIPE);
     assert!(matches!(
         t.apply(1, Command { cwnd_bytes: Some(40_000), ..Command::default() }),
         Err(ApplyError::Unreachable { .. })
@@ -420,4 +434,33 @@ fn a_peer_gone_before_it_has_flows_is_forgotten_too() {
     t.push(Msg::Ready(Ready { datapath_id: 1 }));
     assert!(t.poll().is_empty());
     assert_eq!(t.dp.peer_count(), 0);
+}
+
+/// A full datapath queue is backpressure, not a failure: the program switch of a flow created
+/// meanwhile waits, and once the peer has room it goes first, then the runtime is told
+/// (`Writable`) to apply the settings that waited; nothing is resent before.
+#[test]
+fn a_full_queue_holds_messages_until_the_peer_has_room() {
+    let mut t = T::new();
+    t.create(1);
+    t.sent();
+    t.wire.0.borrow_mut().full = true;
+    assert!(matches!(
+        t.apply(1, Command { cwnd_bytes: Some(40_000), ..Command::default() }),
+        Err(ApplyError::Backpressure(f)) if f.sid == 1
+    ));
+    let ev = t.create(2);
+    assert!(matches!(&ev[..], [DatapathEvent::FlowStarted { flow, .. }] if flow.sid == 2), "{ev:?}");
+    assert!(t.poll().is_empty(), "no room yet: nothing to resume");
+    assert!(t.sent().is_empty());
+    assert_eq!(t.dp.stats().send_errors, 0, "a full queue is not a send error");
+    assert!(t.dp.stats().send_backpressure >= 2);
+
+    t.wire.0.borrow_mut().writable = true;
+    let ev = t.poll();
+    assert!(matches!(&ev[..], [DatapathEvent::Writable { peer: 0 }]), "{ev:?}");
+    let sent = t.sent();
+    assert!(matches!(&sent[..], [Msg::ChangeProg(c)] if c.sid == 2), "the waiting switch, once: {sent:?}");
+    t.apply(1, Command { cwnd_bytes: Some(40_000), ..Command::default() }).unwrap();
+    assert_eq!(t.sent().iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![40_000]);
 }

@@ -4,6 +4,8 @@ use std::fmt::Debug;
 use std::hash::Hash;
 use std::io;
 
+use crate::log_limit::{LogLimit, LOG_EVERY};
+
 /// One received datagram: its length in the caller's buffer and its sender, when the sender
 /// can be replied to (an unnamed unix socket cannot).
 pub struct Received<A> {
@@ -22,8 +24,15 @@ pub trait Transport {
     /// Receives one datagram's libccp payload into `buf`; `Ok(None)` when nothing is waiting.
     fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<Self::Addr>>>;
 
-    /// Sends one libccp message (unframed) to `to`.
+    /// Sends one libccp message (unframed) to `to`. `WouldBlock` when `to`'s queue is full:
+    /// the message was not sent, and nothing more is until `writable_again` names `to`.
     fn send(&mut self, to: &Self::Addr, msg: &[u8]) -> io::Result<()>;
+
+    /// Appends the peers that refused a send for a full queue and have room again.
+    fn writable_again(&mut self, _out: &mut Vec<Self::Addr>) {}
+
+    /// Drops what the transport keeps for a peer that is gone.
+    fn forget(&mut self, _addr: &Self::Addr) {}
 
     fn addr_name(&self, addr: &Self::Addr) -> String;
 
@@ -33,24 +42,20 @@ pub trait Transport {
     }
 }
 
-/// Counts datagrams a transport refuses by sender and logs them without flooding the log: the
-/// first refusal at once, then at most one line per [`Refusals::LOG_EVERY`] with the count
-/// since the last line. The senders are unprivileged, so one line per datagram would hand
+/// Counts datagrams a transport refuses by sender and logs them without flooding the log (see
+/// [`crate::log_limit`]): the senders are unprivileged, so one line per datagram would hand
 /// them the log.
 #[derive(Debug)]
 pub struct Refusals {
     what: &'static str,
     total: u64,
-    unlogged: u64,
-    last_log: Option<std::time::Instant>,
+    log: LogLimit,
 }
 
 impl Refusals {
-    pub const LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
-
     /// `what` names the rule, e.g. "netlink sender is not the kernel".
     pub fn new(what: &'static str) -> Refusals {
-        Refusals { what, total: 0, unlogged: 0, last_log: None }
+        Refusals { what, total: 0, log: LogLimit::default() }
     }
 
     pub fn total(&self) -> u64 {
@@ -60,20 +65,15 @@ impl Refusals {
     /// Counts one refusal of a datagram from `sender`; returns true when it was logged.
     pub fn refuse(&mut self, sender: &dyn std::fmt::Display, now: std::time::Instant) -> bool {
         self.total += 1;
-        self.unlogged += 1;
-        if self.last_log.is_some_and(|t| now.duration_since(t) < Self::LOG_EVERY) {
-            return false;
-        }
+        let Some(not_logged) = self.log.allow(now) else { return false };
         tracing::warn!(
             rule = self.what,
             %sender,
-            refused = self.unlogged,
+            refused = not_logged + 1,
             refused_total = self.total,
             "refusing datagrams (further refusals are logged at most every {}s)",
-            Self::LOG_EVERY.as_secs()
+            LOG_EVERY.as_secs()
         );
-        self.unlogged = 0;
-        self.last_log = Some(now);
         true
     }
 }
