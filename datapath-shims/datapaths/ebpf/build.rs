@@ -3,5 +3,5 @@
 //! works on an owned `libbpf_rs::Object`.
 
 fn main() {
-    ccp_bpf_build::compile("ccp-ebpf", &["ccp", "attach", "ce_marker"]);
+    ccp_bpf_build::compile("ccp-ebpf", &["ccp", "attach", "ce_marker", "reno_ref"]);
 }

@@ -20,6 +20,7 @@ pub mod marker;
 pub mod netns;
 pub mod progstats;
 pub mod record;
+pub mod reno_ref;
 pub mod ringbuf;
 pub mod slots;
 
@@ -35,6 +36,8 @@ pub(crate) const CCP_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/c
 pub(crate) const ATTACH_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/attach.bpf.o"));
 /// The ECN CE marker (tc).
 pub(crate) const MARKER_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/ce_marker.bpf.o"));
+/// The kernel's Reno as a BPF struct_ops: the anchor of the per-ACK cost (benchmarks).
+pub(crate) const RENO_REF_OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/reno_ref.bpf.o"));
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

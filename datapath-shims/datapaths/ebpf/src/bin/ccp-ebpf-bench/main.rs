@@ -4,7 +4,10 @@
 //! - Bulk throughput of one flow over loopback and over a veth pair: `ccp` with the agent
 //!   running Reno (10 ms reports, then per-RTT reports) versus the kernel's cubic and reno.
 //! - BPF cost per ACK: `run_time_ns / run_cnt` of cong_control while `kernel.bpf_stats_enabled`
-//!   is on (the accounting adds a little of its own).
+//!   is on (the accounting adds a little of its own), against the same figure for the kernel's
+//!   own Reno registered as a BPF congestion control (`ccp_ebpf::reno_ref`: its cong_avoid is
+//!   one kfunc call into tcp_reno_cong_avoid, so it costs the trampoline, the accounting and
+//!   Reno's step; the kernel runs it on ACKs that may raise the window).
 //! - Report latency from the ACK that closes a report to the agent decoding it (the agent's own
 //!   histogram, same clock on both sides).
 //! - Agent CPU with many concurrent flows at 10 ms reports, per report and per 1000 flows, and
@@ -72,6 +75,10 @@ struct Args {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// A `[datapath.ebpf]` line for every agent of the run, e.g. `wake_gap_us = 500`
+    /// (repeatable): to measure what a setting trades.
+    #[arg(long = "ebpf-setting", value_name = "KEY = VALUE")]
+    ebpf_settings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -89,7 +96,8 @@ enum Part {
 impl Args {
     /// `[datapath.ebpf]` lines every agent of the run gets, plus `extra`.
     fn ebpf(&self, extra: &str) -> String {
-        format!("realtime_priority = {}\n{extra}", self.realtime_priority)
+        let settings: String = self.ebpf_settings.iter().map(|l| format!("{l}\n")).collect();
+        format!("realtime_priority = {}\n{settings}{extra}", self.realtime_priority)
     }
 }
 
@@ -99,6 +107,8 @@ struct CcpRun {
     ratio_vs_cubic: f64,
     ratio_vs_reno: f64,
     bpf_ns_per_ack: f64,
+    /// bpf_ns_per_ack over the BPF-hosted kernel Reno's.
+    bpf_ns_ratio_vs_bpf_reno: f64,
     acks: u64,
     latency_p50_us: u64,
     latency_p99_us: u64,
@@ -111,6 +121,9 @@ struct PathResult {
     path: &'static str,
     cubic_gbps: f64,
     reno_gbps: f64,
+    /// The kernel's Reno as a BPF struct_ops: its throughput and its per-ACK program's cost.
+    bpf_reno_gbps: f64,
+    bpf_reno_ns_per_ack: f64,
     ccp_10ms: CcpRun,
     ccp_per_rtt: CcpRun,
 }
@@ -167,13 +180,29 @@ fn ccp_run(args: &Args, bin: &std::path::Path, path: &Path, port: u16, ebpf: &st
     Ok(())
 }
 
-fn finish(acc: &Acc, cubic: f64, reno: f64) -> CcpRun {
+/// One bulk flow on the kernel's Reno registered as a BPF congestion control; accumulates its
+/// throughput and its cong_avoid's run time into `acc`.
+fn bpf_reno_run(args: &Args, path: &Path, port: u16, acc: &mut Acc) -> anyhow::Result<()> {
+    let reference = ccp_ebpf::reno_ref::RenoReference::register()?;
+    let stats = BpfStats::enable()?;
+    let before = reference.cong_avoid_stats().context("reno_ref stats")?;
+    acc.gbps.push(iperf::bulk(path, port, ccp_ebpf::reno_ref::NAME, args.seconds)?);
+    let after = reference.cong_avoid_stats().context("reno_ref stats")?;
+    drop(stats);
+    acc.run_ns += after.run_time_ns.saturating_sub(before.run_time_ns);
+    acc.acks += after.run_cnt.saturating_sub(before.run_cnt);
+    Ok(())
+}
+
+fn finish(acc: &Acc, cubic: f64, reno: f64, bpf_reno_ns: f64) -> CcpRun {
     let gbps = mean(&acc.gbps);
+    let ns = ratio(acc.run_ns as f64, acc.acks as f64);
     CcpRun {
         gbps,
         ratio_vs_cubic: ratio(gbps, cubic),
         ratio_vs_reno: ratio(gbps, reno),
-        bpf_ns_per_ack: ratio(acc.run_ns as f64, acc.acks as f64),
+        bpf_ns_per_ack: ns,
+        bpf_ns_ratio_vs_bpf_reno: ratio(ns, bpf_reno_ns),
         acks: acc.acks,
         latency_p50_us: acc.p50.iter().copied().max().unwrap_or(0),
         latency_p99_us: acc.p99.iter().copied().max().unwrap_or(0),
@@ -185,22 +214,26 @@ fn finish(acc: &Acc, cubic: f64, reno: f64) -> CcpRun {
 fn bulk(args: &Args, bin: &std::path::Path, path: &Path, port: u16) -> anyhow::Result<PathResult> {
     let _server = iperf::Server::start(path, port)?;
     let (mut cubic, mut reno) = (Vec::new(), Vec::new());
-    let (mut ms10, mut rtt) = (Acc::default(), Acc::default());
+    let (mut ms10, mut rtt, mut bpf_reno) = (Acc::default(), Acc::default(), Acc::default());
     for rep in 0..args.repeat {
-        eprintln!("[{}] run {}/{}: cubic, reno, ccp (10 ms), ccp (per RTT)", path.label, rep + 1, args.repeat);
+        eprintln!("[{}] run {}/{}: cubic, reno, BPF reno, ccp (10 ms), ccp (per RTT)", path.label, rep + 1, args.repeat);
         cubic.push(iperf::bulk(path, port, "cubic", args.seconds)?);
         reno.push(iperf::bulk(path, port, "reno", args.seconds)?);
+        bpf_reno_run(args, path, port, &mut bpf_reno)?;
         ccp_run(args, bin, path, port, "", &mut ms10)?;
         // A table of its own after the [datapath.ebpf] keys.
         ccp_run(args, bin, path, port, "[reports]\nper_rtt = true", &mut rtt)?;
     }
     let (c, r) = (mean(&cubic), mean(&reno));
+    let bpf_reno_ns = ratio(bpf_reno.run_ns as f64, bpf_reno.acks as f64);
     Ok(PathResult {
         path: path.label,
         cubic_gbps: c,
         reno_gbps: r,
-        ccp_10ms: finish(&ms10, c, r),
-        ccp_per_rtt: finish(&rtt, c, r),
+        bpf_reno_gbps: mean(&bpf_reno.gbps),
+        bpf_reno_ns_per_ack: bpf_reno_ns,
+        ccp_10ms: finish(&ms10, c, r, bpf_reno_ns),
+        ccp_per_rtt: finish(&rtt, c, r, bpf_reno_ns),
     })
 }
 
@@ -243,15 +276,20 @@ fn many_flows(args: &Args, bin: &std::path::Path) -> anyhow::Result<ManyFlows> {
 }
 
 fn print_path(r: &PathResult) {
-    println!("{} bulk flow: kernel cubic {:.2} Gbit/s, kernel reno {:.2} Gbit/s", r.path, r.cubic_gbps, r.reno_gbps);
+    println!(
+        "{} bulk flow: kernel cubic {:.2} Gbit/s, kernel reno {:.2} Gbit/s; kernel reno as BPF {:.2} Gbit/s, \
+         {:.0} ns per cong_avoid",
+        r.path, r.cubic_gbps, r.reno_gbps, r.bpf_reno_gbps, r.bpf_reno_ns_per_ack
+    );
     for (label, c) in [("ccp + agent reno, 10 ms reports", &r.ccp_10ms), ("ccp + agent reno, per-RTT reports", &r.ccp_per_rtt)] {
         println!(
-            "  {label}: {:.2} Gbit/s = {:.3} x cubic, {:.3} x reno; BPF {:.0} ns/ACK over {} ACKs; \
-             report latency p50 {} us, p99 {} us ({} reports); agent CPU {:.1}% of a core",
+            "  {label}: {:.2} Gbit/s = {:.3} x cubic, {:.3} x reno; BPF {:.0} ns/ACK ({:.2} x BPF reno) over {} \
+             ACKs; report latency p50 {} us, p99 {} us ({} reports); agent CPU {:.1}% of a core",
             c.gbps,
             c.ratio_vs_cubic,
             c.ratio_vs_reno,
             c.bpf_ns_per_ack,
+            c.bpf_ns_ratio_vs_bpf_reno,
             c.acks,
             c.latency_p50_us,
             c.latency_p99_us,
