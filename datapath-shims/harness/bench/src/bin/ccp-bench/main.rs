@@ -1,0 +1,376 @@
+//! ccp-bench: every performance figure of issue 19 next to its anchor, measured in one sitting,
+//! one table per part with the columns figure | ccp-agent | anchor | ratio | target | met?.
+//! Every ratio is against an anchor measured in the same run, never against a number from
+//! another day or machine.
+//!
+//! - **libccp** (run here): `ccp-test-datapath` — the real libccp C library driving emulated
+//!   TCP-like flows over unix-socket IPC — with the same workload (`--flows 1000 --rtt-ms 20
+//!   --link-mbps 2 --duration-ms 10000`, a 2 Mbit/s bottleneck per flow) served in turn by
+//!   `ccp-agent run -a reno --datapath unix` (RFC 5681 Reno, 2-packet floor), by the same with
+//!   `[safety] min_cwnd_pkts = 10` (generic_cong_avoid never lets the window go below its initial
+//!   10 packets: the like-for-like comparison), and by the anchor, generic_cong_avoid 0.4.0's
+//!   `reno` on portus 0.7; repetitions interleaved. Figures: agent CPU per report and reports
+//!   per agent CPU-second (target: ccp-agent ≥ 2× portus), reports per flow-second, utilisation
+//!   (delivered / (flows × link rate × duration)), RTOs, and WARN lines in the agent's log.
+//! - **eBPF** (`ccp-ebpf-bench`): one bulk flow over a veth pair and over loopback, ccp-agent's
+//!   Reno on the `ccp` struct_ops congestion control with 10 ms reports against the kernel's
+//!   cubic and reno; BPF cost per ACK (target ≤ 80 ns; next to the kernel's Reno hosted as a BPF
+//!   congestion control when ccp-ebpf-bench measures that, `bpf_reno_ns_per_ack`); with 1,000
+//!   concurrent flows, agent CPU per report (target ≤ 1 µs) and the ACK-to-agent report latency
+//!   p99 (target ≤ 100 µs).
+//! - **shim** (`ccp-libccp-shim-bench`): portus driving kernel flows through
+//!   `ccp-libccp-shim`: the shim's CPU per ACK (target ≤ 3 µs), and its throughput against the
+//!   kernel's reno.
+//!
+//! Rows without a target are shown for context (their met? reads `-`). A ratio is always
+//! ccp-agent's figure over the anchor's, so for a cost (µs per report) lower is better: the
+//! ≥ 2× reports per CPU-second target reads ≤ 0.5× there. Agent CPU comes from utime + stime in
+//! /proc/PID/stat (10 ms ticks): `--quick` runs spend a few ticks, so their figures are coarse.
+//!
+//! Build everything it runs (release: the figures are meaningless in a debug build) and run it
+//! as root:
+//!
+//! ```sh
+//! cargo build --release -p ccp-agent -p ccp-test-datapath -p ccp-ebpf -p ccp-ebpf-libccp -p ccp-bench-harness
+//! sudo target/release/ccp-bench                       # everything, ~5 minutes
+//! sudo target/release/ccp-bench --part libccp --json results/bench-libccp.json
+//! sudo target/release/ccp-bench --quick               # every row, short runs (CI): ~1-2 minutes
+//! ```
+//!
+//! The binaries are looked up next to this one (`--bin-dir`), the portus binaries in
+//! `--portus-dir`, else `CCP_PORTUS_BIN_DIR`, else `$HOME/.cache/ccp-agent/portus/bin` (where
+//! `scripts/setup.sh` installs them). A part whose prerequisite is missing (root, iperf3, the
+//! portus binaries, a binary not built) is reported as SKIPPED with the reason, and the command
+//! still exits 0 unless `--require-all`. A part that fails is reported as FAILED and the
+//! command exits 1 after the other parts ran. `--json FILE` writes every row, every per-run
+//! figure and the sub-benchmarks' own JSON.
+//!
+//! Everything started is stopped on the way out, also on errors: agents and datapaths are
+//! guards that SIGTERM (then SIGKILL) and reap on drop, portus's mount namespace ends with its
+//! process, and the sub-benchmarks remove their own namespaces.
+
+mod libccp;
+mod procs;
+mod rows;
+mod subbench;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use rows::{print_part, Outcome, Row};
+
+#[derive(Debug, Parser)]
+#[command(name = "ccp-bench", about = "Every issue-19 figure next to its anchor, measured in one run (needs root)")]
+struct Args {
+    /// Short runs and few flows for every part (what CI runs): every row, figures only indicative.
+    #[arg(long)]
+    quick: bool,
+    /// What to run.
+    #[arg(long, value_enum, default_value_t = Part::All)]
+    part: Part,
+    /// Also write everything as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Exit 1 if a part was skipped for a missing prerequisite.
+    #[arg(long)]
+    require_all: bool,
+    /// Runs of each configuration, interleaved (default 2; --quick: 1).
+    #[arg(long)]
+    repeat: Option<u32>,
+    /// Flows of the libccp workload and of the eBPF many-flows run (default 1000; --quick: 100).
+    #[arg(long)]
+    flows: Option<u32>,
+    /// Length of the libccp workload, ms (default 10000; --quick: 2000).
+    #[arg(long)]
+    duration_ms: Option<u64>,
+    /// Seconds per bulk flow of the eBPF and shim parts (default: theirs, 5 and 8; --quick: 2).
+    #[arg(long)]
+    seconds: Option<u32>,
+    /// Seconds of the eBPF many-flows run, the first two warm-up (default 10; --quick: 4).
+    #[arg(long)]
+    flow_seconds: Option<u32>,
+    /// Where ccp-agent, ccp-test-datapath, ccp-ebpf-bench, ccp-libccp-shim(-bench) are; default:
+    /// this program's directory.
+    #[arg(long)]
+    bin_dir: Option<PathBuf>,
+    /// Directory holding generic_cong_avoid's `reno`; default: CCP_PORTUS_BIN_DIR, else
+    /// $HOME/.cache/ccp-agent/portus/bin.
+    #[arg(long)]
+    portus_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Part {
+    All,
+    /// ccp-agent vs portus serving the libccp test datapath.
+    Libccp,
+    /// ccp-ebpf-bench: the eBPF datapath vs the kernel's congestion control.
+    Ebpf,
+    /// ccp-libccp-shim-bench: portus through the shim.
+    Shim,
+}
+
+/// The settings every part uses, --quick applied.
+#[derive(Debug, serde::Serialize)]
+struct Settings {
+    quick: bool,
+    repeat: u32,
+    flows: u32,
+    duration_ms: u64,
+    seconds: Option<u32>,
+    flow_seconds: u32,
+    bin_dir: PathBuf,
+    portus_dir: PathBuf,
+}
+
+impl Settings {
+    fn of(a: &Args) -> anyhow::Result<Settings> {
+        let q = a.quick;
+        let bin_dir = match &a.bin_dir {
+            Some(d) => d.clone(),
+            None => std::env::current_exe()?.parent().context("this program's directory")?.to_path_buf(),
+        };
+        let portus_dir =
+            a.portus_dir.clone().or_else(|| std::env::var_os("CCP_PORTUS_BIN_DIR").map(PathBuf::from)).unwrap_or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("/root"))
+                    .join(".cache/ccp-agent/portus/bin")
+            });
+        let s = Settings {
+            quick: q,
+            repeat: a.repeat.unwrap_or(if q { 1 } else { 2 }).max(1),
+            flows: a.flows.unwrap_or(if q { 100 } else { 1000 }),
+            duration_ms: a.duration_ms.unwrap_or(if q { 2000 } else { 10_000 }),
+            seconds: a.seconds.or(q.then_some(2)),
+            flow_seconds: a.flow_seconds.unwrap_or(if q { 4 } else { 10 }),
+            bin_dir,
+            portus_dir,
+        };
+        anyhow::ensure!((1..=1024).contains(&s.flows), "--flows must be 1..=1024 (ccp-test-datapath's limit)");
+        anyhow::ensure!(s.duration_ms >= 500, "--duration-ms must be at least 500");
+        Ok(s)
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `name` on PATH.
+fn on_path(name: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+}
+
+/// The first missing prerequisite of a part, as a reason to skip it.
+fn missing(s: &Settings, root: bool, tools: &[&str], bins: &[(&str, &str)], portus: bool) -> Option<String> {
+    if root && !is_root() {
+        return Some("needs root (network namespaces, BPF, mounts): run it with sudo".into());
+    }
+    for t in tools {
+        if !on_path(t) {
+            return Some(format!("`{t}` is not on PATH (scripts/setup.sh installs it)"));
+        }
+    }
+    for (b, package) in bins {
+        let p = s.bin_dir.join(b);
+        if !p.is_file() {
+            return Some(format!("{} is missing: cargo build --release -p {package} (or pass --bin-dir)", p.display()));
+        }
+    }
+    if portus {
+        let p = s.portus_dir.join("reno");
+        if !p.is_file() {
+            return Some(format!(
+                "{} is missing: scripts/setup.sh installs generic_cong_avoid 0.4.0's portus binaries \
+                 (or set CCP_PORTUS_BIN_DIR / --portus-dir)",
+                p.display()
+            ));
+        }
+    }
+    None
+}
+
+fn libccp_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
+    let bins = libccp::Bins {
+        agent: s.bin_dir.join("ccp-agent"),
+        datapath: s.bin_dir.join("ccp-test-datapath"),
+        portus_reno: s.portus_dir.join("reno"),
+    };
+    let plan = libccp::Plan { flows: s.flows, duration_ms: s.duration_ms, rtt_ms: 20, link_mbps: 2, repeat: s.repeat };
+    let m = libccp::run(&bins, &plan)?;
+    Ok((m.rows, m.notes, m.raw))
+}
+
+/// A sub-benchmark's limit: far beyond what its arguments make it take.
+fn sub_timeout(s: &Settings) -> Duration {
+    let secs = u64::from(s.seconds.unwrap_or(8)) * 8 + u64::from(s.flow_seconds) + 30;
+    Duration::from_secs(secs * u64::from(s.repeat) * 3 + 120)
+}
+
+fn ebpf_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
+    let mut args = vec![
+        "--agent".to_string(),
+        s.bin_dir.join("ccp-agent").display().to_string(),
+        "--part".into(),
+        "all".into(),
+        "--repeat".into(),
+        s.repeat.to_string(),
+        "--flows".into(),
+        s.flows.to_string(),
+        "--flow-seconds".into(),
+        s.flow_seconds.to_string(),
+    ];
+    if let Some(sec) = s.seconds {
+        args.extend(["--seconds".into(), sec.to_string()]);
+    }
+    let v = subbench::run(&s.bin_dir.join("ccp-ebpf-bench"), &args, sub_timeout(s))?;
+    let (rows, notes) = subbench::ebpf_rows(&v)?;
+    Ok((rows, notes, v))
+}
+
+fn shim_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
+    let mut args = vec![
+        "--bin-dir".to_string(),
+        s.bin_dir.display().to_string(),
+        "--portus-dir".into(),
+        s.portus_dir.display().to_string(),
+        "--repeat".into(),
+        s.repeat.to_string(),
+    ];
+    if let Some(sec) = s.seconds {
+        args.extend(["--seconds".into(), sec.to_string()]);
+    }
+    let v = subbench::run(&s.bin_dir.join("ccp-libccp-shim-bench"), &args, sub_timeout(s))?;
+    let (rows, notes) = subbench::shim_rows(&v)?;
+    Ok((rows, notes, v))
+}
+
+type PartFn = fn(&Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)>;
+
+struct PartSpec {
+    key: &'static str,
+    part: Part,
+    title: &'static str,
+    anchor: &'static str,
+    prereq: fn(&Settings) -> Option<String>,
+    run: PartFn,
+}
+
+const PARTS: [PartSpec; 3] = [
+    PartSpec {
+        key: "libccp",
+        part: Part::Libccp,
+        title: "libccp: ccp-agent vs portus serving ccp-test-datapath",
+        anchor: "portus 0.7 + generic_cong_avoid 0.4.0 reno",
+        prereq: |s| {
+            missing(
+                s,
+                true,
+                &["unshare", "mount"],
+                &[("ccp-agent", "ccp-agent"), ("ccp-test-datapath", "ccp-test-datapath")],
+                true,
+            )
+        },
+        run: libccp_part,
+    },
+    PartSpec {
+        key: "ebpf",
+        part: Part::Ebpf,
+        title: "eBPF: ccp-agent on the kernel datapath (ccp-ebpf-bench)",
+        anchor: "the kernel's cubic and reno",
+        prereq: |s| {
+            missing(s, true, &["iperf3", "ip", "tc"], &[("ccp-agent", "ccp-agent"), ("ccp-ebpf-bench", "ccp-ebpf")], false)
+        },
+        run: ebpf_part,
+    },
+    PartSpec {
+        key: "shim",
+        part: Part::Shim,
+        title: "portus shim: portus through ccp-libccp-shim (ccp-libccp-shim-bench)",
+        anchor: "the kernel's reno",
+        prereq: |s| {
+            missing(
+                s,
+                true,
+                &["iperf3", "ip", "tc", "unshare"],
+                &[
+                    ("ccp-agent", "ccp-agent"),
+                    ("ccp-libccp-shim", "ccp-ebpf-libccp"),
+                    ("ccp-libccp-shim-bench", "ccp-ebpf-libccp"),
+                ],
+                true,
+            )
+        },
+        run: shim_part,
+    },
+];
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let s = Settings::of(&args)?;
+    let t_all = Instant::now();
+    if !args.quick && Path::new(&s.bin_dir).ends_with("debug") {
+        eprintln!("ccp-bench: note: {} is a debug build; build with --release for real figures", s.bin_dir.display());
+    }
+    let mut results = serde_json::Map::new();
+    let mut outcomes = Vec::new();
+    for p in PARTS.iter().filter(|p| args.part == Part::All || args.part == p.part) {
+        let outcome = if let Some(reason) = (p.prereq)(&s) {
+            eprintln!("\n!!! ccp-bench: SKIPPED {}: {reason}\n", p.key);
+            Outcome::Skipped { reason }
+        } else {
+            let t0 = Instant::now();
+            match (p.run)(&s) {
+                Ok((rows, notes, raw)) => Outcome::Ran { rows, notes, raw, seconds: t0.elapsed().as_secs_f64() },
+                Err(e) => {
+                    eprintln!("\n!!! ccp-bench: {} FAILED: {e:#}\n", p.key);
+                    Outcome::Failed { error: format!("{e:#}"), seconds: t0.elapsed().as_secs_f64() }
+                }
+            }
+        };
+        results.insert(p.key.into(), serde_json::to_value(&outcome)?);
+        outcomes.push((p, outcome));
+    }
+
+    println!("ccp-bench{}: every ratio is ccp-agent / anchor, both measured in this run", if s.quick { " --quick" } else { "" });
+    for (p, o) in &outcomes {
+        print_part(p.title, p.anchor, o);
+    }
+    let (mut met, mut judged, mut skipped, mut failed) = (0, 0, Vec::new(), Vec::new());
+    for (p, o) in &outcomes {
+        match o {
+            Outcome::Ran { rows, .. } => {
+                for r in rows.iter().filter_map(|r| r.met) {
+                    judged += 1;
+                    met += usize::from(r);
+                }
+            }
+            Outcome::Skipped { .. } => skipped.push(p.key),
+            Outcome::Failed { .. } => failed.push(p.key),
+        }
+    }
+    println!();
+    println!(
+        "targets met: {met} of {judged}{}{}; {:.0} s in all",
+        if skipped.is_empty() { String::new() } else { format!("; SKIPPED: {}", skipped.join(", ")) },
+        if failed.is_empty() { String::new() } else { format!("; FAILED: {}", failed.join(", ")) },
+        t_all.elapsed().as_secs_f64()
+    );
+    if let Some(path) = &args.json {
+        let doc = serde_json::json!({
+            "tool": "ccp-bench",
+            "settings": s,
+            "seconds": t_all.elapsed().as_secs_f64(),
+            "parts": results,
+        });
+        std::fs::write(path, serde_json::to_string_pretty(&doc)?).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if !failed.is_empty() || (args.require_all && !skipped.is_empty()) {
+        std::process::exit(1);
+    }
+    Ok(())
+}
