@@ -4,22 +4,54 @@
 //! when a benchmark fails half-way).
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+
+/// How long a stopped process has after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// A child whose stderr is collected.
 pub struct Proc {
     child: Child,
     log: Arc<Mutex<String>>,
-    what: &'static str,
+    reader: Option<JoinHandle<()>>,
+    what: String,
+    reaped: bool,
+}
+
+/// SIGTERM, up to `grace` for it to exit, then SIGKILL; its exit status.
+pub fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
+    if let Some(st) = child.try_wait()? {
+        return Ok(st);
+    }
+    // SAFETY: kill(2) on our own child, not reaped yet (try_wait above).
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    while t0.elapsed() < grace {
+        if let Some(st) = child.try_wait()? {
+            return Ok(st);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    child.wait()
+}
+
+/// The last `n` lines of `s`.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 impl Proc {
     /// Starts `cmd`; `what` names it in errors ("the agent").
-    pub fn spawn(mut cmd: Command, what: &'static str) -> anyhow::Result<Proc> {
+    pub fn spawn(mut cmd: Command, what: impl Into<String>) -> anyhow::Result<Proc> {
+        let what = what.into();
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -29,7 +61,7 @@ impl Proc {
         let log = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&log);
         let stderr = child.stderr.take().context("stderr")?;
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Ok(mut l) = sink.lock() {
                     l.push_str(&line);
@@ -37,7 +69,7 @@ impl Proc {
                 }
             }
         });
-        Ok(Proc { child, log, what })
+        Ok(Proc { child, log, reader: Some(reader), what, reaped: false })
     }
 
     pub fn pid(&self) -> u32 {
@@ -64,31 +96,56 @@ impl Proc {
         Ok(())
     }
 
+    /// Waits up to 10 s for `path` to exist (a socket it binds); fails at once if it exits.
+    pub fn wait_for_path(&mut self, path: &Path) -> anyhow::Result<()> {
+        let t0 = Instant::now();
+        while !path.exists() {
+            if let Some(st) = self.child.try_wait()? {
+                self.reaped = true;
+                // Its last lines say why.
+                if let Some(r) = self.reader.take() {
+                    let _ = r.join();
+                }
+                bail!("{} exited ({st}) before {} appeared:\n{}", self.what, path.display(), tail(&self.log(), 20));
+            }
+            if t0.elapsed() > Duration::from_secs(10) {
+                bail!("{} did not create {} within 10 s:\n{}", self.what, path.display(), tail(&self.log(), 20));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Ok(())
+    }
+
     /// CPU time so far, seconds (user + system).
     pub fn cpu_s(&self) -> f64 {
         process_cpu_s(self.child.id())
     }
 
-    /// SIGTERM, then its whole log once it exited cleanly.
-    pub fn stop(mut self) -> anyhow::Result<String> {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait()?;
-        // The reader thread may still hold the last lines.
-        std::thread::sleep(Duration::from_millis(50));
-        if !status.success() {
-            bail!("{} failed: {status}\n{}", self.what, self.log());
+    /// SIGTERM (SIGKILL after 10 s); its exit status and whole log, whatever the status.
+    pub fn finish(mut self) -> anyhow::Result<(ExitStatus, String)> {
+        let status = terminate(&mut self.child, STOP_GRACE)?;
+        self.reaped = true;
+        if let Some(r) = self.reader.take() {
+            let _ = r.join();
         }
-        Ok(self.log())
+        Ok((status, self.log()))
+    }
+
+    /// SIGTERM, then its whole log once it exited cleanly.
+    pub fn stop(self) -> anyhow::Result<String> {
+        let what = self.what.clone();
+        let (status, log) = self.finish()?;
+        if !status.success() {
+            bail!("{what} failed: {status}\n{log}");
+        }
+        Ok(log)
     }
 }
 
 impl Drop for Proc {
     fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-            let _ = self.child.wait();
+        if !self.reaped {
+            let _ = terminate(&mut self.child, Duration::from_secs(2));
         }
     }
 }

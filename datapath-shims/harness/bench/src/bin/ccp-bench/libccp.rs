@@ -14,10 +14,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use ccp_bench_harness::figures::{mean, ratio};
-use ccp_bench_harness::process::process_cpu_s;
+use ccp_bench_harness::process::{process_cpu_s, Proc};
 use serde::Serialize;
 
-use crate::procs::{tail, Agent, Timed};
+use crate::procs::{tail, Timed};
 use crate::rows::{Row, Target};
 
 /// The workload, the same for every agent.
@@ -120,7 +120,7 @@ fn write_private_dir(path: &Path) -> anyhow::Result<()> {
 }
 
 /// The agent of `kind` on socket directory `ipc`, its socket there.
-fn start_agent(kind: Kind, bins: &Bins, dir: &Path, ipc: &Path) -> anyhow::Result<Agent> {
+fn start_agent(kind: Kind, bins: &Bins, dir: &Path, ipc: &Path) -> anyhow::Result<Proc> {
     let sock = ipc.join("portus");
     let mut agent = match kind {
         Kind::Reno | Kind::RenoFloor10 => {
@@ -133,7 +133,7 @@ fn start_agent(kind: Kind, bins: &Bins, dir: &Path, ipc: &Path) -> anyhow::Resul
                 .arg(ipc)
                 .args(["--no-control", "-c"])
                 .arg(&config);
-            Agent::spawn(cmd, format!("ccp-agent ({})", kind.label()))?
+            Proc::spawn(cmd, format!("ccp-agent ({})", kind.label()))?
         }
         Kind::Portus => {
             let mut cmd = Command::new("unshare");
@@ -142,10 +142,10 @@ fn start_agent(kind: Kind, bins: &Bins, dir: &Path, ipc: &Path) -> anyhow::Resul
                 .arg("sh")
                 .arg(ipc)
                 .arg(&bins.portus_reno);
-            Agent::spawn(cmd, "the portus agent (generic_cong_avoid reno)")?
+            Proc::spawn(cmd, "the portus agent (generic_cong_avoid reno)")?
         }
     };
-    agent.wait_for(&sock)?;
+    agent.wait_for_path(&sock)?;
     Ok(agent)
 }
 
@@ -180,7 +180,7 @@ fn run_once(kind: Kind, bins: &Bins, plan: &Plan, repetition: u32) -> anyhow::Re
     let dp = Timed::spawn(cmd, "ccp-test-datapath")?;
     let usage = dp.wait(Duration::from_millis(plan.duration_ms) + Duration::from_secs(60)).context("ccp-test-datapath")?;
     let agent_cpu_s = process_cpu_s(agent.pid());
-    let (status, log) = agent.stop()?;
+    let (status, log) = agent.finish()?;
 
     let dp_err = std::fs::read_to_string(&err_path).unwrap_or_default();
     if usage.code != 0 {

@@ -1,116 +1,13 @@
-//! The processes ccp-bench starts, each stopped (and reaped) on drop, so an error half-way
-//! leaves nothing running: an agent with its stderr collected, a datapath whose resource usage
-//! is read when it is reaped, and a sub-benchmark.
+//! A process whose resource usage is read when it is reaped (a datapath, a sub-benchmark),
+//! stopped and reaped on drop, so an error half-way leaves nothing running. Agents are the
+//! harness's `process::Proc`.
 
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-
-fn signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) on a child of ours that has not been reaped (callers check).
-    unsafe { libc::kill(pid as i32, sig) };
-}
-
-/// SIGTERM, up to `grace` for it to exit, then SIGKILL; its exit status.
-fn terminate(child: &mut Child, grace: Duration) -> std::io::Result<ExitStatus> {
-    if let Some(st) = child.try_wait()? {
-        return Ok(st);
-    }
-    signal(child.id(), libc::SIGTERM);
-    let t0 = Instant::now();
-    while t0.elapsed() < grace {
-        if let Some(st) = child.try_wait()? {
-            return Ok(st);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    child.wait()
-}
-
-/// An agent under test: stderr collected, stopped with SIGTERM.
-pub struct Agent {
-    child: Child,
-    done: bool,
-    log: Arc<Mutex<String>>,
-    reader: Option<JoinHandle<()>>,
-    what: String,
-}
-
-impl Agent {
-    pub fn spawn(mut cmd: Command, what: impl Into<String>) -> anyhow::Result<Agent> {
-        let what = what.into();
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {what}"))?;
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&log);
-        let stderr = child.stderr.take().context("stderr")?;
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(mut l) = sink.lock() {
-                    l.push_str(&line);
-                    l.push('\n');
-                }
-            }
-        });
-        Ok(Agent { child, done: false, log, reader: Some(reader), what })
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn log(&self) -> String {
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    /// Waits up to 10 s for `path` to exist (the agent's socket); fails at once if it exits.
-    pub fn wait_for(&mut self, path: &Path) -> anyhow::Result<()> {
-        let t0 = Instant::now();
-        while !path.exists() {
-            if let Some(st) = self.child.try_wait()? {
-                self.done = true;
-                // Its last lines, which say why.
-                if let Some(r) = self.reader.take() {
-                    let _ = r.join();
-                }
-                bail!("{} exited ({st}) before {} appeared:\n{}", self.what, path.display(), tail(&self.log(), 20));
-            }
-            if t0.elapsed() > Duration::from_secs(10) {
-                bail!("{} did not create {} within 10 s:\n{}", self.what, path.display(), tail(&self.log(), 20));
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        Ok(())
-    }
-
-    /// SIGTERM (SIGKILL after 10 s); its exit status and whole log.
-    pub fn stop(mut self) -> anyhow::Result<(ExitStatus, String)> {
-        let st = terminate(&mut self.child, Duration::from_secs(10))?;
-        self.done = true;
-        if let Some(r) = self.reader.take() {
-            let _ = r.join();
-        }
-        Ok((st, self.log()))
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = terminate(&mut self.child, Duration::from_secs(2));
-        }
-    }
-}
+pub use ccp_bench_harness::process::tail;
+use ccp_bench_harness::process::terminate;
 
 /// What a reaped process used.
 #[derive(Debug, Clone, Copy)]
@@ -169,10 +66,4 @@ impl Drop for Timed {
             let _ = terminate(&mut self.child, Duration::from_secs(5));
         }
     }
-}
-
-/// The last `n` lines of `s`.
-pub fn tail(s: &str, n: usize) -> String {
-    let lines: Vec<&str> = s.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
 }
