@@ -295,7 +295,8 @@ mod tests {
         for _ in 0..10 {
             a.on_report(&rep(1.0, 0.0));
         }
-        assert!((a.w_abc / MSS_F - 20.704).abs() < 1e-3, "{}", a.w_abc / MSS_F);
+        // To the spec's three decimals (20.70435…).
+        assert!((a.w_abc / MSS_F - 20.704).abs() < 5e-4, "{}", a.w_abc / MSS_F);
         // The same ten ACKs in one report give the same window (marks do not change order).
         let mut b = abc(pure());
         b.on_report(&rep(10.0, 0.0));
@@ -306,7 +307,7 @@ mod tests {
         for _ in 0..10 {
             a.on_report(&rep(1.0, 1.0));
         }
-        assert!((a.w_abc / MSS_F - 1.955).abs() < 1e-3, "{}", a.w_abc / MSS_F);
+        assert!((a.w_abc / MSS_F - 1.955).abs() < 5e-4, "{}", a.w_abc / MSS_F);
         // With min_cwnd = 5: floor, then additive increase ≈ 5.2.
         let mut a = abc(AbcConfig { coexist: false, ..AbcConfig::default() });
         for _ in 0..10 {

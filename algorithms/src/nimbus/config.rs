@@ -92,16 +92,16 @@ const PARAMS: &[ParamSpec] = &[
         "eta_form",
         "band",
         ETA_FORM_OPTIONS,
-        "eta numerator/denominator: \"band\" = band maxima (authors; spec A1), \"bin\" = the paper's single bin over the open band",
+        "eta numerator/denominator: \"band\" = band maxima (authors; spec A1, A2), \"bin\" = the paper's Eq. 3 literally: the bin nearest f_p over the largest bin in (f_p + eps, 2 f_p - eps)",
     ),
-    ParamSpec::float("eps_hz", elasticity::EPS_HZ, Bound::Exclusive(0.0), Bound::Inclusive(5.0), "Hz", "epsilon of Eq. 3: numerator half-width and guard below 2 f_p (paper: 0.5)"),
+    ParamSpec::float("eps_hz", elasticity::EPS_HZ, Bound::Exclusive(0.0), Bound::Inclusive(5.0), "Hz", "epsilon of Eq. 3: numerator half-width and guard below 2 f_p (and above f_p with eta_form = \"bin\") (paper: 0.5)"),
     ParamSpec::float(
         "den_low_offset_hz",
         elasticity::DEN_LOW_OFFSET_HZ,
         Bound::Exclusive(0.0),
         Bound::Inclusive(10.0),
         "Hz",
-        "the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out; paper: 0.5)",
+        "eta_form = \"band\": the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out); \"bin\" starts it at eps_hz, as Eq. 3",
     ),
     ParamSpec::bool("align_2rtt", false, "read z 2 RTTs later than the other series in the window (authors' code; spec A7: off)"),
     ParamSpec::float("eta_thresh", mode::ETA_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "E below this returns to delay mode (paper §3.4: 2)"),
@@ -376,8 +376,12 @@ impl NimbusConfig {
                     format!("the eta band up to {} Hz must stay below the Nyquist frequency {nyquist} Hz", 2.0 * f - eps),
                 ));
             }
-            if f + self.bands.den_low_offset_hz >= 2.0 * f - eps {
-                return Err(("den_low_offset_hz", format!("leaves an empty denominator band at {f} Hz")));
+            if self.bands.den_low_hz(f) >= 2.0 * f - eps {
+                let param = match self.bands.form {
+                    EtaForm::Band => "den_low_offset_hz",
+                    EtaForm::Bin => "eps_hz",
+                };
+                return Err((param, format!("leaves an empty denominator band at {f} Hz")));
             }
         }
         let window_s = self.fft_len as f64 * self.sample_s();

@@ -13,17 +13,26 @@
 //! is a ratio of magnitudes, so normalization cancels. Plans are built once (shared by all flows of
 //! a factory) and each flow owns its buffers and scratch, so a detection step allocates nothing.
 //!
+//! Two forms of η (`eta_form`):
+//! - `EtaForm::Band` (default, the authors' code): the band maximum over (f_p − ε, f_p + ε] over
+//!   the band maximum over (f_p + `den_low_offset_hz`, 2f_p − ε], with `den_low_offset_hz` = 1.5:
+//!   (4.5, 5.5] over (6.5, 9.5] at f_p = 5 Hz.
+//! - `EtaForm::Bin`: Eq. 3 literally — the bin nearest f_p over the largest bin in the open band
+//!   (f_p + ε, 2f_p − ε): (5.5, 9.5) at f_p = 5 Hz. `den_low_offset_hz` does not apply to it: the
+//!   band is the paper's, so with mode-dependent frequencies the other pulsing frequency (6 Hz) lies
+//!   inside it (see A2); use it with `mode_dependent_frequency = false` (spec A2: "0.5 Hz for a fixed
+//!   single f_p").
+//!
 //! Ambiguities, as resolved (spec §14):
-//! - A1, numerator: with N = 512 the 5 Hz tone falls between bins (25.6), so the default
-//!   (`EtaForm::Band`) takes the band maximum over (f_p − ε, f_p + ε], as the authors' code does;
-//!   the paper's single bin is `EtaForm::Bin` (nearest bin). The band form reproduces the paper's
-//!   "median η ≈ 1 for inelastic traffic" (spec [Sim]: 0.96 vs 0.51 for the single bin).
-//! - A2, denominator: (f_p + 1.5, 2f_p − ε] by default (`den_low_offset_hz` = 1.5, the authors'
-//!   band), because it keeps the other pulsing frequency (6 Hz when f_p = 5) out of the band: with
-//!   the paper's (5.5, 9.5) band a 6 Hz pulser, or the residue of our own 6 Hz pulses right after a
-//!   delay→competitive switch, drives η to ≈0.1 (test t15 below pins this down).
-//! - Band edges follow the authors' `find_peak`: bins with lo < f_k ≤ hi, plus the last bin with
-//!   f_k ≤ lo (its starting candidate).
+//! - A1, numerator: with N = 512 the 5 Hz tone falls between bins (25.6), so the default form takes
+//!   the band maximum, as the authors' code does. It reproduces the paper's "median η ≈ 1 for
+//!   inelastic traffic" (spec [Sim]: 0.96 vs 0.51 for the single bin; tests t12 and t17).
+//! - A2, denominator: the band form starts 1.5 Hz above f_p because that keeps the other pulsing
+//!   frequency (6 Hz when f_p = 5) out of the band: with the paper's (5.5, 9.5) band a 6 Hz pulser,
+//!   or the residue of our own 6 Hz pulses right after a delay→competitive switch, drives η to ≈0.1
+//!   (test t15 below pins this down).
+//! - Band edges of the band form follow the authors' `find_peak`: bins with lo < f_k ≤ hi, plus the
+//!   last bin with f_k ≤ lo (its starting candidate).
 //! - A7, the authors' 2-RTT shift of ẑ relative to the other series is optional (`align_2rtt`,
 //!   off): a pure time shift does not change FFT magnitudes.
 
@@ -52,7 +61,8 @@ const TAIL_FRACTION: f64 = 0.25;
 pub enum EtaForm {
     /// Band maxima with the authors' edges (default).
     Band,
-    /// The paper's Eq. 3 literally: the bin nearest f_p over the maximum in the open band.
+    /// The paper's Eq. 3 literally: the bin nearest f_p over the maximum in the open band
+    /// (f_p + ε, 2f_p − ε).
     Bin,
 }
 
@@ -60,12 +70,24 @@ pub enum EtaForm {
 pub struct EtaBands {
     pub form: EtaForm,
     pub eps_hz: f64,
+    /// Lower edge of the band form's denominator band above f_p (the bin form uses ε, as Eq. 3).
     pub den_low_offset_hz: f64,
 }
 
 impl Default for EtaBands {
     fn default() -> Self {
         EtaBands { form: EtaForm::Band, eps_hz: EPS_HZ, den_low_offset_hz: DEN_LOW_OFFSET_HZ }
+    }
+}
+
+impl EtaBands {
+    /// The lower edge of η's denominator band at `f_p`, Hz: f_p + `den_low_offset_hz` for the
+    /// band form, Eq. 3's f_p + ε for the bin form.
+    pub fn den_low_hz(&self, f_p: f64) -> f64 {
+        match self.form {
+            EtaForm::Band => f_p + self.den_low_offset_hz,
+            EtaForm::Bin => f_p + self.eps_hz,
+        }
     }
 }
 
@@ -271,14 +293,10 @@ impl Spectrum {
 
     /// η's (numerator, denominator) at f_p, of channel `ch`.
     pub fn eta_parts_of(&self, ch: Channel, f_p: f64, b: &EtaBands) -> (f64, f64) {
+        let (den_lo, den_hi) = (b.den_low_hz(f_p), 2.0 * f_p - b.eps_hz);
         match b.form {
-            EtaForm::Band => (
-                self.band_max_of(ch, f_p - b.eps_hz, f_p + b.eps_hz),
-                self.band_max_of(ch, f_p + b.den_low_offset_hz, 2.0 * f_p - b.eps_hz),
-            ),
-            EtaForm::Bin => {
-                (self.nearest_of(ch, f_p), self.open_band_max_of(ch, f_p + b.den_low_offset_hz, 2.0 * f_p - b.eps_hz))
-            }
+            EtaForm::Band => (self.band_max_of(ch, f_p - b.eps_hz, f_p + b.eps_hz), self.band_max_of(ch, den_lo, den_hi)),
+            EtaForm::Bin => (self.nearest_of(ch, f_p), self.open_band_max_of(ch, den_lo, den_hi)),
         }
     }
 
@@ -580,7 +598,7 @@ pub(crate) mod tests {
         for (a, off) in [(3.0, 0.0), (1e6, 4e6), (0.01, -123.0)] {
             let y: Vec<f64> = x.iter().map(|v| a * v + off).collect();
             let e = eta_of(&mut s, &y, &b);
-            assert!((e - e0).abs() < 1e-12 * e0.max(1.0) * 1e3, "{e} vs {e0}");
+            assert!((e - e0).abs() < 1e-12, "{e} vs {e0}");
         }
     }
 
@@ -672,6 +690,9 @@ pub(crate) mod tests {
         let literal = EtaBands { den_low_offset_hz: 0.5, ..b };
         let m6_lit = at(6.0, &literal);
         assert!(m6_lit < 0.2, "6 Hz with the (5.5, 9.5] band: {m6_lit}");
+        // So does Eq. 3 itself (`eta_form = "bin"`), whose band is (5.5, 9.5).
+        let m6_bin = at(6.0, &paper_literal());
+        assert!(m6_bin < 0.2, "6 Hz with Eq. 3: {m6_bin}");
     }
 
     /// §15.2 test 16: a pure ramp is not "elastic".
@@ -683,17 +704,50 @@ pub(crate) mod tests {
             let e = eta_of(&mut s, &x, &EtaBands::default());
             assert!((e - 1.43).abs() < 0.05, "slope {slope}: {e}");
         }
+        // `eta_form = "bin"` as configured (its other fields at their defaults): Eq. 3 literally.
         let mut s = spectrum(500);
         let x: Vec<f64> = (0..500).map(|i| i as f64).collect();
-        let lit = EtaBands { form: EtaForm::Bin, eps_hz: 0.5, den_low_offset_hz: 0.5 };
-        let e = eta_of(&mut s, &x, &lit);
+        let e = eta_of(&mut s, &x, &paper_literal());
         assert!((e - 1.12).abs() < 0.05 && e < 2.0, "literal: {e}");
+    }
+
+    /// The bands of `eta_form = "bin"` with every other field at its default.
+    fn paper_literal() -> EtaBands {
+        EtaBands { form: EtaForm::Bin, ..EtaBands::default() }
+    }
+
+    /// The bin form is Eq. 3: the denominator is the open band (f_p + ε, 2f_p − ε) = (5.5, 9.5) Hz,
+    /// whatever `den_low_offset_hz` says. With N = 500 (0.2 Hz bins) tones at 5, 5.6, 6.4 and 9.4 Hz
+    /// sit exactly on bins 25, 28, 32 and 47, so each ratio is exact.
+    #[test]
+    fn bin_form_is_eq3_literally() {
+        let mut s = spectrum(500);
+        let lit = paper_literal();
+        assert_eq!((lit.den_low_hz(5.0), lit.den_low_hz(6.0)), (5.5, 6.5));
+        assert_eq!(EtaBands::default().den_low_hz(5.0), 6.5, "the band form keeps the authors' 1.5 Hz");
+        let two_tones = |f_other: f64, amp: f64| -> Vec<f64> {
+            (0..500)
+                .map(|i| {
+                    let t = i as f64 * DT;
+                    (2.0 * PI * 5.0 * t).sin() + amp * (2.0 * PI * f_other * t).sin()
+                })
+                .collect()
+        };
+        for (f_other, amp) in [(5.6, 2.0), (6.4, 4.0), (9.4, 0.5)] {
+            let e = eta_of(&mut s, &two_tones(f_other, amp), &lit);
+            assert!((e - 1.0 / amp).abs() < 1e-9, "{f_other} Hz is inside (5.5, 9.5): η {e}, want {}", 1.0 / amp);
+        }
+        // Just below and just above the band: the denominator holds only rounding noise.
+        for f_other in [5.4, 9.6] {
+            let e = eta_of(&mut s, &two_tones(f_other, 4.0), &lit);
+            assert_eq!(e, ETA_MAX, "{f_other} Hz is outside (5.5, 9.5)");
+        }
     }
 
     /// §15.2 test 17: the paper-literal variant (N = 500, single bin, band (5.5, 9.5)).
     #[test]
     fn t17_paper_literal_variant() {
-        let lit = EtaBands { form: EtaForm::Bin, eps_hz: 0.5, den_low_offset_hz: 0.5 };
+        let lit = paper_literal();
         let mut noise = etas(500, 300, &lit, |g, _, _| g.next());
         let m = median(&mut noise);
         assert!((0.3..=0.7).contains(&m), "noise median {m}");

@@ -290,10 +290,12 @@ mod tests {
         assert!((a.value.unwrap() - vb).abs() < 1e-12);
     }
 
-    /// §15.2 test 31: a pulser whose |Z| is 2.5× its |Y| over the pulse band suspects another
-    /// pulser, and steps down with the configured probability per decision.
+    /// §15.2 test 31, detection: a pulser whose |Z| is 2.5× its |Y| over the pulse band suspects
+    /// another pulser within 0.6 s. (The exit itself — probability per decision, through
+    /// NimbusCC — is `t31_suspecting_pulser_exits_with_the_configured_probability` in
+    /// `super::super::tests`.)
     #[test]
-    fn t31_multi_pulser_exit() {
+    fn t31_multi_pulser_check_suspects_at_2_5_times_y() {
         let mut check = MultiPulserCheck::default();
         let gain = crate::filters::ewma_gain(0.01, 0.25);
         let mut steps = 0;
@@ -302,11 +304,6 @@ mod tests {
             steps += 1;
         }
         assert!(steps < 60, "{steps}");
-        let mut rng = SplitMix64::new(31);
-        let n = 10_000;
-        let exits = (0..n).filter(|_| rng.bernoulli(PULSER_EXIT_PROB)).count() as f64;
-        let sigma = (n as f64 * PULSER_EXIT_PROB * (1.0 - PULSER_EXIT_PROB)).sqrt();
-        assert!((exits - 100.0).abs() < 3.0 * sigma, "{exits} exits");
         // Equal magnitudes (only our own pulses): no suspicion.
         let mut ok = MultiPulserCheck::default();
         for _ in 0..1000 {

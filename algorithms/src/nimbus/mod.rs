@@ -31,8 +31,11 @@
 //!
 //! Where the spec leaves choices (its §14 numbers):
 //! - A1/A2/A3: η uses band maxima, the denominator band starts 1.5 Hz above f_p, N = 512
-//!   (`elasticity`). A5: E is a time-based EWMA (τ = 0.5 s), hysteresis 2.0/2.25, 5 s dwell before
-//!   returning to delay mode. A6: guards G1–G4 on (`reference_guards`). A7: no 2-RTT shift.
+//!   (`elasticity`). Option `eta_form = "bin"` is Eq. 3 literally: the bin nearest f_p over the
+//!   largest bin in (f_p + ε, 2f_p − ε) = (5.5, 9.5) Hz (`den_low_offset_hz` is the band form's
+//!   only; with 5/6 Hz pulses 6 Hz lies in that band, so pair it with one frequency).
+//!   A5: E is a time-based EWMA (τ = 0.5 s), hysteresis 2.0/2.25, 5 s dwell before returning to
+//!   delay mode. A6: guards G1–G4 on (`reference_guards`). A7: no 2-RTT shift.
 //! - A8: μ̂ configured (`mu_mbit_per_s`) or the maximum of EWMA-smoothed R (all-time or windowed).
 //!   A configured μ̂ counts the link's wire bytes; reports count payload (segments × MSS), so it is
 //!   scaled by MSS/(MSS + `header_bytes`), 52 by default (1448/1500: ccp-kernel's 1500 bytes per

@@ -202,17 +202,44 @@ fn restore_with_the_sample_rtt() {
     assert!((cwnd_of(&m) - 10e6 * 0.2).abs() < 1e-6);
 }
 
+/// Inelastic cross traffic switches the flow to delay mode, and BasicDelay's target glides down
+/// from the queue found there (§15.2 test 27, spec A17): entering with a mean RTT of 3·x_min gives
+/// θ = 3, which then falls by 0.5 per second — 0.005 per 10 ms report, the switching report's own
+/// interval included — to the target 1.25, reached 3.5 s after the switch.
 #[test]
 fn inelastic_reports_switch_to_delay_and_glide_theta() {
+    const X_MIN_US: u64 = 50_000;
+    /// The RTT with a standing queue of 2·x_min: θ = 3 on entering delay mode.
+    const QUEUED_RTT_US: u64 = 3 * X_MIN_US;
+    const THETA_AT_SWITCH: f64 = 3.0;
+    const THETA_TARGET: f64 = 1.25;
+    /// Spec A17 / test 27: 0.5 per second, 0.005 per 10 ms report.
+    const THETA_STEP_PER_REPORT: f64 = 0.5 * 0.01;
     let mut n = started(config());
     let mut g = Gauss::new(5);
-    for k in 1..=1501u64 {
-        n.on_report(&inelastic(&mut g, k * 10_000, 6e6));
+    let mut switched_at = None;
+    let mut floor_reached_at = None;
+    for k in 1..=2000u64 {
+        let rtt_us = if k == 1 { X_MIN_US } else { QUEUED_RTT_US };
+        n.on_report(&Report { rtt: rtt(rtt_us), ..inelastic(&mut g, k * 10_000, 6e6) });
+        let theta = var(&n, "theta");
+        if switched_at.is_none() && n.mode() == Mode::Delay {
+            switched_at = Some(k);
+        }
+        let Some(k_s) = switched_at else {
+            assert_eq!(theta, THETA_TARGET, "competitive mode at report {k}: θ at its target");
+            continue;
+        };
+        let reports_in_delay = (k - k_s + 1) as f64;
+        let want = (THETA_AT_SWITCH - THETA_STEP_PER_REPORT * reports_in_delay).max(THETA_TARGET);
+        assert!((theta - want).abs() < 1e-9, "report {k} ({reports_in_delay} in delay mode): θ {theta}, want {want}");
+        if floor_reached_at.is_none() && theta - THETA_TARGET < 1e-9 {
+            floor_reached_at = Some(k - k_s + 1);
+        }
     }
-    assert_eq!(n.mode(), Mode::Delay);
     assert_eq!(var(&n, "switches"), 1.0);
-    // θ started from the mean RTT over x_min (62.5/50 ms... x_min is 62.5 ms here: θ = 1.25).
-    assert!((var(&n, "theta") - 1.25).abs() < 1e-9);
+    assert!(switched_at.is_some(), "inelastic traffic: delay mode");
+    assert_eq!(floor_reached_at, Some(350), "θ reaches 1.25 after 3.5 s");
     // The rate in delay mode is Eq. 4 (plus the 6 Hz pulse).
     let base = var(&n, "base_rate_bytes_per_s");
     assert!(base > 0.05 * MU && base < MU);
@@ -280,22 +307,46 @@ fn multi_flow_start_role_and_mode() {
     assert_eq!((n.role(), n.mode()), (Role::Pulser, Mode::Competitive));
 }
 
-/// A pulser that sees another pulser's pulses in ẑ steps down (spec §7.4).
-#[test]
-fn pulser_steps_down_when_another_pulser_is_visible() {
+/// Our send rate in the two-pulser runs below, bytes/s (a sixth of the link, plus our pulses).
+const PULSER_BASE_RATE: f64 = 2e6;
+/// The cross traffic's mean rate in those runs, bytes/s.
+const PULSER_CROSS_RATE: f64 = 8e6;
+/// Amplitude of another pulser's 5 Hz oscillation in the cross traffic, bytes/s.
+const OTHER_PULSER_AMPLITUDE: f64 = 3e6;
+
+/// The report a pulser receives at `now_us` on a fluid link shared with cross traffic `z`: it
+/// sends PULSER_BASE_RATE plus the pulse it applied one report earlier, and R = μ·S/(S + z) (the
+/// model of Eq. 1, under which ẑ = z exactly).
+fn pulser_report(n: &NimbusCC, now_us: u64, interval_us: u64, z: f64) -> Report {
+    let s = PULSER_BASE_RATE + var(n, "pulse_bytes_per_s");
+    Report { interval_us, ..rep(now_us, s, MU * s / (s + z), 50_000) }
+}
+
+/// Cross traffic carrying another pulser's 5 Hz pulses (or none), with measurement noise.
+fn cross_traffic(g: &mut Gauss, now_us: u64, other_pulser: bool) -> f64 {
+    let t = now_us as f64 / US_PER_S;
+    let other = if other_pulser { OTHER_PULSER_AMPLITUDE * (2.0 * PI * 5.0 * t).sin() } else { 0.0 };
+    PULSER_CROSS_RATE + other + 0.05e6 * g.next()
+}
+
+/// A multi-flow NimbusCC made pulser from the start.
+fn pulser() -> NimbusCC {
     let mut n = started(NimbusConfig { multi_flow: true, ..config() });
     n.become_role(Role::Pulser, 1);
     n.role_since_us = 0;
+    n
+}
+
+/// A pulser that sees another pulser's pulses in ẑ steps down (spec §7.4), because of them: with
+/// only its own pulses in R it stays pulser.
+#[test]
+fn pulser_steps_down_when_another_pulser_is_visible() {
+    let mut n = pulser();
     let mut g = Gauss::new(31);
     let mut stepped = None;
     for k in 1..=6000u64 {
-        let t = k as f64 * 0.01;
-        // Our S is steady and small; the cross traffic carries a strong 5 Hz oscillation (another
-        // pulser), which moves our R by only S·μ/(S + z)² ≈ 0.24 of it: |Z| ≈ 4·|Y| at 5 Hz.
-        let s = 2e6;
-        let z = 8e6 + 2e6 * (2.0 * PI * 5.0 * t).sin() + 0.05e6 * g.next();
-        let r = MU * s / (s + z);
-        n.on_report(&rep(k * 10_000, s, r, 50_000));
+        let z = cross_traffic(&mut g, k * 10_000, true);
+        n.on_report(&pulser_report(&n, k * 10_000, 10_000, z));
         if n.role() == Role::Watcher {
             stepped = Some(k);
             break;
@@ -303,7 +354,62 @@ fn pulser_steps_down_when_another_pulser_is_visible() {
     }
     let k = stepped.expect("stepped down");
     assert!(k > 1500, "not before the timers: {k}");
-    assert!(var(&n, "multi_pulser_ratio") > 2.0 || n.role() == Role::Watcher);
+    // The suspicion that decided it (becoming a watcher keeps the ratio; becoming pulser resets it).
+    let ratio = var(&n, "multi_pulser_ratio");
+    assert!(ratio > election::MULTI_PULSER_THRESH, "stepped down with |Z|/|Y| = {ratio}");
+
+    // The same link without the other pulser: our own pulses dominate R, no suspicion, no exit.
+    let mut alone = pulser();
+    let mut g = Gauss::new(31);
+    let mut max_ratio: f64 = 0.0;
+    for k in 1..=6000u64 {
+        let z = cross_traffic(&mut g, k * 10_000, false);
+        alone.on_report(&pulser_report(&alone, k * 10_000, 10_000, z));
+        if k > 1500 {
+            max_ratio = max_ratio.max(var(&alone, "multi_pulser_ratio"));
+        }
+        assert_eq!(alone.role(), Role::Pulser, "stepped down at report {k} with no other pulser");
+    }
+    assert!(max_ratio < election::MULTI_PULSER_THRESH, "{max_ratio}");
+}
+
+/// §15.2 test 31 through NimbusCC's exit path: a pulser whose |Z|/|Y| EWMA over the pulse band is
+/// above the threshold steps down with the configured probability per election period (0.01 per
+/// 10 ms), however many periods one report covers. Over ≥ 10⁴ decisions the number of exits is
+/// within 3σ of its expectation. After each exit the test makes the flow pulser again without
+/// resetting its suspicion, so that every decision is a suspecting one.
+#[test]
+fn t31_suspecting_pulser_exits_with_the_configured_probability() {
+    for interval_us in [10_000u64, 20_000] {
+        let decisions_per_report = interval_us / config().election_period_us;
+        let p = election::at_least_once(election::PULSER_EXIT_PROB, decisions_per_report);
+        let mut n = pulser();
+        let mut g = Gauss::new(3100 + interval_us);
+        let (mut suspecting, mut exits) = (0u64, 0u64);
+        let mut k = 1;
+        while suspecting * decisions_per_report < 10_000 {
+            let now = k * interval_us;
+            let z = cross_traffic(&mut g, now, true);
+            n.on_report(&pulser_report(&n, now, interval_us, z));
+            k += 1;
+            if now < n.cfg.switch_after_us || var(&n, "multi_pulser_ratio") <= election::MULTI_PULSER_THRESH {
+                assert_eq!(n.role(), Role::Pulser, "exit without suspicion at {now} µs");
+                continue;
+            }
+            suspecting += 1;
+            if n.role() == Role::Watcher {
+                exits += 1;
+                n.role = Role::Pulser;
+                n.role_since_us = 0;
+            }
+        }
+        let expect = suspecting as f64 * p;
+        let sigma = (suspecting as f64 * p * (1.0 - p)).sqrt();
+        assert!(
+            (exits as f64 - expect).abs() < 3.0 * sigma,
+            "{interval_us} µs reports: {exits} exits in {suspecting} reports, expected {expect:.1} ± {sigma:.1}"
+        );
+    }
 }
 
 /// Stale rate samples: no evidence, lean elastic — back to competitive mode.
@@ -423,13 +529,17 @@ fn params_defaults_and_cross_field_checks() {
         "switch_after_s = 5.0",
         "vegas_alpha_pkts = 5.0\nvegas_beta_pkts = 4.0",
         "multi_flow = true\nfreq_delay_hz = 5.5",
+        // Eq. 3's band (7.5, 7.5) at f_p = 5 is empty.
+        "eta_form = \"bin\"\neps_hz = 2.5",
     ] {
         let e = INFO.configure(&bad.parse().unwrap()).err().unwrap_or_else(|| panic!("accepted {bad:?}"));
         assert!(e.to_string().starts_with("nimbus: parameter"), "{e}");
     }
     for good in [
         "mu_mbit_per_s = 96\ndelay = \"copa\"\ncompetitive = \"reno\"",
-        "eta_form = \"bin\"\nfft_len = 500\nden_low_offset_hz = 0.5\nmode_dependent_frequency = false",
+        "eta_form = \"bin\"\nfft_len = 500\nmode_dependent_frequency = false",
+        // Eq. 3's band is (f_p + eps, 2 f_p - eps); the band form's starts at f_p + 1.5.
+        "eps_hz = 2.5",
         "multi_flow = true\nexpect_nimbus_peers = true\nseed = 42\nkappa = 0.5",
         "align_2rtt = true\nreference_guards = false\ndelay = \"vegas\"",
         "restore_rtt = \"sample\"",

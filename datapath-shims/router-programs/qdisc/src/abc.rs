@@ -305,13 +305,15 @@ mod tests {
     fn t1_target_rate() {
         assert!(close(target_rate(0.98, 10.0, 0.133, 0.03, 0.05), 9.8, 1e-12));
         assert!(close(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 9.8 - (10.0 / 0.133) * 0.02, 1e-12));
-        assert!(close(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 8.2962, 1e-4));
+        // The spec's figure, to its four decimals.
+        assert!(close(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 8.2962, 5e-5));
     }
 
     // T2: marking fraction.
     #[test]
     fn t2_accelerate_fraction() {
         assert!(close(accelerate_fraction(9.8, 8.0), 0.6125, 1e-12));
+        // 0.518515…: the spec prints it truncated to five decimals, hence one unit of the last.
         assert!(close(accelerate_fraction(target_rate(0.98, 10.0, 0.133, 0.07, 0.05), 8.0), 0.51851, 1e-5));
         assert_eq!(accelerate_fraction(9.8, 4.0), 1.0);
         assert_eq!(accelerate_fraction(target_rate(0.98, 10.0, 0.133, 0.5, 0.05), 8.0), 0.0);
@@ -343,16 +345,34 @@ mod tests {
         assert!((0..20).all(|_| !one.on_packet(1.0, true)), "tokenLimit 1 brakes everything");
     }
 
+    // T3/T9: packets that cannot be accelerates (already braked, or CE) keep their codepoint and
+    // spend no token: like every ABC packet they add f (Algorithm 1), so the tokens they leave are
+    // there for the next accelerate. Not-ECT packets are not ABC packets: they add nothing.
     #[test]
     fn t3_and_t9_braked_and_ce_packets_are_never_changed_or_charged() {
-        let params = AbcParams { brake: BrakeEncoding::Ect0, ..AbcParams::default() };
-        let mut m = AbcMarker::new(params).unwrap();
-        m.on_link_rate(10.0 * MBIT);
-        for (i, ecn) in [Ecn::Ect0, Ecn::Ce, Ecn::NotEct].into_iter().enumerate() {
-            let mut p = TestPacket::new(MTU_BYTES, ecn);
-            let mark = m.on_dequeue(i as u64 * 1_000_000, &mut p, 0, 0);
-            assert_eq!(p.ecn, ecn, "{ecn:?} must stay as it is");
-            assert_eq!(mark, if ecn == Ecn::NotEct { AbcMark::NotAbc } else { AbcMark::Untouched });
+        for (brake, untouchable, capable) in
+            [(BrakeEncoding::Ect0, &[Ecn::Ect0, Ecn::Ce][..], Ecn::Ect1), (BrakeEncoding::Ce, &[Ecn::Ce][..], Ecn::Ect0)]
+        {
+            let params = AbcParams { brake, ..AbcParams::default() };
+            let mut m = AbcMarker::new(params).unwrap();
+            m.on_link_rate(10.0 * MBIT);
+            let mut token = params.initial_token;
+            for i in 0..20u64 {
+                let ecn = untouchable[i as usize % untouchable.len()];
+                let mut p = TestPacket::new(MTU_BYTES, ecn);
+                assert_eq!(m.on_dequeue(i * NANOS_PER_MS, &mut p, 0, 0), AbcMark::Untouched, "{brake:?}: {ecn:?}");
+                assert_eq!(p.ecn, ecn, "{brake:?}: {ecn:?} must stay as it is");
+                token = (token + m.last_fraction()).min(params.token_limit);
+                assert_eq!(m.bucket.token, token, "{brake:?}: packet {i} ({ecn:?}) was charged a token");
+            }
+            assert!(token > 1.0, "{brake:?}: a token was there to be charged ({token})");
+            let mut p = TestPacket::new(MTU_BYTES, Ecn::NotEct);
+            assert_eq!(m.on_dequeue(20 * NANOS_PER_MS, &mut p, 0, 0), AbcMark::NotAbc);
+            assert_eq!((p.ecn, m.bucket.token), (Ecn::NotEct, token), "Not-ECT: untouched, adds nothing");
+            // The next accelerate spends one of the tokens the untouched packets left.
+            let mut p = TestPacket::new(MTU_BYTES, capable);
+            assert_eq!(m.on_dequeue(21 * NANOS_PER_MS, &mut p, 0, 0), AbcMark::Accelerate, "{brake:?}");
+            assert_eq!(m.bucket.token, (token + m.last_fraction()).min(params.token_limit) - 1.0);
         }
         // Full mode brakes 01 → 10.
         let mut m = AbcMarker::new(AbcParams { brake: BrakeEncoding::Ect0, ..AbcParams::default() }).unwrap();
