@@ -113,11 +113,15 @@ fn crafted_cnms_are_delivered_or_counted_by_reason() {
     allowed.send_to(&cnm(5, 6, (FLOW_SRC.0, 40_001), FLOW_DST), to).unwrap(); // another port: no such flow
     allowed.send_to(&cnm(5, 17, FLOW_SRC, FLOW_DST), to).unwrap(); // UDP
     let forged = cnm(63, 6, FLOW_SRC, FLOW_DST);
+    // The flood waits in the socket for an agent held still, so it is there as a backlog however
+    // fast the agent reads (an agent that kept up would never need a second pass).
+    agent.signal(libc::SIGSTOP);
     let t0 = Instant::now();
     let mut sent = 0;
     for _ in 0..FLOOD {
         sent += usize::from(forger.send_to(&forged, to).is_ok());
     }
+    agent.signal(libc::SIGCONT);
     // The control socket answers in the middle of it.
     status(dir.path());
     let flood_s = t0.elapsed().as_secs_f64();
