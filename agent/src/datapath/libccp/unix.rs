@@ -248,10 +248,11 @@ impl Transport for UnixTransport {
     }
 
     fn writable_again(&mut self, out: &mut Vec<PathBuf>) {
-        let blocked: Vec<&PathBuf> = self.peers.iter().filter(|(_, p)| p.blocked_since.is_some()).map(|(a, _)| a).collect();
-        if blocked.is_empty() {
+        // Called on every poll: nothing to do unless a send found a queue full.
+        if !self.peers.values().any(|p| p.blocked_since.is_some()) {
             return;
         }
+        let blocked: Vec<&PathBuf> = self.peers.iter().filter(|(_, p)| p.blocked_since.is_some()).map(|(a, _)| a).collect();
         let now = Instant::now();
         let mut fds: Vec<libc::pollfd> = blocked
             .iter()
@@ -356,11 +357,9 @@ mod tests {
         assert!(!dir.join("agent").exists(), "nothing bound there");
     }
 
-    /// A datapath that does not read fills its queue: the send after that says `WouldBlock`,
-    /// and so does every later one without touching the socket, until the datapath has read;
-    /// then `writable_again` names it. The datagrams arrive from a connected socket.
-    #[test]
-    fn a_full_datapath_queue_blocks_sends_until_it_has_room() {
+    /// A transport registered for writability, and a datapath socket in its directory (the
+    /// temporary directory and the poll must outlive the test).
+    fn registered_with_a_datapath() -> (tempfile::TempDir, mio::Poll, UnixTransport, PathBuf, std::os::unix::net::UnixDatagram) {
         let base = tempfile::tempdir().unwrap();
         let dir = base.path().join("ccp");
         let mut t = UnixTransport::bind(&dir, "agent", None).unwrap();
@@ -368,6 +367,15 @@ mod tests {
         t.register(poll.registry(), mio::Token(0)).unwrap();
         let dp_path = dir.join("dp");
         let dp = std::os::unix::net::UnixDatagram::bind(&dp_path).unwrap();
+        (base, poll, t, dp_path, dp)
+    }
+
+    /// A datapath that does not read fills its queue: the send after that says `WouldBlock`,
+    /// and so does every later one without touching the socket, until the datapath has read;
+    /// then `writable_again` names it. The datagrams arrive from a connected socket.
+    #[test]
+    fn a_full_datapath_queue_blocks_sends_until_it_has_room() {
+        let (_base, _poll, mut t, dp_path, dp) = registered_with_a_datapath();
         let mut sent = 0;
         let err = loop {
             match t.send(&dp_path, b"m") {
@@ -395,13 +403,7 @@ mod tests {
     /// transport falls back to `sendto` for it.
     #[test]
     fn a_datapath_connected_to_the_agent_is_reached_by_sendto() {
-        let base = tempfile::tempdir().unwrap();
-        let dir = base.path().join("ccp");
-        let mut t = UnixTransport::bind(&dir, "agent", None).unwrap();
-        let poll = mio::Poll::new().unwrap();
-        t.register(poll.registry(), mio::Token(0)).unwrap();
-        let dp_path = dir.join("dp");
-        let dp = std::os::unix::net::UnixDatagram::bind(&dp_path).unwrap();
+        let (_base, _poll, mut t, dp_path, dp) = registered_with_a_datapath();
         dp.connect(t.path()).unwrap();
         t.send(&dp_path, b"hello").unwrap();
         let mut buf = [0u8; 8];
