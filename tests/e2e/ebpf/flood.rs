@@ -83,12 +83,39 @@ fn an_unprivileged_flood_leaves_heartbeat_control_and_sigterm_working() {
     let pin_dir = setup.pin_dir();
     let socket = setup.control_socket();
 
-    let flood = Command::new(bin("ccp-flood"))
+    let mut flood = Command::new(bin("ccp-flood"))
         .args(["flows", "--cc", &setup.name, "--flows", &flows.to_string(), "--secs", &secs.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ccp-flood flows");
+    // The measured window starts once every flow is connected (`{"ready": N}` on the flood's
+    // stderr): the figure is about the agent under the flood, not how fast this machine opens
+    // sockets, and an agent stopped mid-setup would leave the rest of the flows refused.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let flood_stderr = flood.stderr.take().unwrap();
+    let stderr_reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in std::io::BufRead::lines(std::io::BufReader::new(flood_stderr)).map_while(Result::ok) {
+            if line.contains("\"ready\"") {
+                let _ = ready_tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let setup_started = Instant::now();
+    if ready_rx.recv_timeout(Duration::from_secs(120)).is_err() {
+        let _ = flood.kill();
+        let _ = flood.wait();
+        panic!(
+            "the flood's {flows} flows were not all connected within {:.0} s: {}",
+            setup_started.elapsed().as_secs_f64(),
+            stderr_reader.join().unwrap_or_default()
+        );
+    }
+    eprintln!("flood setup: {flows} flows connected in {:.2} s", setup_started.elapsed().as_secs_f64());
     let hammer = Command::new(bin("ccp-flood"))
         .args(["connect", "--path", socket.to_str().unwrap(), "--secs", &(secs - 2.0).to_string()])
         .stdout(Stdio::piped())
@@ -146,6 +173,7 @@ fn an_unprivileged_flood_leaves_heartbeat_control_and_sigterm_working() {
     let max_gap = watcher.join().unwrap();
     let flood = flood.wait_with_output().unwrap();
     let hammer = hammer.wait_with_output().unwrap();
+    let flood_err = stderr_reader.join().unwrap_or_default();
     let flood_out = String::from_utf8_lossy(&flood.stdout).trim().to_string();
     let hammer_out = String::from_utf8_lossy(&hammer.stdout).trim().to_string();
     let reports: u64 = stopped
@@ -166,7 +194,7 @@ fn an_unprivileged_flood_leaves_heartbeat_control_and_sigterm_working() {
     let _ = std::fs::write(std::env::temp_dir().join("ccp-flood-agent.log"), &stopped.log);
     let tail: Vec<&str> = stopped.log.lines().rev().take(15).collect();
     eprintln!("agent log, last lines:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
-    assert!(flood.status.success(), "the flood ran: {}", String::from_utf8_lossy(&flood.stderr));
+    assert!(flood.status.success(), "the flood ran: {flood_err}");
     // A handful of sockets have been seen refused (ENOENT) under parallel load: the flood is
     // about the agent, so 99 % of the flows on it is the bar.
     let refused: usize = flood_out
