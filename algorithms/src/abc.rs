@@ -185,22 +185,6 @@ impl Abc {
     }
 }
 
-/// The segments a report delivered and how many of them came back braked (CE).
-///
-/// Every mark belongs to one delivered segment, so both are counted the way the datapath counts
-/// CE: per segment at its first delivery, cumulatively or selectively acknowledged
-/// (`acked_pkts + sacked_pkts`, the kernel's `delivered`, against `delivered_ce`). This is §3.3's
-/// rule that a duplicate ACK counts as one MSS, done exactly: during loss recovery the SACKed
-/// segments and their brakes arrive in the same report, and the cumulative ACK that closes the
-/// hole does not count them again (its `acked_bytes` would). Datapaths that count no packets fall
-/// back to `acked_bytes`.
-fn marked_segments(r: &Report, mss: f64) -> (f64, f64) {
-    let pkts = r.acked_pkts.saturating_add(r.sacked_pkts);
-    let segments = if pkts > 0 { pkts as f64 } else { r.acked_bytes as f64 / mss };
-    let braked = if r.ce_pkts > 0 { r.ce_pkts as f64 } else { r.ce_bytes as f64 / mss };
-    (segments, braked.min(segments))
-}
-
 impl Algorithm for Abc {
     fn name(&self) -> &'static str {
         INFO.name
@@ -226,7 +210,7 @@ impl Algorithm for Abc {
         if let Some(rtt) = r.rtt {
             self.srtt_us = rtt.srtt_us;
         }
-        let (segments, braked) = marked_segments(r, self.mss);
+        let (segments, braked) = r.delivered_and_marked_segments();
         self.accel_brake(segments, if segments > 0.0 { braked / segments } else { 0.0 });
 
         let legacy = Report { ce_bytes: 0, ce_pkts: 0, ece_acks: 0, ..r.clone() };
@@ -426,8 +410,8 @@ mod tests {
         let mut r = rep(4.0, 0.0);
         r.acked_pkts = 2;
         r.ce_pkts = 3;
-        assert_eq!(marked_segments(&r, MSS_F), (2.0, 2.0));
-        assert_eq!(marked_segments(&rep(2.5, 1.0), MSS_F), (2.5, 1.0));
+        assert_eq!(r.delivered_and_marked_segments(), (2.0, 2.0));
+        assert_eq!(rep(2.5, 1.0).delivered_and_marked_segments(), (2.5, 1.0));
     }
 
     #[test]

@@ -34,8 +34,13 @@
 //! CWR period) lasts one smoothed RTT of datapath time; it differs slightly from the thesis.
 //!
 //! Choices where the sources leave room:
-//! - F is over cumulatively acknowledged bytes (`ce_bytes / acked_bytes`); a window with nothing
-//!   acknowledged leaves α unchanged (A5), and F is clamped to [0, 1] against inconsistent folds.
+//! - F counts marked and delivered segments over the same segments, as Linux's
+//!   `delivered_ce / delivered` does (`Report::delivered_and_marked_segments`): each segment once,
+//!   at its first delivery, cumulative or selective. This is A5's "a dupack counts as 1 MSS"
+//!   without its double count: a segment SACKed (and its mark counted) during recovery is not
+//!   counted again when the cumulative ACK closes the hole, which `ce_bytes / acked_bytes` did,
+//!   diluting F. With full-sized segments this is F in bytes. A window with nothing delivered
+//!   leaves α unchanged (A5). The window's end is still in cumulative bytes (snd_una's advance).
 //! - The window does not grow during the CWR period (Linux reduces toward ssthresh there and does
 //!   not raise cwnd; reno.rs does not grow during recovery either). The spec's §2.4 sketch grows
 //!   on ACKs inside CWR; with it T-D7's "exactly one cut, to 90" would not hold.
@@ -224,8 +229,9 @@ pub struct Dctcp {
     alpha: f64,
     /// The open observation window for α and its byte counters.
     window: WindowEnd,
-    window_acked_bytes: f64,
-    window_ce_bytes: f64,
+    /// Segments delivered and CE-marked in the window (Report::delivered_and_marked_segments).
+    window_delivered: f64,
+    window_marked: f64,
     /// F of the last completed window (with acknowledged data).
     last_fraction: f64,
     /// The CWR period after a cut, while it lasts.
@@ -239,8 +245,8 @@ impl Dctcp {
             w: RenoWindow::new(RenoConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ..RenoConfig::default() }),
             alpha: cfg.alpha_init,
             window: WindowEnd::Acked { remaining_bytes: 0.0 },
-            window_acked_bytes: 0.0,
-            window_ce_bytes: 0.0,
+            window_delivered: 0.0,
+            window_marked: 0.0,
             last_fraction: 0.0,
             cwr: None,
         }
@@ -268,18 +274,19 @@ impl Dctcp {
 
     /// Eq. 2.1, once per window of data.
     fn estimate(&mut self, report: &Report) {
-        self.window_acked_bytes += report.acked_bytes as f64;
-        self.window_ce_bytes += report.ce_bytes as f64;
+        let (delivered, marked) = report.delivered_and_marked_segments();
+        self.window_delivered += delivered;
+        self.window_marked += marked;
         if !self.window.credit(report.acked_bytes, report.now_us) {
             return;
         }
-        if self.window_acked_bytes > 0.0 {
-            let f = (self.window_ce_bytes / self.window_acked_bytes).clamp(0.0, 1.0);
+        if self.window_delivered > 0.0 {
+            let f = (self.window_marked / self.window_delivered).clamp(0.0, 1.0);
             self.alpha = ((1.0 - self.cfg.g) * self.alpha + self.cfg.g * f).clamp(0.0, 1.0);
             self.last_fraction = f;
         }
-        self.window_acked_bytes = 0.0;
-        self.window_ce_bytes = 0.0;
+        self.window_delivered = 0.0;
+        self.window_marked = 0.0;
         self.window = self.open(report.inflight_bytes as f64, report.now_us);
     }
 
@@ -289,14 +296,14 @@ impl Dctcp {
         self.cwr = Some(self.open(report.inflight_bytes as f64, report.now_us));
     }
 
-    /// Eq. 3.35 per acknowledged segment, marks spread evenly over the report's segments.
+    /// Eq. 3.35 per delivered segment, marks spread evenly over the report's segments.
     fn rtt_fair_update(&mut self, report: &Report) {
-        if report.acked_bytes == 0 {
+        let (segments, marked) = report.delivered_and_marked_segments();
+        if segments <= 0.0 {
             return;
         }
         let mss = self.w.mss;
-        let segments = report.acked_bytes as f64 / mss;
-        let marked_fraction = (report.ce_bytes as f64 / report.acked_bytes as f64).min(1.0);
+        let marked_fraction = marked / segments;
         let steps = segments.ceil().clamp(1.0, RTT_FAIR_MAX_STEPS);
         let per_step = segments / steps;
         let increase = if report.app_limited { 0.0 } else { per_step };
@@ -395,13 +402,13 @@ mod tests {
     /// outstanding at its end.
     fn rep(now_us: u64, acked: f64, ce: f64, inflight: f64) -> Report {
         let ce_bytes = (ce * MSS_F).round() as u64;
+        // Bytes only (fractional segments allowed); tests that need packet counts set them.
         Report {
             now_us,
             interval_us: 10_000,
             mss_bytes: MSS,
             acked_bytes: (acked * MSS_F).round() as u64,
             ce_bytes,
-            ce_pkts: ce.ceil() as u64,
             ece_acks: u64::from(ce_bytes > 0),
             rtt: rtt(RTT_US),
             inflight_bytes: (inflight * MSS_F).round() as u64,
@@ -494,6 +501,56 @@ mod tests {
         }
         assert_eq!(d.last_fraction, 3.0 / 8.0);
         assert!((d.alpha - (3.0 / 8.0) / 16.0).abs() < 1e-15);
+    }
+
+    #[test]
+    fn f_counts_each_segment_once_at_its_first_delivery_sacked_or_cumulative() {
+        // Window 1 (10 segments in flight): one report acknowledges all 10 cumulatively (none
+        // marked) and SACKs 4 marked segments above a hole. Linux's delivered_ce / delivered is
+        // 4/14; marks over cumulative bytes (the old rule) gave 4/10.
+        let mut d = seeded(with_alpha(0.0), 10.0);
+        let mut r = rep(10_000, 10.0, 0.0, 10.0);
+        r.acked_pkts = 10;
+        r.sacked_pkts = 4;
+        r.sacked_bytes = 4 * u64::from(MSS);
+        r.ce_pkts = 4;
+        r.ce_bytes = 4 * u64::from(MSS);
+        r.ece_acks = 4;
+        d.on_report(&r);
+        assert_eq!(d.last_fraction, 4.0 / 14.0);
+        // Window 2: the retransmission fills the hole; its cumulative ACK covers the 4 SACKed
+        // segments again in bytes (5 MSS) but delivers 1 new segment, then 5 more arrive. The
+        // SACKed segments and their marks are not counted a second time: F = 0/6.
+        let mut fill = rep(20_000, 5.0, 0.0, 10.0);
+        fill.acked_pkts = 1;
+        d.on_report(&fill);
+        let mut rest = rep(30_000, 5.0, 0.0, 10.0);
+        rest.acked_pkts = 5;
+        d.on_report(&rest);
+        assert_eq!(d.last_fraction, 0.0);
+        let g = DctcpConfig::default().g;
+        assert!((d.alpha - (1.0 - g) * g * 4.0 / 14.0).abs() < 1e-15, "α {}", d.alpha);
+    }
+
+    #[test]
+    fn a_duplicate_ack_counts_as_the_one_segment_it_reports() {
+        // Spec A5: three dup-ACKs (no cumulative progress, each reporting one segment, the
+        // second marked) and then a cumulative ACK of 8 segments, 5 of them new: F = 1/8.
+        let mut d = seeded(with_alpha(0.0), 8.0);
+        for i in 0..3u64 {
+            let mut dup = rep(10_000 * (i + 1), 0.0, 0.0, 8.0);
+            dup.sacked_pkts = 1;
+            dup.sacked_bytes = u64::from(MSS);
+            if i == 1 {
+                (dup.ce_pkts, dup.ce_bytes, dup.ece_acks) = (1, u64::from(MSS), 1);
+            }
+            d.on_report(&dup);
+            assert_eq!(d.alpha, 0.0, "a dup-ACK ended the window");
+        }
+        let mut cum = rep(40_000, 8.0, 0.0, 8.0);
+        cum.acked_pkts = 5;
+        d.on_report(&cum);
+        assert_eq!(d.last_fraction, 1.0 / 8.0);
     }
 
     #[test]

@@ -58,9 +58,11 @@ pub struct Report {
     /// Maximum segment size the flow uses, bytes.
     pub mss_bytes: u32,
 
-    /// Bytes newly cumulatively acknowledged.
+    /// Bytes newly cumulatively acknowledged (how far snd_una moved, SACKed data included).
     pub acked_bytes: u64,
-    /// Packets newly cumulatively acknowledged.
+    /// Packets first delivered by a cumulative ACK: segments SACKed earlier were counted in
+    /// `sacked_pkts` then and are not counted again, so `acked_pkts + sacked_pkts` is the kernel's
+    /// `delivered` over the interval (and `ce_pkts` its `delivered_ce`).
     pub acked_pkts: u64,
     /// Bytes newly selectively acknowledged (out of order).
     pub sacked_bytes: u64,
@@ -112,10 +114,21 @@ impl Report {
         f64::from(self.mss_bytes.max(1))
     }
 
-    /// Acknowledged data in segments, counting both cumulative and selective ACKs.
-    #[inline]
-    pub fn delivered_segments(&self) -> f64 {
-        self.acked_bytes.saturating_add(self.sacked_bytes) as f64 / self.mss()
+    /// The segments this report delivered, and how many of them the network marked CE.
+    ///
+    /// Both are counted the way the kernel counts `delivered` and `delivered_ce`: each segment
+    /// once, at its first delivery, whether cumulatively or selectively acknowledged
+    /// (`acked_pkts + sacked_pkts` against `ce_pkts`). A duplicate ACK therefore counts as the one
+    /// segment it reports, and the cumulative ACK that later closes a hole does not count the
+    /// SACKed segments again (its `acked_bytes` would, while their marks were counted at SACK
+    /// time). Datapaths that count no packets fall back to bytes over the MSS. The marked count
+    /// never exceeds the delivered one.
+    pub fn delivered_and_marked_segments(&self) -> (f64, f64) {
+        let mss = self.mss();
+        let pkts = self.acked_pkts.saturating_add(self.sacked_pkts);
+        let delivered = if pkts > 0 { pkts as f64 } else { self.acked_bytes as f64 / mss };
+        let marked = if self.ce_pkts > 0 { self.ce_pkts as f64 } else { self.ce_bytes as f64 / mss };
+        (delivered, marked.min(delivered))
     }
 
     /// True when the report says the network dropped something (loss or timeout).

@@ -301,12 +301,14 @@ impl Sim {
                 }
                 Sender::rate_delivered(&mut snd.rate_basis, &mut snd.first_tx_time, &seg);
                 snd.delivered += len;
+                // Packets count at first delivery, as the kernel's `delivered` does: a segment
+                // SACKed earlier was counted in `sacked_pkts` then.
+                s.acked_pkts += 1;
             }
             s.acked_bytes += len;
-            s.acked_pkts += 1;
             snd.snd_una += 1;
         }
-        let progressed = s.acked_pkts + s.sacked_pkts > 0;
+        let progressed = snd.snd_una != una_before || s.sacked_pkts > 0;
         if progressed {
             snd.delivered_time = now;
             if p.ts <= now {
