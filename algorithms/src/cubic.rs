@@ -45,8 +45,12 @@
 //! already full; pretending a reduction just happened (W_max = cwnd/β) would invent a congestion
 //! event and jump 43% in K seconds.
 //!
-//! Not implemented: HyStart++ (RFC 9406; slow start runs until the first loss or ECN-Echo), the
-//! undo of spurious congestion events (§4.9: reports carry no spurious-retransmission signal), and
+//! - HyStart++ (RFC 9406, hystart.rs; on by default, as Linux's HyStart is): the initial slow start
+//!   moves to conservative slow start when the round's minimum RTT rises, and ends after CSS_ROUNDS
+//!   rounds of it without waiting for a loss. Off (`hystart = false`), slow start runs until the
+//!   first loss or ECN-Echo.
+//!
+//! Not implemented: the undo of spurious congestion events (§4.9: reports carry no spurious-retransmission signal), and
 //! per-ACK pacing of the increase (the datapath applies the window per report).
 //!
 //! References: RFC 9438 (Xu, Ha, Rhee, Goel, Eggert, 2023); S. Ha, I. Rhee, L. Xu, "CUBIC: A New
@@ -55,6 +59,7 @@
 
 use std::sync::Arc;
 
+use crate::hystart::{Growth, HyStart, CSS_GROWTH_DIVISOR};
 use crate::reno::{RenoConfig, RenoWindow};
 use ccp_contract::params::shared;
 use ccp_contract::{
@@ -95,6 +100,11 @@ const PARAMS: &[ParamSpec] = &[
         "release bandwidth faster to new flows: W_max = cwnd·(1 + beta)/2 when the window had not regained W_max (RFC 9438 §4.7)",
     ),
     crate::reno::RECOVERY_BY_DATA,
+    ParamSpec::bool(
+        "hystart",
+        true,
+        "leave the initial slow start on rising delay through HyStart++'s conservative slow start, before the first loss (RFC 9406)",
+    ),
     ParamSpec::bool("reno_friendly", true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
     ParamSpec::bool("ecn", true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
     shared::INIT_CWND_PKTS,
@@ -119,6 +129,8 @@ pub struct CubicConfig {
     /// A congestion event lasts until the flight at the reduction is acknowledged (see
     /// `RenoWindow::loss_is_new_event`); false: exactly one SRTT.
     pub recovery_by_data: bool,
+    /// HyStart++ in the initial slow start (hystart.rs).
+    pub hystart: bool,
 }
 
 impl Default for CubicConfig {
@@ -131,6 +143,7 @@ impl Default for CubicConfig {
             ecn: true,
             init_cwnd_pkts: 10.0,
             recovery_by_data: true,
+            hystart: true,
         }
     }
 }
@@ -144,6 +157,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
         ecn: p.bool("ecn"),
         init_cwnd_pkts: p.float("init_cwnd_pkts"),
         recovery_by_data: p.bool("recovery_by_data"),
+        hystart: p.bool("hystart"),
     }))
 }
 
@@ -267,6 +281,8 @@ pub struct Cubic {
     cwnd_prior: f64,
     /// Datapath time of the previous report, for measuring application-limited time.
     last_now_us: u64,
+    /// HyStart++ while the initial slow start lasts; `None` once it has ended for any reason.
+    hystart: Option<HyStart>,
 }
 
 impl Cubic {
@@ -287,6 +303,7 @@ impl Cubic {
             w_est: 0.0,
             cwnd_prior: 0.0,
             last_now_us: 0,
+            hystart: None,
         }
     }
 
@@ -374,8 +391,22 @@ impl Cubic {
         self.w.cwnd_bytes = next * self.w.mss;
     }
 
-    fn grow(&mut self, report: &Report) {
-        let left_bytes = self.w.slow_start(report.acked_bytes);
+    fn grow(&mut self, report: &Report, growth: Option<Growth>) {
+        let acked = report.acked_bytes;
+        let left_bytes = match growth {
+            Some(Growth::Conservative) => {
+                self.w.cwnd_bytes += acked as f64 / CSS_GROWTH_DIVISOR;
+                0.0
+            }
+            Some(Growth::Exit) => {
+                // Slow start ends here without a congestion event: the epoch starts at this
+                // window with K = 0 (W_max = cwnd, RFC 9438 §4.10), and this report's data is
+                // congestion avoidance's.
+                self.w.ssthresh_bytes = self.w.cwnd_bytes;
+                acked as f64
+            }
+            Some(Growth::SlowStart) | None => self.w.slow_start(acked),
+        };
         if left_bytes <= 0.0 {
             return;
         }
@@ -400,6 +431,8 @@ impl Algorithm for Cubic {
             self.cwnd_prior = cwnd;
             self.k_s = 0.0;
         }
+        // A seeded window has left slow start behind (ssthresh = cwnd).
+        self.hystart = (self.cfg.hystart && self.w.in_slow_start()).then(|| HyStart::new(self.w.cwnd_bytes, self.w.mss));
         Action::cwnd(self.w.cwnd_bytes)
     }
 
@@ -409,6 +442,12 @@ impl Algorithm for Cubic {
         let elapsed_us = now.saturating_sub(self.last_now_us);
         self.last_now_us = self.last_now_us.max(now);
         let ecn = self.cfg.ecn && (report.ce_bytes > 0 || report.ce_pkts > 0 || report.ece_acks > 0);
+        let growth = self.hystart.as_mut().map(|h| h.on_report(report));
+        if growth == Some(Growth::Exit) || report.timeouts > 0 || report.lost_pkts > 0 || ecn {
+            // Whatever ends the initial slow start ends HyStart++ (RFC 9406 §4.3: later slow
+            // starts are standard ones, up to the ssthresh the congestion event set).
+            self.hystart = None;
+        }
 
         if report.timeouts > 0 {
             self.on_timeout(report);
@@ -422,7 +461,7 @@ impl Algorithm for Cubic {
                 *epoch = epoch.saturating_add(elapsed_us).min(now);
             }
         } else if !self.w.in_recovery(now) {
-            self.grow(report);
+            self.grow(report, growth);
         }
         Action::cwnd(self.w.cwnd_bytes)
     }

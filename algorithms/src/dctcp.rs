@@ -19,19 +19,14 @@
 //! Order (spec A6): when a report both ends an observation window and carries marks, α is updated
 //! first and the cut uses the new α (Linux updates α in its ACK event before entering CWR).
 //!
-//! "Window of data" without sequence numbers (spec A5, A7). The thesis and Linux delimit a window
-//! by sequence numbers: it ends when snd_una passes the snd_nxt recorded when it began. libccp and
-//! eBPF reports carry no snd_una/snd_nxt, but at the end of a report snd_nxt − snd_una is the data
-//! in flight (`Report::inflight_bytes`) and snd_una advances by exactly the bytes newly
-//! cumulatively acknowledged (`Report::acked_bytes`). So a window that starts at the end of a
-//! report ends once the bytes acknowledged since then reach the bytes in flight at its start — the
-//! data-driven equivalent of the sequence-number rule, exact whenever the fold's counters are.
-//! Windows are at least one MSS (a window that starts with nothing in flight ends at the next
-//! acknowledgement, as Linux's does). The CWR period after a cut is delimited the same way, from
-//! the data in flight at the cut, so "at most once per window" holds in data, not in time. The
-//! first window of a flow is its initial (or seeded) window. The alternative the spec mentions for
-//! datapaths without a usable in-flight count is available as `window = "srtt"`: a window (and the
-//! CWR period) lasts one smoothed RTT of datapath time; it differs slightly from the thesis.
+//! "Window of data" without sequence numbers (spec A5, A7): reports carry no snd_una/snd_nxt, so a
+//! window ends once the bytes cumulatively acknowledged since its start reach the bytes that were in
+//! flight then (round.rs: the data-driven equivalent of Linux's sequence-number rule). The CWR
+//! period after a cut is delimited the same way, from the data in flight at the cut, so "at most
+//! once per window" holds in data, not in time. The first window of a flow is its initial (or
+//! seeded) window. The alternative the spec mentions for datapaths without a usable in-flight count
+//! is available as `window = "srtt"`: a window (and the CWR period) lasts one smoothed RTT of
+//! datapath time; it differs slightly from the thesis.
 //!
 //! Choices where the sources leave room:
 //! - F counts marked and delivered segments over the same segments, as Linux's
@@ -71,6 +66,8 @@
 use std::sync::Arc;
 
 use crate::reno::{RenoConfig, RenoWindow};
+use crate::round::WindowEnd;
+pub use crate::round::WindowMode;
 use ccp_contract::params::shared;
 use ccp_contract::{
     Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
@@ -135,15 +132,6 @@ pub enum LossCut {
     Alpha,
 }
 
-/// What delimits a window of data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WindowMode {
-    /// Until the bytes in flight at the window's start have been acknowledged.
-    Inflight,
-    /// One smoothed RTT of datapath time.
-    Srtt,
-}
-
 #[derive(Debug, Clone, Copy)]
 pub struct DctcpConfig {
     pub g: f64,
@@ -188,36 +176,6 @@ impl AlgorithmFactory for DctcpConfig {
     }
     fn create(&self) -> Box<dyn Algorithm> {
         Box::new(Dctcp::new(*self))
-    }
-}
-
-/// Where an open window of data (or CWR period) ends.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum WindowEnd {
-    /// Once this many more bytes have been cumulatively acknowledged.
-    Acked { remaining_bytes: f64 },
-    /// At this datapath time, µs.
-    At { end_us: u64 },
-}
-
-impl WindowEnd {
-    /// A window starting now, with `inflight_bytes` outstanding.
-    fn open(mode: WindowMode, inflight_bytes: f64, mss: f64, now_us: u64, srtt_us: u64) -> Self {
-        match mode {
-            WindowMode::Inflight => WindowEnd::Acked { remaining_bytes: inflight_bytes.max(mss) },
-            WindowMode::Srtt => WindowEnd::At { end_us: now_us.saturating_add(srtt_us) },
-        }
-    }
-
-    /// Credits one report; true once the window is over.
-    fn credit(&mut self, acked_bytes: u64, now_us: u64) -> bool {
-        match self {
-            WindowEnd::Acked { remaining_bytes } => {
-                *remaining_bytes -= acked_bytes as f64;
-                *remaining_bytes <= 0.0
-            }
-            WindowEnd::At { end_us } => now_us >= *end_us,
-        }
     }
 }
 

@@ -20,10 +20,12 @@ pub mod copa;
 pub mod cubic;
 pub mod dcqcn;
 pub mod dctcp;
+pub mod hystart;
 pub mod inigo;
 pub mod nimbus;
 pub mod qcn;
 pub mod reno;
+mod round;
 pub mod vegas;
 
 #[cfg(test)]

@@ -333,7 +333,8 @@ impl Default for NimbusConfig {
             copa_target_queue: true,
             // The authors' Cubic reacts to at most one loss per RTT (spec §6.4); the fluid
             // simulation's expectations were set with that rule (see `cubic_recovery_by_data`).
-            cubic: CubicConfig { recovery_by_data: false, ..CubicConfig::default() },
+            // Their Cubic has no HyStart: slow start runs to the first loss (spec §6.4, A19).
+            cubic: CubicConfig { recovery_by_data: false, hystart: false, ..CubicConfig::default() },
             reno: RenoConfig::default(),
             min_rate_fraction: basic_delay::MIN_RATE_FRACTION,
             init_cwnd_pkts: 10.0,
@@ -504,7 +505,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
         cubic: CubicConfig {
             init_cwnd_pkts: p.float("init_cwnd_pkts"),
             recovery_by_data: p.bool("cubic_recovery_by_data"),
-            ..CubicConfig::default()
+            ..NimbusConfig::default().cubic
         },
         reno: RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), ..RenoConfig::default() },
         min_rate_fraction: p.float("min_rate_fraction"),
