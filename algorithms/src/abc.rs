@@ -8,23 +8,58 @@
 //! for fairness). A window's worth of ACKs with accelerate fraction f takes w to 2fw + 1, and a
 //! steady f holds w at 1/(1 − 2f).
 //!
-//! Encoding on kernel TCP: the "proxied" encoding of §4–5 — the router marks brake as CE, and a
+//! Encoding: only the "proxied" encoding of §4–5 — the router marks brake as CE, and a
 //! DCTCP-style receiver echoes each CE precisely — so the CE-marked delivered segments
-//! (`Report::ce_pkts`) are brakes and the other delivered segments accelerates. (ABC's native
-//! ECT(1)/ECT(0) encoding needs the NS bit, which AccECN has taken, and this kernel cannot
-//! negotiate AccECN.) The receiver must echo precisely: with a stock classic-ECN receiver, ECE
-//! repeats from a mark until the sender's CWR, so about an RTT of segments per mark read as
-//! brakes and the window collapses (ccp-lab's CE echo, `lab/src/bpf/ce_echo.bpf.c`, is such a
-//! receiver).
+//! (`Report::ce_pkts`) are brakes and the other delivered segments accelerates. ABC's native
+//! encoding (ECT(1) accelerate, ECT(0) brake, echoed in the NS bit) is not implemented, and the
+//! router (ccp-qdisc `abc`) no longer offers it: a `Report` counts CE echoes only and has no
+//! field for an ECT(0) echo, the NS bit is AccECN's now, and this kernel cannot negotiate AccECN,
+//! whose counters could carry one. A router writing ECT(0) brakes would send marks no sender
+//! reads. The receiver must echo precisely: with a stock classic-ECN receiver, ECE repeats from a
+//! mark until the sender's CWR, so about an RTT of segments per mark read as brakes and the
+//! window collapses (ccp-lab's CE echo, `lab/src/bpf/ce_echo.bpf.c`, is such a receiver).
+//!
+//! Assumption: no classic-ECN bottleneck on the path (§5's deployment caveat (b); §4's proxied
+//! networks). A CE from a classic-ECN AQM is indistinguishable from a brake, so it is read as
+//! one, and the Cubic window below never sees it, unlike §3.4's w_nonabc, which reacts to classic
+//! ECN. With such an AQM as the bottleneck, the window stops growing only once about half the
+//! packets are marked (a window's worth of ACKs takes w to 2fw + 1), and w_cubic, which reacts to
+//! loss alone, never backs off.
 //!
 //! Coexistence (§3.4): a second, Cubic window reacts to losses (never to marks, which are brakes);
 //! the flow uses min(w_abc, w_cubic), and both windows are capped at 2·in-flight + 5 packets so the
 //! window that is not in control cannot run away. w_abc ignores loss. There is no slow start for
 //! w_abc: it starts at the initial window and accelerates at most double it per RTT.
 //!
-//! Reports aggregate ACKs whose order of marks is unknown; the per-segment rule is applied
-//! segment by segment with the brakes spread evenly (exact for up to `MAX_STEPS` segments). The
-//! reaction is per ACK in the paper, so the flow asks for a report every eighth of an RTT (§10.1).
+//! Reports, not ACKs: the datapath folds a report interval's ACKs into counts, A accelerated and
+//! B braked segments (N = A + B), and the order of the marks is lost, so the per-segment rule
+//! cannot be replayed; folding per ACK would need the marks in order from the datapath (a
+//! contract change). `accel_brake` walks the chord instead: N steps of w ← w + (A − B)/N + 1/w,
+//! the net floored at min_cwnd. That is exact when a report carries one kind of mark. With both,
+//! orders differ in where the 1/w terms are taken and in which brakes a run spends against the
+//! floor. In packets, with w the window at the start of the report and m = min_cwnd, the chord
+//! ends within
+//!
+//! ```text
+//! ρ + (A·B + N·ρ) / (lo_o·lo_c),   ρ = (m − (w − B))⁺,   lo_o = max(m, w − B),
+//!                                  lo_c = max(m, w − (B − A)⁺)
+//! ```
+//!
+//! of the per-segment result in every order. Derivation: the ±1 steps sum to A − B in every
+//! order, so only the floor's raises and the 1/w terms differ. A walk reflected at m is raised by
+//! (m − its lowest point)⁺ in all, and no walk goes below w − B, so each path's raises total
+//! within [0, ρ]. Let D_i be how far the chord lies above an order's walk before segment i: all
+//! brakes first gives the pointwise largest D, all accelerates first the smallest, each summing
+//! to ±A·B over the report, and the raises move D by at most ρ. The gap e between the summed 1/w
+//! terms evolves as e ← e·(1 − c_i) − D_i·c_i, where c_i = 1/(w_chord·w_order) lies in
+//! (0, 1/(lo_o·lo_c)] (lo_o and lo_c are the lowest windows the order and the chord can reach,
+//! and lo_o·lo_c ≥ 1), so |e| ≤ max(ΣD⁺, ΣD⁻)/(lo_o·lo_c). Away from the floor (w − B ≥ m) the
+//! bound is A·B / ((w − B)·(w − (B − A)⁺)): 0.5 packets for w = 100, A = B = 50, of which all
+//! brakes first reaches 0.38; at the default interval, a report of an eighth of a steady window,
+//! below 0.005 packets, against that report's 1/8 packet of additive increase. Reports of more
+//! than `MAX_STEPS` segments walk the chord in `MAX_STEPS` steps of k = N/`MAX_STEPS` segments,
+//! which adds at most N·k·(1 + 1/lo_c)/lo_c². The paper reacts per ACK, so the flow asks for a
+//! report every eighth of an RTT (§10.1).
 
 use std::sync::Arc;
 
@@ -35,7 +70,8 @@ use ccp_contract::{
     ReportPolicy, StateVar,
 };
 
-/// Per-segment steps per report beyond which the rule is applied in this many equal steps.
+/// Most chord steps per report: beyond this many segments a step covers several, which bounds the
+/// per-report cost at a price the header bounds.
 const MAX_STEPS: f64 = 1024.0;
 /// Pacing rate multiplier over cwnd/sRTT when pacing is on (the artifact's ≈ 2·cwnd/RTT, §3.5).
 const PACING_GAIN: f64 = 2.0;
@@ -137,15 +173,17 @@ pub struct Abc {
 
 impl Abc {
     pub fn new(cfg: AbcConfig) -> Self {
-        // CE means brake here, never classic congestion: the Cubic window must not see it.
+        // CE means brake here, never classic congestion (no classic-ECN bottleneck is assumed,
+        // see the header): the Cubic window must not see it.
         let cubic = Cubic::new(CubicConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ecn: false, ..CubicConfig::default() });
         Abc { cfg, mss: 1448.0, w_abc: 0.0, cubic, srtt_us: 0 }
     }
 
     /// Eq. 2.3 over `segments` acknowledged segments of which a fraction `brake_frac` were
-    /// braked, spread evenly: per segment w ← w ± 1 + 1/w, with 1/w taken on the window before
+    /// braked, along the chord (see the header for why, and for its error against the unknown
+    /// order): per segment w ← w + (1 − 2·brake_frac) + 1/w, with 1/w taken on the window before
     /// the step as the equation reads (§3.6's pseudocode divides by the updated window; the spec's
-    /// T5 vectors — 20.704 after ten accelerates from 10 — follow the equation), and a brake
+    /// T5 vectors — 20.704 after ten accelerates from 10 — follow the equation), and a net brake
     /// floored at min_cwnd before the increase is added.
     fn accel_brake(&mut self, segments: f64, brake_frac: f64) {
         if segments <= 0.0 {
@@ -213,6 +251,7 @@ impl Algorithm for Abc {
         let (segments, braked) = r.delivered_and_marked_segments();
         self.accel_brake(segments, if segments > 0.0 { braked / segments } else { 0.0 });
 
+        // The marks were brakes, not congestion (the header's no-classic-ECN-bottleneck assumption).
         let legacy = Report { ce_bytes: 0, ce_pkts: 0, ece_acks: 0, ..r.clone() };
         self.cubic.on_report(&legacy);
 
@@ -319,6 +358,121 @@ mod tests {
             let expect = 2.0 * f * 100.0 + 1.0;
             assert!((a.w_abc / MSS_F - expect).abs() / expect < 0.02, "f={f}: {} vs {expect}", a.w_abc / MSS_F);
         }
+    }
+
+    /// Eq. 2.3 segment by segment in a known order (`true` = brake), in packets: what the sender
+    /// would do if the datapath kept the marks' order.
+    fn per_segment(mut w: f64, brakes: &[bool], floor: f64) -> f64 {
+        for &brake in brakes {
+            let increase = 1.0 / w;
+            w = if brake { (w - 1.0).max(floor) } else { w + 1.0 };
+            w += increase;
+        }
+        w
+    }
+
+    /// The chord: one report of `a` accelerates and `b` brakes from `w` packets.
+    fn chord(w: f64, a: usize, b: usize, floor: f64) -> f64 {
+        let mut x = abc(AbcConfig { coexist: false, min_cwnd_pkts: floor, ..AbcConfig::default() });
+        x.w_abc = w * MSS_F;
+        let n = (a + b) as f64;
+        x.accel_brake(n, b as f64 / n);
+        x.w_abc / MSS_F
+    }
+
+    /// The header's bound on |chord − per-segment| over every order, packets.
+    fn order_error_bound(w: f64, a: usize, b: usize, floor: f64) -> f64 {
+        let (a, b) = (a as f64, b as f64);
+        let n = a + b;
+        let rho = (floor - (w - b)).max(0.0);
+        let lo_order = floor.max(w - b);
+        let lo_chord = floor.max(w - (b - a).max(0.0));
+        // Walking the chord in steps of several segments, for reports longer than MAX_STEPS.
+        let coarse_steps = if n > MAX_STEPS { n * (n / MAX_STEPS) * (1.0 + 1.0 / lo_chord) / (lo_chord * lo_chord) } else { 0.0 };
+        rho + (a * b + n * rho) / (lo_order * lo_chord) + coarse_steps
+    }
+
+    /// `a` accelerates and `b` brakes (`true`), one kind after the other.
+    fn marks(a: usize, b: usize, brakes_first: bool) -> Vec<bool> {
+        let (first, second) = if brakes_first { (b, a) } else { (a, b) };
+        let mut m = vec![brakes_first; first];
+        m.extend(std::iter::repeat_n(!brakes_first, second));
+        m
+    }
+
+    /// Checks the chord against a shuffled order and both extreme orders (all brakes first, all
+    /// accelerates first), and that a report of one kind of mark is exact.
+    fn check_orders(w: f64, a: usize, b: usize, floor: f64, shuffled: &[bool]) -> Result<(), TestCaseError> {
+        let agg = chord(w, a, b, floor);
+        let bound = order_error_bound(w, a, b, floor);
+        for order in [shuffled, &marks(a, b, true)[..], &marks(a, b, false)[..]] {
+            let exact = per_segment(w, order, floor);
+            let err = (agg - exact).abs();
+            prop_assert!(err <= bound + 1e-9 * exact, "w {w} A {a} B {b} m {floor}: off by {err}, bound {bound}");
+            if a == 0 || b == 0 {
+                prop_assert!(err <= 1e-9 * exact, "one kind of mark must be exact: off by {err}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Report sizes of up to `max_marks` of each kind, a floor, a window at or above it (a third
+    /// of the cases start at the floor), and the marks in a random order.
+    fn report_in_random_order(max_marks: usize, max_above: f64) -> impl Strategy<Value = (f64, usize, usize, f64, Vec<bool>)> {
+        (1.0..10.0f64, prop_oneof![Just(0.0), 0.0..20.0f64, 0.0..max_above], 0..=max_marks, 0..=max_marks).prop_flat_map(
+            |(floor, above, a, b)| {
+                let mut m = vec![false; a];
+                m.extend(std::iter::repeat_n(true, b));
+                (Just(floor + above), Just(a), Just(b), Just(floor), Just(m).prop_shuffle())
+            },
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn a_report_in_any_order_ends_within_the_bound_of_the_chord(
+            (w, a, b, floor, order) in report_in_random_order(300, 400.0)
+        ) {
+            prop_assume!(a + b > 0);
+            check_orders(w, a, b, floor, &order)?;
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn a_report_longer_than_max_steps_ends_within_the_bound_of_the_chord(
+            (w, a, b, floor, order) in report_in_random_order(3000, 3000.0)
+        ) {
+            prop_assume!(a + b > 0);
+            check_orders(w, a, b, floor, &order)?;
+        }
+    }
+
+    #[test]
+    fn the_worst_order_reaches_most_of_the_order_bound() {
+        // If the bound were loose, an aggregation off by a fraction of it would still pass the
+        // property above; the extreme orders show it is nearly reached, away from the floor
+        // (w − B ≥ m, where the window spends its time) and against it.
+        for (w, a, b, floor, at_least) in [
+            (100.0, 50, 50, 1.0, 0.7),
+            (100.0, 30, 10, 1.0, 0.8),
+            (100.0, 10, 30, 1.0, 0.75),
+            (400.0, 50, 50, 1.0, 0.9),
+            (5.0, 2, 2, 5.0, 0.6),
+        ] {
+            let bound = order_error_bound(w, a, b, floor);
+            let agg = chord(w, a, b, floor);
+            let worst = [true, false]
+                .into_iter()
+                .map(|brakes_first| (agg - per_segment(w, &marks(a, b, brakes_first), floor)).abs())
+                .fold(0.0, f64::max);
+            assert!(worst >= at_least * bound, "w {w} A {a} B {b} m {floor}: worst order {worst}, bound {bound}");
+        }
+        // The header's example: 0.5 packets, of which all brakes first reaches 0.38.
+        assert!((order_error_bound(100.0, 50, 50, 1.0) - 0.5).abs() < 1e-12);
+        let brakes_first = (chord(100.0, 50, 50, 1.0) - per_segment(100.0, &marks(50, 50, true), 1.0)).abs();
+        assert!((brakes_first - 0.38).abs() < 0.005, "{brakes_first}");
     }
 
     #[test]

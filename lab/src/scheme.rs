@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use ccp_qdisc::abc::{AbcParams, BrakeEncoding, DelayMeasure};
+use ccp_qdisc::abc::{AbcParams, DelayMeasure};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
@@ -158,12 +158,7 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
             p.validate().map_err(|e| (qdisc_field("codel", e.param), e.message))?;
             QdiscKind::Codel(p)
         }
-        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, brake, delay } => {
-            let brake = match brake.as_str() {
-                "ce" => BrakeEncoding::Ce,
-                "ect0" => BrakeEncoding::Ect0,
-                other => return Err(("brake".into(), format!("{other:?}: use \"ce\" or \"ect0\""))),
-            };
+        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, delay } => {
             let delay_measure = match delay.as_str() {
                 "queue" => DelayMeasure::QueueOverCapacity,
                 "sojourn" => DelayMeasure::Sojourn,
@@ -175,7 +170,6 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
                 delay_threshold: non_negative_ms("dt_ms", *dt_ms)?,
                 window: non_negative_ms("window_ms", *window_ms)?,
                 token_limit: *token_limit,
-                brake,
                 delay_measure,
                 ..AbcParams::default()
             };
@@ -265,14 +259,9 @@ pub fn describe_qdisc(q: &QdiscKind) -> String {
         QdiscKind::Codel(p) => {
             format!("codel target {} ms interval {} ms{}", ms(p.target), ms(p.interval), if p.ecn { " ecn" } else { "" })
         }
-        QdiscKind::Abc(p) => format!(
-            "abc eta {} delta {} ms d_t {} ms window {} ms brake {:?}",
-            p.eta,
-            ms(p.delta),
-            ms(p.delay_threshold),
-            ms(p.window),
-            p.brake
-        ),
+        QdiscKind::Abc(p) => {
+            format!("abc eta {} delta {} ms d_t {} ms window {} ms", p.eta, ms(p.delta), ms(p.delay_threshold), ms(p.window))
+        }
         QdiscKind::Dctcp(m) => format!("dctcp K {:?}", m.k),
         QdiscKind::Qcn { params: p, ecn } => format!(
             "qcn Q_eq {} B w {} sample {} quantization {}{}",
@@ -331,33 +320,18 @@ mod tests {
             QdiscKind::Codel(p) => assert_eq!((p.target, p.interval), (50 * NANOS_PER_MS, 100 * NANOS_PER_MS)),
             other => panic!("{other:?}"),
         }
-        let abc = QdiscSpec::Abc {
-            eta: 0.98,
-            delta_ms: 133.0,
-            dt_ms: 50.0,
-            window_ms: 20.0,
-            token_limit: 5.0,
-            brake: "ce".into(),
-            delay: "queue".into(),
-        };
+        let abc =
+            QdiscSpec::Abc { eta: 0.98, delta_ms: 133.0, dt_ms: 50.0, window_ms: 20.0, token_limit: 5.0, delay: "queue".into() };
         match router_qdisc(&abc).unwrap() {
             QdiscKind::Abc(p) => {
                 assert_eq!(p.eta, 0.98);
                 assert_eq!(p.delta, 133 * NANOS_PER_MS);
                 assert_eq!(p.delay_threshold, 50 * NANOS_PER_MS);
-                assert_eq!(p.brake, BrakeEncoding::Ce);
             }
             other => panic!("{other:?}"),
         }
-        let bad = QdiscSpec::Abc {
-            eta: 1.5,
-            delta_ms: 133.0,
-            dt_ms: 50.0,
-            window_ms: 20.0,
-            token_limit: 5.0,
-            brake: "ce".into(),
-            delay: "queue".into(),
-        };
+        let bad =
+            QdiscSpec::Abc { eta: 1.5, delta_ms: 133.0, dt_ms: 50.0, window_ms: 20.0, token_limit: 5.0, delay: "queue".into() };
         assert_eq!(router_qdisc(&bad).unwrap_err().0, "eta");
         assert_eq!(router_qdisc(&QdiscSpec::Dctcp { k_pkts: 0 }).unwrap_err().0, "k_pkts");
     }

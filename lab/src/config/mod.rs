@@ -212,9 +212,6 @@ pub enum QdiscSpec {
         window_ms: f64,
         #[serde(default = "abc_token_limit")]
         token_limit: f64,
-        /// "ce" (proxied: brake = CE, for kernel TCP) or "ect0" (full mode).
-        #[serde(default = "abc_brake")]
-        brake: String,
         /// "queue" (x = backlog/μ) or "sojourn".
         #[serde(default = "abc_delay")]
         delay: String,
@@ -279,9 +276,6 @@ fn abc_window() -> f64 {
 }
 fn abc_token_limit() -> f64 {
     5.0
-}
-fn abc_brake() -> String {
-    "ce".into()
 }
 fn abc_delay() -> String {
     "queue".into()

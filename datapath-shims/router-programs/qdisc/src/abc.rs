@@ -10,21 +10,16 @@
 //! trace-driven link it is the bytes of delivery opportunities the trace offered in the last T,
 //! *including opportunities that found the queue empty* (§6.4 [A], §14.6), fed through
 //! [`Qdisc::on_opportunity`].
+//!
+//! Encoding: a brake is CE (the "proxied" encoding of §4–5, the artifact's), so ECT(0) and ECT(1)
+//! both mean accelerate and CE is never touched. ABC's native encoding (senders send ECT(1), the
+//! router flips it to ECT(0)) was removed: the sender in this project (ccp-algorithms `abc`)
+//! cannot read it — a `Report` counts CE echoes only, and the echo of an ECT(0) needs the NS bit
+//! (AccECN's now) or AccECN's counters, which the kernel datapath cannot negotiate — so its brakes
+//! would reach nobody.
 
 use crate::window::SlidingWindow;
 use crate::{secs, Departure, Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc, NANOS_PER_MS};
-
-/// How a brake is written into the ECN field (§4, §5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BrakeEncoding {
-    /// Proxied mode, for stock kernel TCP: ECT(0) and ECT(1) both mean accelerate and a brake is
-    /// CE, echoed by a DCTCP-style receiver through ECE. The artifact's (and our kernel
-    /// datapath's) encoding.
-    Ce,
-    /// Full mode: senders send ECT(1) = accelerate; the router flips 01 → 10 (ECT(0)) to brake and
-    /// never touches ECT(0) or CE.
-    Ect0,
-}
 
 /// How x(t), the queuing delay in Eq. 2.1, is measured (§6.4, §14.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +46,6 @@ pub struct AbcParams {
     pub token_limit: f64,
     /// Initial token count. Algorithm 1 starts at 0.
     pub initial_token: f64,
-    pub brake: BrakeEncoding,
     pub delay_measure: DelayMeasure,
 }
 
@@ -64,7 +58,6 @@ impl Default for AbcParams {
             window: 20 * NANOS_PER_MS,
             token_limit: 5.0,
             initial_token: 0.0,
-            brake: BrakeEncoding::Ce,
             delay_measure: DelayMeasure::QueueOverCapacity,
         }
     }
@@ -147,7 +140,7 @@ pub enum AbcMark {
     Accelerate,
     /// Rewritten to a brake.
     Brake,
-    /// An ABC packet that arrived already braked or CE: counted in cr, never changed.
+    /// An ABC packet that arrived CE (a brake already): counted in cr, never changed.
     Untouched,
 }
 
@@ -228,17 +221,11 @@ impl AbcMarker {
         };
         let f = accelerate_fraction(tr, cr);
         self.last_fraction = f;
-        let capable = match self.params.brake {
-            BrakeEncoding::Ce => matches!(ecn, Ecn::Ect0 | Ecn::Ect1),
-            BrakeEncoding::Ect0 => ecn == Ecn::Ect1,
-        };
+        let capable = ecn != Ecn::Ce;
         if self.bucket.on_packet(f, capable) {
             AbcMark::Accelerate
         } else if capable {
-            packet.set_ecn(match self.params.brake {
-                BrakeEncoding::Ce => Ecn::Ce,
-                BrakeEncoding::Ect0 => Ecn::Ect0,
-            });
+            packet.set_ecn(Ecn::Ce);
             AbcMark::Brake
         } else {
             AbcMark::Untouched
@@ -345,47 +332,40 @@ mod tests {
         assert!((0..20).all(|_| !one.on_packet(1.0, true)), "tokenLimit 1 brakes everything");
     }
 
-    // T3/T9: packets that cannot be accelerates (already braked, or CE) keep their codepoint and
-    // spend no token: like every ABC packet they add f (Algorithm 1), so the tokens they leave are
-    // there for the next accelerate. Not-ECT packets are not ABC packets: they add nothing.
+    // T3/T9: CE packets (a brake already, or a classic-ECN mark) keep their codepoint and spend no
+    // token: like every ABC packet they add f (Algorithm 1), so the tokens they leave are there for
+    // the next accelerate. Not-ECT packets are not ABC packets: they add nothing.
     #[test]
-    fn t3_and_t9_braked_and_ce_packets_are_never_changed_or_charged() {
-        for (brake, untouchable, capable) in
-            [(BrakeEncoding::Ect0, &[Ecn::Ect0, Ecn::Ce][..], Ecn::Ect1), (BrakeEncoding::Ce, &[Ecn::Ce][..], Ecn::Ect0)]
-        {
-            let params = AbcParams { brake, ..AbcParams::default() };
+    fn t3_and_t9_ce_packets_are_never_changed_or_charged() {
+        for capable in [Ecn::Ect0, Ecn::Ect1] {
+            let params = AbcParams::default();
             let mut m = AbcMarker::new(params).unwrap();
             m.on_link_rate(10.0 * MBIT);
             let mut token = params.initial_token;
             for i in 0..20u64 {
-                let ecn = untouchable[i as usize % untouchable.len()];
-                let mut p = TestPacket::new(MTU_BYTES, ecn);
-                assert_eq!(m.on_dequeue(i * NANOS_PER_MS, &mut p, 0, 0), AbcMark::Untouched, "{brake:?}: {ecn:?}");
-                assert_eq!(p.ecn, ecn, "{brake:?}: {ecn:?} must stay as it is");
+                let mut p = TestPacket::new(MTU_BYTES, Ecn::Ce);
+                assert_eq!(m.on_dequeue(i * NANOS_PER_MS, &mut p, 0, 0), AbcMark::Untouched);
+                assert_eq!(p.ecn, Ecn::Ce, "CE must stay as it is");
                 token = (token + m.last_fraction()).min(params.token_limit);
-                assert_eq!(m.bucket.token, token, "{brake:?}: packet {i} ({ecn:?}) was charged a token");
+                assert_eq!(m.bucket.token, token, "CE packet {i} was charged a token");
             }
-            assert!(token > 1.0, "{brake:?}: a token was there to be charged ({token})");
+            assert!(token > 1.0, "a token was there to be charged ({token})");
             let mut p = TestPacket::new(MTU_BYTES, Ecn::NotEct);
             assert_eq!(m.on_dequeue(20 * NANOS_PER_MS, &mut p, 0, 0), AbcMark::NotAbc);
             assert_eq!((p.ecn, m.bucket.token), (Ecn::NotEct, token), "Not-ECT: untouched, adds nothing");
-            // The next accelerate spends one of the tokens the untouched packets left.
+            // The next accelerate spends one of the tokens the CE packets left.
             let mut p = TestPacket::new(MTU_BYTES, capable);
-            assert_eq!(m.on_dequeue(21 * NANOS_PER_MS, &mut p, 0, 0), AbcMark::Accelerate, "{brake:?}");
-            assert_eq!(m.bucket.token, (token + m.last_fraction()).min(params.token_limit) - 1.0);
+            assert_eq!(m.on_dequeue(21 * NANOS_PER_MS, &mut p, 0, 0), AbcMark::Accelerate, "{capable:?}");
+            assert_eq!((p.ecn, m.bucket.token), (capable, (token + m.last_fraction()).min(params.token_limit) - 1.0));
         }
-        // Full mode brakes 01 → 10.
-        let mut m = AbcMarker::new(AbcParams { brake: BrakeEncoding::Ect0, ..AbcParams::default() }).unwrap();
-        m.on_link_rate(10.0 * MBIT);
-        let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect1);
-        assert_eq!(m.on_dequeue(0, &mut p, 0, 0), AbcMark::Brake, "token starts at 0: the first is braked");
-        assert_eq!(p.ecn, Ecn::Ect0);
-        // Proxied mode brakes ECT(0) and ECT(1) to CE.
-        let mut m = AbcMarker::new(AbcParams::default()).unwrap();
-        m.on_link_rate(10.0 * MBIT);
-        let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
-        assert_eq!(m.on_dequeue(0, &mut p, 0, 0), AbcMark::Brake);
-        assert_eq!(p.ecn, Ecn::Ce);
+        // Both ECT codepoints are accelerates, and a brake turns either into CE.
+        for capable in [Ecn::Ect0, Ecn::Ect1] {
+            let mut m = AbcMarker::new(AbcParams::default()).unwrap();
+            m.on_link_rate(10.0 * MBIT);
+            let mut p = TestPacket::new(MTU_BYTES, capable);
+            assert_eq!(m.on_dequeue(0, &mut p, 0, 0), AbcMark::Brake, "token starts at 0: the first is braked");
+            assert_eq!(p.ecn, Ecn::Ce, "{capable:?}");
+        }
     }
 
     /// Offers ECT packets of 1500 B at `cr` bytes/s to an ABC queue on a link of capacity `mu` and

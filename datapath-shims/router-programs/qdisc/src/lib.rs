@@ -74,9 +74,9 @@ pub fn secs(ns: Nanos) -> f64 {
 pub enum Ecn {
     /// `00`: not ECN-capable; AQMs drop instead of marking (or leave alone).
     NotEct,
-    /// `01`: ECT(1). ABC senders send this to mean "accelerate".
+    /// `01`: ECT(1). An ABC router reads it, like ECT(0), as "accelerate" (brakes are CE).
     Ect1,
-    /// `10`: ECT(0). Classic ECN senders send this; an ABC router writes it to mean "brake".
+    /// `10`: ECT(0). Classic ECN senders send this, ABC senders on kernel TCP among them.
     Ect0,
     /// `11`: congestion experienced.
     Ce,

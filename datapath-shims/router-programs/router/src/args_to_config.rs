@@ -5,14 +5,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ccp_qdisc::abc::{AbcParams, BrakeEncoding, DelayMeasure};
+use ccp_qdisc::abc::{AbcParams, DelayMeasure};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
 
-use crate::cli::{BrakeArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
+use crate::cli::{DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
 use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
@@ -110,7 +110,6 @@ impl LinkArgs {
             ("--abc-dt-ms", self.abc_dt_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-window-ms", self.abc_window_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-token-limit", self.abc_token_limit.is_some(), &[QdiscArg::Abc]),
-            ("--abc-brake", self.abc_brake.is_some(), &[QdiscArg::Abc]),
             ("--abc-delay", self.abc_delay.is_some(), &[QdiscArg::Abc]),
             ("--dctcp-k-pkts", self.dctcp_k_pkts.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
             ("--dctcp-k-bytes", self.dctcp_k_bytes.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
@@ -183,10 +182,6 @@ impl LinkArgs {
                     window: self.abc_window_ms.map(|v| positive_ms_to_ns("--abc-window-ms", v)).transpose()?.unwrap_or(d.window),
                     token_limit: self.abc_token_limit.unwrap_or(d.token_limit),
                     initial_token: d.initial_token,
-                    brake: match self.abc_brake {
-                        Some(BrakeArg::Ect0) => BrakeEncoding::Ect0,
-                        _ => BrakeEncoding::Ce,
-                    },
                     delay_measure: match self.abc_delay {
                         Some(DelayArg::Sojourn) => DelayMeasure::Sojourn,
                         _ => DelayMeasure::QueueOverCapacity,

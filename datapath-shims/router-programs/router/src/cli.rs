@@ -41,14 +41,6 @@ pub enum QdiscArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum BrakeArg {
-    /// Brake = CE (stock kernel TCP with a DCTCP-style receiver; the default).
-    Ce,
-    /// Brake = ECT(0), accelerate = ECT(1) (full ABC senders).
-    Ect0,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DelayArg {
     /// x = (backlog + packet) / capacity.
     Queue,
@@ -130,9 +122,6 @@ pub struct LinkArgs {
     /// ABC: token bucket limit (> 1).
     #[arg(long, help_heading = "ABC (--qdisc abc)")]
     pub abc_token_limit: Option<f64>,
-    /// ABC: how a brake is encoded.
-    #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
-    pub abc_brake: Option<BrakeArg>,
     /// ABC: how the queuing delay x(t) is measured.
     #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
     pub abc_delay: Option<DelayArg>,

@@ -343,12 +343,8 @@ impl Router {
                         d.stats.counts.bytes_out += f.packet.data.len() as u64;
                         d.stats.queue_delay_us.record(f.dequeued_at.saturating_sub(f.enqueued_at) / 1000);
                         d.stats.delay_error_us.record(written.saturating_sub(release) / 1000);
-                        if ecn_out != f.packet.ecn_in {
-                            match ecn_out {
-                                Ecn::Ce => d.stats.counts.marked_ce += 1,
-                                Ecn::Ect0 => d.stats.counts.marked_brake += 1,
-                                _ => {}
-                            }
+                        if ecn_out == Ecn::Ce && f.packet.ecn_in != Ecn::Ce {
+                            d.stats.counts.marked_ce += 1;
                         }
                         Outcome::Delivered
                     }
