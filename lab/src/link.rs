@@ -83,6 +83,21 @@ pub fn resolve(specs: &[LinkSpec], base: &Path, generated: &Path) -> Result<Vec<
                     format!("square wave {high_mbps} ↔ {low_mbps} Mbit/s every {half_period_ms} ms ({})", path.display());
                 links.push(link);
             }
+            LinkSpec::OnOff { rate_mbps, on_ms, off_ms, seed, length_s, name } => {
+                let name = name.clone().unwrap_or_else(|| match seed {
+                    Some(s) => format!("onoff-{rate_mbps}-{on_ms}-{off_ms}ms-s{s}"),
+                    None => format!("onoff-{rate_mbps}-{on_ms}-{off_ms}ms"),
+                });
+                std::fs::create_dir_all(generated).map_err(|e| Error::io(format!("creating {}", generated.display()), e))?;
+                let path = generated.join(format!("{name}.trace"));
+                std::fs::write(&path, on_off(*rate_mbps, *on_ms, *off_ms, *seed, *length_s))
+                    .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+                let mut link = Link::from_trace(name, &path)?;
+                let periods = if seed.is_some() { "exponential periods, means" } else { "periods" };
+                link.source =
+                    format!("on/off {rate_mbps} Mbit/s, {periods} {on_ms} ms on / {off_ms} ms off ({})", path.display());
+                links.push(link);
+            }
         }
     }
     let mut seen = std::collections::HashSet::new();
@@ -163,9 +178,66 @@ pub fn square_wave(low_mbps: f64, high_mbps: f64, half_ms: u64) -> String {
     out
 }
 
+/// A mahimahi trace of `length_s` seconds alternating between `rate_mbps` (on) and no delivery
+/// opportunities at all (off), starting on. Without a seed every on-period lasts `on_ms` and every
+/// off-period `off_ms`; with one, each is drawn exponentially with that mean (at least 1 ms), so
+/// the bursts are irregular as a cellular scheduler's are. Fractional opportunities carry over
+/// between on-milliseconds; the last millisecond has an opportunity so the trace lasts exactly
+/// `length_s` when replayed.
+pub fn on_off(rate_mbps: f64, on_ms: u64, off_ms: u64, seed: Option<u64>, length_s: u64) -> String {
+    use ccp_qdisc::rng::{Draw, SeedableRng, SplitMix64};
+    let mut rng = seed.map(SplitMix64::seed_from_u64);
+    let mut draw = |mean_ms: u64| match rng.as_mut() {
+        Some(r) => (r.exponential(mean_ms as f64).round() as u64).max(1),
+        None => mean_ms,
+    };
+    let end_ms = length_s * 1000;
+    let mut out = String::new();
+    let (mut t, mut credit) = (0u64, 0.0f64);
+    while t < end_ms {
+        let on_until = (t + draw(on_ms)).min(end_ms);
+        while t < on_until {
+            t += 1;
+            credit += rate_mbps / MBPS_PER_OPPORTUNITY_PER_MS;
+            while credit >= 1.0 - 1e-9 {
+                out.push_str(&t.to_string());
+                out.push('\n');
+                credit -= 1.0;
+            }
+        }
+        t = (t + draw(off_ms)).min(end_ms);
+    }
+    if out.lines().next_back() != Some(end_ms.to_string().as_str()) {
+        out.push_str(&format!("{end_ms}\n"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_off_delivers_at_the_rate_while_on_and_nothing_while_off() {
+        // 12 Mbit/s is one opportunity per ms: on 1..=40, off 41..=50, on 51..=90, ...
+        let text = on_off(12.0, 40, 10, None, 1);
+        let ms: Vec<u64> = text.lines().map(|l| l.parse().unwrap()).collect();
+        assert_eq!(&ms[..40], &(1..=40).collect::<Vec<_>>()[..]);
+        assert_eq!(ms[40], 51, "no opportunity in the off-period");
+        assert_eq!(*ms.last().unwrap(), 1000, "the trace lasts exactly its length");
+        // 20 periods of 50 ms with 40 ms on: 800 opportunities, and the one at 1000 ms (in the
+        // last off-period) that fixes the trace's length.
+        assert_eq!(ms.len(), 801);
+        // Random periods: the same seed gives the same trace, another seed another one, and
+        // the on-fraction is near on/(on + off) over a long trace.
+        let a = on_off(12.0, 40, 10, Some(7), 60);
+        assert_eq!(a, on_off(12.0, 40, 10, Some(7), 60));
+        assert_ne!(a, on_off(12.0, 40, 10, Some(8), 60));
+        let on_fraction = a.lines().count() as f64 / 60_000.0;
+        assert!((on_fraction - 0.8).abs() < 0.05, "{on_fraction}");
+        let parsed = Trace::parse(Path::new("a"), &a).unwrap();
+        assert!(parsed.period_ms() == 60_000, "{}", parsed.period_ms());
+    }
 
     #[test]
     fn square_wave_has_both_rates_and_exact_period() {

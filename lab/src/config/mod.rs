@@ -131,6 +131,25 @@ pub enum LinkSpec {
         #[serde(default)]
         name: Option<String>,
     },
+    /// A synthetic bursty link: delivery opportunities at `rate_mbps` for on-periods, none for
+    /// off-periods (a cellular link's scheduling bursts, issue 18 item 1). Periods last `on_ms`
+    /// and `off_ms`, or with `seed` are drawn exponentially with those means (a `length_s` trace
+    /// that mahimahi-style replay repeats).
+    OnOff {
+        rate_mbps: f64,
+        on_ms: u64,
+        off_ms: u64,
+        #[serde(default)]
+        seed: Option<u64>,
+        #[serde(default = "default_on_off_length_s")]
+        length_s: u64,
+        #[serde(default)]
+        name: Option<String>,
+    },
+}
+
+fn default_on_off_length_s() -> u64 {
+    60
 }
 
 /// A congestion control scheme under test and what it needs around it.

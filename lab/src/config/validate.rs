@@ -25,6 +25,8 @@ type Invalid = (String, String);
 const MAX_LINK_MBPS: f64 = 10_000.0;
 /// Longest half period of a square wave, ms.
 const MAX_HALF_PERIOD_MS: u64 = 600_000;
+/// A generated on/off trace is held in memory and written out whole: an hour at most.
+const MAX_ON_OFF_LENGTH_S: u64 = 3_600;
 
 fn finite_positive(key: &str, v: f64) -> Result<(), Invalid> {
     if v.is_finite() && v > 0.0 {
@@ -166,6 +168,19 @@ fn validate_link(key: &str, l: &LinkSpec) -> Result<(), Invalid> {
             }
             if !(1..=MAX_HALF_PERIOD_MS).contains(half_period_ms) {
                 return Err((format!("{key}.half_period_ms"), format!("must be in 1..={MAX_HALF_PERIOD_MS} ms")));
+            }
+            name.as_ref()
+        }
+        LinkSpec::OnOff { rate_mbps, on_ms, off_ms, length_s, name, .. } => {
+            finite_positive(&format!("{key}.rate_mbps"), *rate_mbps)?;
+            at_most(&format!("{key}.rate_mbps"), *rate_mbps, MAX_LINK_MBPS)?;
+            for (field, v) in [("on_ms", on_ms), ("off_ms", off_ms)] {
+                if !(1..=MAX_HALF_PERIOD_MS).contains(v) {
+                    return Err((format!("{key}.{field}"), format!("must be in 1..={MAX_HALF_PERIOD_MS} ms")));
+                }
+            }
+            if !(1..=MAX_ON_OFF_LENGTH_S).contains(length_s) {
+                return Err((format!("{key}.length_s"), format!("must be in 1..={MAX_ON_OFF_LENGTH_S} s")));
             }
             name.as_ref()
         }
