@@ -10,7 +10,7 @@ use ccp_contract::params::shared;
 use ccp_contract::{Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, ParamError, ParamSpec, Params};
 
 use super::cross_traffic::{self, LinkRate};
-use super::elasticity::{self, EtaBands, EtaForm, Plans};
+use super::elasticity::{self, EtaBands, EtaForm, Plans, SpectrumPath};
 use super::election;
 use super::mode::{self, Mode, ModeConfig};
 use super::pulse::{self, Pulse};
@@ -261,6 +261,10 @@ pub struct NimbusConfig {
     pub watcher_fft_len: usize,
     pub bands: EtaBands,
     pub align_2rtt: bool,
+    /// How the detector computes its bins: sliding (default) or the reference FFT per report. Not a
+    /// parameter: both give the same decisions (tests `sliding_path_*`); the FFT path is for
+    /// comparisons and plots of the whole spectrum.
+    pub spectrum_path: SpectrumPath,
     pub mode: ModeConfig,
     pub detect_after_us: u64,
     pub switch_after_us: u64,
@@ -312,6 +316,7 @@ impl Default for NimbusConfig {
             watcher_fft_len: elasticity::WATCHER_FFT_LEN,
             bands: EtaBands::default(),
             align_2rtt: false,
+            spectrum_path: SpectrumPath::Sliding,
             mode: ModeConfig::default(),
             detect_after_us: (mode::DETECT_AFTER_S * US_PER_S) as u64,
             switch_after_us: (mode::SWITCH_AFTER_S * US_PER_S) as u64,
@@ -471,6 +476,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
             den_low_offset_hz: p.float("den_low_offset_hz"),
         },
         align_2rtt: p.bool("align_2rtt"),
+        spectrum_path: SpectrumPath::Sliding,
         mode: ModeConfig {
             eta_thresh: p.float("eta_thresh"),
             eta_hysteresis: p.float("eta_hysteresis"),

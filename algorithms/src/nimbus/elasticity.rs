@@ -13,6 +13,16 @@
 //! is a ratio of magnitudes, so normalization cancels. Plans are built once (shared by all flows of
 //! a factory) and each flow owns its buffers and scratch, so a detection step allocates nothing.
 //!
+//! Two paths to the same numbers (`SpectrumPath`). η and the guards read ~30 of the 256 bins, and
+//! the window moves by one sample per report, so a full FFT per report (the authors' choice; ~2 µs,
+//! about 100× a Reno report) is mostly wasted. The default path slides only the bins the bands
+//! read (`super::sliding`), at O(bins) per grid sample, and re-anchors them to an FFT once per
+//! window; the FFT path computes the whole spectrum per report and is kept as the reference and
+//! for plots. Both resolve every band to the same bins (`BinSpan`) and take the same maxima; they
+//! differ by rounding (≈1e-14 relative), and the tests replay recorded runs through both and
+//! require the same modes (`sliding::tests`). The 2-RTT alignment (A7, off) always takes the FFT
+//! path: its per-sample shift of ẑ changes the whole window every report.
+//!
 //! Two forms of η (`eta_form`):
 //! - `EtaForm::Band` (default, the authors' code): the band maximum over (f_p − ε, f_p + ε] over
 //!   the band maximum over (f_p + `den_low_offset_hz`, 2f_p − ε], with `den_low_offset_hz` = 1.5:
@@ -41,7 +51,8 @@ use std::sync::Arc;
 use rustfft::num_complex::Complex;
 use rustfft::{Fft, FftPlanner};
 
-use super::history::History;
+use super::history::{History, Ring, Sample};
+use super::sliding::{SlidingDft, Twiddles};
 
 /// Half-width ε of the numerator band and guard below 2f_p, Hz (paper §3.3: 0.5 Hz).
 pub const EPS_HZ: f64 = 0.5;
@@ -208,7 +219,7 @@ impl Spectrum {
     }
 
     /// Bin k of `ch`.
-    fn bin(&self, ch: Channel, k: usize) -> Complex<f64> {
+    pub fn bin(&self, ch: Channel, k: usize) -> Complex<f64> {
         let n = self.buf.len();
         let x = self.buf[k];
         let m = self.buf[(n - k) % n].conj();
@@ -240,50 +251,17 @@ impl Spectrum {
 
     /// `band_max` of channel `ch`. Only the bins near the band are visited.
     pub fn band_max_of(&self, ch: Channel, lo_hz: f64, hi_hz: f64) -> f64 {
-        let half = self.buf.len() / 2;
-        // Start a bin below the first candidate (so the comparisons, not the arithmetic, decide
-        // which bin is the last one at or below lo).
-        let first = ((lo_hz / self.bin_hz).floor().max(1.0) as usize - 1).min(half.saturating_sub(1));
-        let mut best_sq = self.bin(ch, first).norm_sqr();
-        for k in first..half {
-            let f = k as f64 * self.bin_hz;
-            let sq = self.bin(ch, k).norm_sqr();
-            if f <= lo_hz {
-                best_sq = sq;
-                continue;
-            }
-            if f > hi_hz {
-                break;
-            }
-            best_sq = best_sq.max(sq);
-        }
-        best_sq.sqrt()
+        self.span_max(ch, BinSpan::band(lo_hz, hi_hz, self.bin_hz, self.buf.len()))
     }
 
     /// Largest |A_k| over bins with lo < f_k < hi strictly (the paper's open band); 0 if empty.
     pub fn open_band_max(&self, lo_hz: f64, hi_hz: f64) -> f64 {
-        self.open_band_max_of(Channel::A, lo_hz, hi_hz)
-    }
-
-    fn open_band_max_of(&self, ch: Channel, lo_hz: f64, hi_hz: f64) -> f64 {
-        let half = self.buf.len() / 2;
-        let first = ((lo_hz / self.bin_hz).floor().max(0.0) as usize).min(half);
-        (first..half)
-            .take_while(|&k| (k as f64 * self.bin_hz) < hi_hz)
-            .filter(|&k| k as f64 * self.bin_hz > lo_hz)
-            .map(|k| self.bin(ch, k).norm_sqr())
-            .fold(0.0, f64::max)
-            .sqrt()
+        self.span_max(Channel::A, BinSpan::open(lo_hz, hi_hz, self.bin_hz, self.buf.len()))
     }
 
     /// |A_k| of the bin nearest `f_hz`.
     pub fn nearest(&self, f_hz: f64) -> f64 {
-        self.nearest_of(Channel::A, f_hz)
-    }
-
-    fn nearest_of(&self, ch: Channel, f_hz: f64) -> f64 {
-        let k = (f_hz / self.bin_hz).round().clamp(0.0, (self.buf.len() / 2 - 1) as f64) as usize;
-        self.magnitude_of(ch, k)
+        self.span_max(Channel::A, BinSpan::nearest(f_hz, self.bin_hz, self.buf.len()))
     }
 
     /// η's (numerator, denominator) at f_p, of channel A.
@@ -293,17 +271,158 @@ impl Spectrum {
 
     /// η's (numerator, denominator) at f_p, of channel `ch`.
     pub fn eta_parts_of(&self, ch: Channel, f_p: f64, b: &EtaBands) -> (f64, f64) {
-        let (den_lo, den_hi) = (b.den_low_hz(f_p), 2.0 * f_p - b.eps_hz);
-        match b.form {
-            EtaForm::Band => (self.band_max_of(ch, f_p - b.eps_hz, f_p + b.eps_hz), self.band_max_of(ch, den_lo, den_hi)),
-            EtaForm::Bin => (self.nearest_of(ch, f_p), self.open_band_max_of(ch, den_lo, den_hi)),
-        }
+        EtaSpans::new(f_p, b, self.bin_hz, self.buf.len()).parts(self, ch)
     }
 
     /// η = numerator/denominator at f_p, of channel A.
     pub fn eta(&self, f_p: f64, b: &EtaBands) -> f64 {
         let (n, d) = self.eta_parts(f_p, b);
         safe_ratio(n, d)
+    }
+}
+
+impl Bins for Spectrum {
+    fn norm_sqr(&self, ch: Channel, k: usize) -> f64 {
+        self.bin(ch, k).norm_sqr()
+    }
+}
+
+/// Bins `first..=last` of a spectrum (empty when first > last).
+///
+/// Every band η and the guards read is resolved to a span once, by the comparisons below, and both
+/// the FFT and the sliding path take the maximum over the same span: they cannot disagree on which
+/// bins a band holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BinSpan {
+    pub first: usize,
+    pub last: usize,
+}
+
+impl BinSpan {
+    pub const EMPTY: BinSpan = BinSpan { first: 1, last: 0 };
+
+    pub fn is_empty(self) -> bool {
+        self.first > self.last
+    }
+
+    pub fn len(self) -> usize {
+        if self.is_empty() {
+            0
+        } else {
+            self.last - self.first + 1
+        }
+    }
+
+    pub fn contains(self, k: usize) -> bool {
+        self.first <= k && k <= self.last
+    }
+
+    /// Whether every bin of `other` is in `self`.
+    pub fn covers(self, other: BinSpan) -> bool {
+        other.is_empty() || (self.first <= other.first && other.last <= self.last)
+    }
+
+    /// The smallest span holding both.
+    pub fn union(self, other: BinSpan) -> BinSpan {
+        match (self.is_empty(), other.is_empty()) {
+            (true, _) => other,
+            (_, true) => self,
+            _ => BinSpan { first: self.first.min(other.first), last: self.last.max(other.last) },
+        }
+    }
+
+    /// The authors' `find_peak` band of an `n`-point spectrum: bins with lo < f_k ≤ hi, plus the last
+    /// bin with f_k ≤ lo (its starting candidate), among k < n/2.
+    pub fn band(lo_hz: f64, hi_hz: f64, bin_hz: f64, n: usize) -> BinSpan {
+        let half = n / 2;
+        // Start a bin below the first candidate (so the comparisons, not the arithmetic, decide
+        // which bin is the last one at or below lo).
+        let first = ((lo_hz / bin_hz).floor().max(1.0) as usize - 1).min(half.saturating_sub(1));
+        let mut span = BinSpan { first, last: first };
+        for k in first..half {
+            let f = k as f64 * bin_hz;
+            if f <= lo_hz {
+                span = BinSpan { first: k, last: k };
+                continue;
+            }
+            if f > hi_hz {
+                break;
+            }
+            span.last = k;
+        }
+        span
+    }
+
+    /// Bins with lo < f_k < hi strictly (the paper's open band), among k < n/2.
+    pub fn open(lo_hz: f64, hi_hz: f64, bin_hz: f64, n: usize) -> BinSpan {
+        let half = n / 2;
+        let first = ((lo_hz / bin_hz).floor().max(0.0) as usize).min(half);
+        let mut span = BinSpan::EMPTY;
+        for k in first..half {
+            let f = k as f64 * bin_hz;
+            if f >= hi_hz {
+                break;
+            }
+            if f > lo_hz {
+                span = if span.is_empty() { BinSpan { first: k, last: k } } else { BinSpan { last: k, ..span } };
+            }
+        }
+        span
+    }
+
+    /// The bin nearest `f_hz`, among k < n/2.
+    pub fn nearest(f_hz: f64, bin_hz: f64, n: usize) -> BinSpan {
+        let k = (f_hz / bin_hz).round().clamp(0.0, (n / 2 - 1) as f64) as usize;
+        BinSpan { first: k, last: k }
+    }
+}
+
+/// Magnitudes of spectrum bins: an FFT (`Spectrum`) or the sliding bins (`SlidingDft`).
+pub trait Bins {
+    /// |X_k|² of channel `ch`.
+    fn norm_sqr(&self, ch: Channel, k: usize) -> f64;
+
+    /// Largest |X_k| of `ch` over `span`; 0 if it is empty.
+    fn span_max(&self, ch: Channel, span: BinSpan) -> f64 {
+        if span.is_empty() {
+            return 0.0;
+        }
+        (span.first + 1..=span.last).fold(self.norm_sqr(ch, span.first), |m, k| m.max(self.norm_sqr(ch, k))).sqrt()
+    }
+
+    /// The squares of `span_max` of channels A and B. A maximum is exact, so every
+    /// implementation returns the same bits for the same squared magnitudes.
+    fn span_max_sq_both(&self, span: BinSpan) -> [f64; 2] {
+        if span.is_empty() {
+            return [0.0; 2];
+        }
+        [Channel::A, Channel::B]
+            .map(|ch| (span.first + 1..=span.last).fold(self.norm_sqr(ch, span.first), |m, k| m.max(self.norm_sqr(ch, k))))
+    }
+}
+
+/// The spans of η's numerator and denominator at one pulse frequency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EtaSpans {
+    pub num: BinSpan,
+    pub den: BinSpan,
+}
+
+impl EtaSpans {
+    pub fn new(f_p: f64, b: &EtaBands, bin_hz: f64, n: usize) -> Self {
+        let (den_lo, den_hi) = (b.den_low_hz(f_p), 2.0 * f_p - b.eps_hz);
+        match b.form {
+            EtaForm::Band => EtaSpans {
+                num: BinSpan::band(f_p - b.eps_hz, f_p + b.eps_hz, bin_hz, n),
+                den: BinSpan::band(den_lo, den_hi, bin_hz, n),
+            },
+            EtaForm::Bin => EtaSpans { num: BinSpan::nearest(f_p, bin_hz, n), den: BinSpan::open(den_lo, den_hi, bin_hz, n) },
+        }
+    }
+
+    /// (numerator, denominator) of channel `ch` of `bins`.
+    pub fn parts(&self, bins: &impl Bins, ch: Channel) -> (f64, f64) {
+        (bins.span_max(ch, self.num), bins.span_max(ch, self.den))
     }
 }
 
@@ -338,6 +457,210 @@ pub struct WatcherMeasurement {
     pub avg_rtt_s: f64,
 }
 
+/// How the detector gets its bins.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpectrumPath {
+    /// Only the bins the bands read, slid by one sample per grid step (`SlidingDft`) and
+    /// re-anchored to an FFT once per window (default).
+    #[default]
+    Sliding,
+    /// A full FFT of the window at every detection step: the reference, and what plots of the
+    /// whole spectrum need. Same decisions at ~10× the sliding path's CPU per report (bench
+    /// `per_report`).
+    Fft,
+}
+
+/// Re-anchor a sliding track to an FFT of its window after this many windows of updates, so its
+/// state never depends on older samples (as the FFT's does not) and rounding cannot accumulate
+/// beyond one window's updates. One FFT per 512 reports costs ~5 ns per report.
+const ANCHOR_EVERY_WINDOWS: usize = 1;
+/// Distinct (frequency, bands) queries whose spans are remembered per track: NimbusCC asks about
+/// two pulse frequencies.
+const SPAN_CACHE_LEN: usize = 4;
+
+/// What a track's channels hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrackKind {
+    /// ẑ in channel A, μ̂ − R in channel B.
+    Pulser,
+    /// μ̂ − R in channel A.
+    Watcher,
+}
+
+/// The sliding path's state for one window length: the held bins, the tail sums behind avg_z and
+/// avg_rtt, and where it stands relative to the history.
+#[derive(Debug, Clone)]
+struct Track {
+    kind: TrackKind,
+    dft: SlidingDft,
+    n: usize,
+    /// Samples in the last quarter of the window (avg_z, avg_rtt).
+    tail_len: usize,
+    /// Absolute grid index of the next sample (in step with `History::pushes` while in sync), and
+    /// it modulo n.
+    seen: u64,
+    pos: usize,
+    /// Slides since the last anchor; None: the state is void until the next query anchors it.
+    since_anchor: Option<usize>,
+    /// Grid samples since the last query: an unqueried track stops sliding after a window.
+    since_query: usize,
+    tail_z: f64,
+    tail_rtt: f64,
+}
+
+impl Track {
+    fn new(kind: TrackKind, tw: Arc<Twiddles>) -> Self {
+        let n = tw.len();
+        Track {
+            kind,
+            dft: SlidingDft::new(tw),
+            n,
+            tail_len: n - tail_start(n),
+            seen: 0,
+            pos: 0,
+            since_anchor: None,
+            since_query: 0,
+            tail_z: 0.0,
+            tail_rtt: 0.0,
+        }
+    }
+
+    /// Grid sample `x` is about to be pushed onto `h`.
+    fn ingest(&mut self, h: &History, x: &Sample) {
+        let j = h.pushes();
+        if j != self.seen {
+            // Samples went by unseen: only an anchor can resynchronise.
+            self.since_anchor = None;
+            self.pos = (j % self.n as u64) as usize;
+        }
+        self.seen = j + 1;
+        self.since_query = self.since_query.saturating_add(1);
+        if let Some(age) = self.since_anchor {
+            if age >= ANCHOR_EVERY_WINDOWS * self.n || self.since_query > self.n {
+                self.since_anchor = None;
+            } else {
+                self.slide(h, x);
+                self.since_anchor = Some(age + 1);
+            }
+        }
+        self.pos += 1;
+        if self.pos == self.n {
+            self.pos = 0;
+        }
+    }
+
+    fn slide(&mut self, h: &History, x: &Sample) {
+        let (n, len) = (self.n, h.len());
+        // The sample leaving the window (0 while the window is not full yet).
+        let leaving = |ring: &Ring, back: usize| if len >= back { ring.back(back - 1) } else { 0.0 };
+        let (da, db) = match self.kind {
+            TrackKind::Pulser => (
+                finite_or_zero(x.z) - finite_or_zero(leaving(&h.z, n)),
+                finite_or_zero(x.zout) - finite_or_zero(leaving(&h.zout, n)),
+            ),
+            TrackKind::Watcher => (finite_or_zero(x.zout) - finite_or_zero(leaving(&h.zout, n)), 0.0),
+        };
+        self.dft.slide(self.pos, da, db);
+        self.tail_z += x.z - leaving(&h.z, self.tail_len);
+        self.tail_rtt += x.rtt_s - leaving(&h.rtt, self.tail_len);
+    }
+
+    /// Whether the state must be rebuilt from an FFT before it answers for `h`.
+    fn stale(&self, h: &History) -> bool {
+        self.since_anchor.is_none() || self.seen != h.pushes()
+    }
+
+    /// Rebuilds from `spectrum`, the FFT of the staged window of `h`, and the staged tail.
+    fn anchor(&mut self, h: &History, spectrum: &Spectrum, stage_z: &[f64], stage_rtt: &[f64]) {
+        self.seen = h.pushes();
+        self.pos = (self.seen % self.n as u64) as usize;
+        self.dft.anchor(spectrum, self.pos);
+        let from = self.n - self.tail_len;
+        // Summed in the FFT path's order, so both paths start from the same sums.
+        self.tail_z = stage_z[from..self.n].iter().sum();
+        self.tail_rtt = stage_rtt[from..self.n].iter().sum();
+        self.since_anchor = Some(0);
+    }
+
+    fn tail_means(&self) -> (f64, f64) {
+        (self.tail_z / self.tail_len as f64, self.tail_rtt / self.tail_len as f64)
+    }
+}
+
+/// The spans of one pulser query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct PulserQuery {
+    f_p: f64,
+    bands: EtaBands,
+    pulse_band: (f64, f64),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct PulserSpans {
+    eta: EtaSpans,
+    pulse: BinSpan,
+}
+
+impl PulserSpans {
+    fn new(q: &PulserQuery, bin_hz: f64, n: usize) -> Self {
+        PulserSpans {
+            eta: EtaSpans::new(q.f_p, &q.bands, bin_hz, n),
+            pulse: BinSpan::band(q.pulse_band.0, q.pulse_band.1, bin_hz, n),
+        }
+    }
+
+    fn all(&self) -> BinSpan {
+        self.eta.num.union(self.eta.den).union(self.pulse)
+    }
+}
+
+/// The spans of one watcher query.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct WatcherQuery {
+    f_current: f64,
+    f_other: f64,
+    eps_hz: f64,
+    pulse_band: (f64, f64),
+    high_band: (f64, f64),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WatcherSpans {
+    current: BinSpan,
+    other: BinSpan,
+    pulse: BinSpan,
+    high: BinSpan,
+}
+
+impl WatcherSpans {
+    fn new(q: &WatcherQuery, bin_hz: f64, n: usize) -> Self {
+        let band = |lo: f64, hi: f64| BinSpan::band(lo, hi, bin_hz, n);
+        WatcherSpans {
+            current: band(q.f_current - q.eps_hz, q.f_current + q.eps_hz),
+            other: band(q.f_other - q.eps_hz, q.f_other + q.eps_hz),
+            pulse: band(q.pulse_band.0, q.pulse_band.1),
+            high: band(q.high_band.0, q.high_band.1),
+        }
+    }
+
+    fn all(&self) -> BinSpan {
+        self.current.union(self.other).union(self.pulse).union(self.high)
+    }
+}
+
+/// The spans of `q`, resolved once and remembered.
+fn cached<Q: PartialEq + Copy, S: Copy>(cache: &mut Vec<(Q, S)>, q: Q, resolve: impl FnOnce(&Q) -> S) -> S {
+    if let Some((_, s)) = cache.iter().find(|(k, _)| *k == q) {
+        return *s;
+    }
+    if cache.len() >= SPAN_CACHE_LEN {
+        cache.clear();
+    }
+    let s = resolve(&q);
+    cache.push((q, s));
+    s
+}
+
 /// Spectra and window buffers of one flow.
 #[derive(Debug, Clone)]
 pub struct Detector {
@@ -349,13 +672,20 @@ pub struct Detector {
     stage_y: Vec<f64>,
     stage_rtt: Vec<f64>,
     align_2rtt: bool,
+    path: SpectrumPath,
+    pulser_track: Track,
+    watcher_track: Track,
+    pulser_spans: Vec<(PulserQuery, PulserSpans)>,
+    watcher_spans: Vec<(WatcherQuery, WatcherSpans)>,
 }
 
-/// The plans a detector needs, shareable between flows.
+/// The plans (and sliding-DFT twiddles) a detector needs, shareable between flows.
 #[derive(Clone)]
 pub struct Plans {
     pub pulser: Arc<dyn Fft<f64>>,
     pub watcher: Arc<dyn Fft<f64>>,
+    pub pulser_twiddles: Arc<Twiddles>,
+    pub watcher_twiddles: Arc<Twiddles>,
 }
 
 impl std::fmt::Debug for Plans {
@@ -367,7 +697,12 @@ impl std::fmt::Debug for Plans {
 impl Plans {
     pub fn new(pulser_len: usize, watcher_len: usize) -> Self {
         let mut planner = FftPlanner::<f64>::new();
-        Plans { pulser: planner.plan_fft_forward(pulser_len), watcher: planner.plan_fft_forward(watcher_len) }
+        Plans {
+            pulser: planner.plan_fft_forward(pulser_len),
+            watcher: planner.plan_fft_forward(watcher_len),
+            pulser_twiddles: Arc::new(Twiddles::new(pulser_len)),
+            watcher_twiddles: Arc::new(Twiddles::new(watcher_len)),
+        }
     }
 }
 
@@ -376,6 +711,11 @@ impl Plans {
 pub fn aligned_span(n: usize, slot_us: u64) -> usize {
     let slot = slot_us.max(1) as usize;
     (n * slot + 1_000_000) / slot - 1
+}
+
+/// First index of the window's last quarter (avg_z and avg_rtt).
+fn tail_start(n: usize) -> usize {
+    (n as f64 * (1.0 - TAIL_FRACTION)) as usize
 }
 
 fn mean(x: impl Iterator<Item = f64>) -> f64 {
@@ -388,7 +728,9 @@ fn mean(x: impl Iterator<Item = f64>) -> f64 {
 }
 
 impl Detector {
-    pub fn new(plans: &Plans, slot_s: f64, align_2rtt: bool) -> Self {
+    /// A detector on `path`; the 2-RTT alignment reads ẑ at a per-sample shift, which no sliding
+    /// sum can follow, so with it every path is the FFT path.
+    pub fn new(plans: &Plans, slot_s: f64, align_2rtt: bool, path: SpectrumPath) -> Self {
         let n = plans.pulser.len().max(plans.watcher.len());
         Detector {
             zy: Spectrum::new(Arc::clone(&plans.pulser), slot_s),
@@ -397,6 +739,25 @@ impl Detector {
             stage_y: vec![0.0; n],
             stage_rtt: vec![0.0; n],
             align_2rtt,
+            path: if align_2rtt { SpectrumPath::Fft } else { path },
+            pulser_track: Track::new(TrackKind::Pulser, Arc::clone(&plans.pulser_twiddles)),
+            watcher_track: Track::new(TrackKind::Watcher, Arc::clone(&plans.watcher_twiddles)),
+            pulser_spans: Vec::new(),
+            watcher_spans: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> SpectrumPath {
+        self.path
+    }
+
+    /// Grid sample `x` is about to be pushed onto `h` (call it for every push, before it: the
+    /// sliding path needs the sample leaving the window, which the push may overwrite). Costs a
+    /// few counters until the sliding path has been queried.
+    pub fn ingest(&mut self, h: &History, x: &Sample) {
+        if self.path == SpectrumPath::Sliding {
+            self.pulser_track.ingest(h, x);
+            self.watcher_track.ingest(h, x);
         }
     }
 
@@ -439,13 +800,21 @@ impl Detector {
     }
 
     fn tail_means(&self, n: usize) -> (f64, f64) {
-        let from = (n as f64 * (1.0 - TAIL_FRACTION)) as usize;
+        let from = tail_start(n);
         (mean(self.stage_z[from..n].iter().copied()), mean(self.stage_rtt[from..n].iter().copied()))
     }
 
     /// The pulser's measurement at pulse frequency `f_p`; `pulse_band` = (lo, hi] holding both
     /// pulsing frequencies. `None` while the history is too short.
     pub fn pulser(&mut self, h: &History, f_p: f64, bands: &EtaBands, pulse_band: (f64, f64)) -> Option<PulserMeasurement> {
+        match self.path {
+            SpectrumPath::Fft => self.pulser_fft(h, f_p, bands, pulse_band),
+            SpectrumPath::Sliding => self.pulser_sliding(h, f_p, bands, pulse_band),
+        }
+    }
+
+    /// `pulser` by a full FFT of the window: the reference.
+    pub fn pulser_fft(&mut self, h: &History, f_p: f64, bands: &EtaBands, pulse_band: (f64, f64)) -> Option<PulserMeasurement> {
         let n = self.zy.len();
         if !self.stage(h, n) {
             return None;
@@ -453,18 +822,35 @@ impl Detector {
         let (avg_z, avg_rtt_s) = self.tail_means(n);
         let (sz, sy) = (&self.stage_z, &self.stage_y);
         self.zy.compute_pair(|i| sz[i], |i| sy[i]);
-        let (z_fp, z_den) = self.zy.eta_parts_of(Channel::A, f_p, bands);
-        let (y_fp, y_den) = self.zy.eta_parts_of(Channel::B, f_p, bands);
-        Some(PulserMeasurement {
-            eta: safe_ratio(z_fp, z_den),
-            z_fp,
-            y_fp,
-            y_den,
-            z_pulse_band: self.zy.band_max_of(Channel::A, pulse_band.0, pulse_band.1),
-            y_pulse_band: self.zy.band_max_of(Channel::B, pulse_band.0, pulse_band.1),
-            avg_z,
-            avg_rtt_s,
-        })
+        let spans = PulserSpans::new(&PulserQuery { f_p, bands: *bands, pulse_band }, self.zy.bin_hz(), n);
+        Some(pulser_measurement(&self.zy, &spans, avg_z, avg_rtt_s))
+    }
+
+    fn pulser_sliding(&mut self, h: &History, f_p: f64, bands: &EtaBands, pulse_band: (f64, f64)) -> Option<PulserMeasurement> {
+        let n = self.zy.len();
+        if h.len() < n {
+            return None;
+        }
+        let (bin_hz, q) = (self.zy.bin_hz(), PulserQuery { f_p, bands: *bands, pulse_band });
+        let spans = cached(&mut self.pulser_spans, q, |q| PulserSpans::new(q, bin_hz, n));
+        let t = &mut self.pulser_track;
+        if t.dft.span() != spans.all() {
+            // Only the bins this query reads are slid (26 at 5 Hz, 36 at 6 Hz, not the 37 of
+            // both): a change of pulse frequency costs one anchor.
+            t.dft.hold(spans.all());
+            t.since_anchor = None;
+        }
+        if t.stale(h) {
+            let staged = self.stage(h, n);
+            debug_assert!(staged);
+            let (sz, sy) = (&self.stage_z, &self.stage_y);
+            self.zy.compute_pair(|i| sz[i], |i| sy[i]);
+            self.pulser_track.anchor(h, &self.zy, &self.stage_z, &self.stage_rtt);
+        }
+        let t = &mut self.pulser_track;
+        t.since_query = 0;
+        let (avg_z, avg_rtt_s) = t.tail_means();
+        Some(pulser_measurement(&t.dft, &spans, avg_z, avg_rtt_s))
     }
 
     /// A watcher's measurement: its receive rate's spectrum at the frequency of its current mode
@@ -478,6 +864,14 @@ impl Detector {
         pulse_band: (f64, f64),
         high_band: (f64, f64),
     ) -> Option<WatcherMeasurement> {
+        let q = WatcherQuery { f_current, f_other, eps_hz, pulse_band, high_band };
+        match self.path {
+            SpectrumPath::Fft => self.watcher_fft(h, &q),
+            SpectrumPath::Sliding => self.watcher_sliding(h, q),
+        }
+    }
+
+    fn watcher_fft(&mut self, h: &History, q: &WatcherQuery) -> Option<WatcherMeasurement> {
         let n = self.watcher_y.len();
         if !self.stage(h, n) {
             return None;
@@ -485,15 +879,56 @@ impl Detector {
         let (avg_z, avg_rtt_s) = self.tail_means(n);
         let sy = &self.stage_y;
         self.watcher_y.compute(|i| sy[i]);
-        let w = &self.watcher_y;
-        Some(WatcherMeasurement {
-            y_current: w.band_max(f_current - eps_hz, f_current + eps_hz),
-            y_other: w.band_max(f_other - eps_hz, f_other + eps_hz),
-            y_pulse_band: w.band_max(pulse_band.0, pulse_band.1),
-            y_high_band: w.band_max(high_band.0, high_band.1),
-            avg_z,
-            avg_rtt_s,
-        })
+        let spans = WatcherSpans::new(q, self.watcher_y.bin_hz(), n);
+        Some(watcher_measurement(&self.watcher_y, &spans, avg_z, avg_rtt_s))
+    }
+
+    fn watcher_sliding(&mut self, h: &History, q: WatcherQuery) -> Option<WatcherMeasurement> {
+        let n = self.watcher_y.len();
+        if h.len() < n {
+            return None;
+        }
+        let bin_hz = self.watcher_y.bin_hz();
+        let spans = cached(&mut self.watcher_spans, q, |q| WatcherSpans::new(q, bin_hz, n));
+        let t = &mut self.watcher_track;
+        if t.dft.span() != spans.all() {
+            // Only the bins this query reads are slid (26 at 5 Hz, 36 at 6 Hz, not the 37 of
+            // both): a change of pulse frequency costs one anchor.
+            t.dft.hold(spans.all());
+            t.since_anchor = None;
+        }
+        if t.stale(h) {
+            let staged = self.stage(h, n);
+            debug_assert!(staged);
+            let sy = &self.stage_y;
+            self.watcher_y.compute(|i| sy[i]);
+            self.watcher_track.anchor(h, &self.watcher_y, &self.stage_z, &self.stage_rtt);
+        }
+        let t = &mut self.watcher_track;
+        t.since_query = 0;
+        let (avg_z, avg_rtt_s) = t.tail_means();
+        Some(watcher_measurement(&t.dft, &spans, avg_z, avg_rtt_s))
+    }
+}
+
+fn pulser_measurement(bins: &impl Bins, s: &PulserSpans, avg_z: f64, avg_rtt_s: f64) -> PulserMeasurement {
+    // ẑ in A and μ̂ − R in B are read over the same spans; the square roots come last, together,
+    // so their latencies overlap.
+    let ([z_fp, y_fp], [z_den, y_den], [z_pulse_band, y_pulse_band]) =
+        (bins.span_max_sq_both(s.eta.num), bins.span_max_sq_both(s.eta.den), bins.span_max_sq_both(s.pulse));
+    let (z_fp, y_fp, z_den, y_den) = (z_fp.sqrt(), y_fp.sqrt(), z_den.sqrt(), y_den.sqrt());
+    let (z_pulse_band, y_pulse_band) = (z_pulse_band.sqrt(), y_pulse_band.sqrt());
+    PulserMeasurement { eta: safe_ratio(z_fp, z_den), z_fp, y_fp, y_den, z_pulse_band, y_pulse_band, avg_z, avg_rtt_s }
+}
+
+fn watcher_measurement(bins: &impl Bins, s: &WatcherSpans, avg_z: f64, avg_rtt_s: f64) -> WatcherMeasurement {
+    WatcherMeasurement {
+        y_current: bins.span_max(Channel::A, s.current),
+        y_other: bins.span_max(Channel::A, s.other),
+        y_pulse_band: bins.span_max(Channel::A, s.pulse),
+        y_high_band: bins.span_max(Channel::A, s.high),
+        avg_z,
+        avg_rtt_s,
     }
 }
 
@@ -501,7 +936,6 @@ impl Detector {
 pub(crate) mod tests {
     use super::*;
     use crate::nimbus::election::SplitMix64;
-    use crate::nimbus::history::Sample;
     use std::f64::consts::PI;
 
     const DT: f64 = 0.01;
@@ -800,6 +1234,29 @@ pub(crate) mod tests {
         assert_eq!(safe_ratio(f64::NAN, 1.0), 0.0);
     }
 
+    /// Spans are the bins the definitions name: for the band form, the last bin with f_k ≤ lo
+    /// and every bin with lo < f_k ≤ hi; for the open band, lo < f_k < hi; among k < n/2.
+    #[test]
+    fn spans_hold_the_bins_of_their_definitions() {
+        let mut g = Gauss::new(5);
+        for n in [500usize, 512, 256] {
+            let bin_hz = 1.0 / (n as f64 * DT);
+            let f = |k: usize| k as f64 * bin_hz;
+            let set = |s: BinSpan| (0..n / 2).filter(|&k| s.contains(k)).collect::<Vec<_>>();
+            for _ in 0..500 {
+                let lo = 0.2 + 30.0 * g.uniform();
+                // Including edges that fall exactly on bins.
+                let (lo, hi) =
+                    if g.uniform() < 0.2 { (f(lo as usize), f(lo as usize + 7)) } else { (lo, lo + 10.0 * g.uniform()) };
+                let last_at_or_below = (0..n / 2).filter(|&k| f(k) <= lo).max().unwrap();
+                let band: Vec<usize> = (0..n / 2).filter(|&k| k == last_at_or_below || (f(k) > lo && f(k) <= hi)).collect();
+                assert_eq!(set(BinSpan::band(lo, hi, bin_hz, n)), band, "N {n}: ({lo}, {hi}]");
+                let open: Vec<usize> = (0..n / 2).filter(|&k| f(k) > lo && f(k) < hi).collect();
+                assert_eq!(set(BinSpan::open(lo, hi, bin_hz, n)), open, "N {n}: ({lo}, {hi})");
+            }
+        }
+    }
+
     fn history_from(n: usize, f: impl Fn(usize) -> Sample) -> History {
         let mut h = History::new(10_000, 1024);
         for i in 0..n {
@@ -811,32 +1268,35 @@ pub(crate) mod tests {
     #[test]
     fn detector_reads_the_newest_window_and_tail_means() {
         let plans = Plans::new(512, 256);
-        let mut d = Detector::new(&plans, 0.01, false);
-        let h = history_from(300, |_| Sample::default());
-        assert!(d.pulser(&h, 5.0, &EtaBands::default(), (4.5, 6.5)).is_none(), "too short");
-        let h = history_from(700, |i| {
-            let t = i as f64 * 0.01;
-            Sample {
-                z: 4e6 + 1e6 * (2.0 * PI * 5.0 * t).sin(),
-                zout: 3e6 + 2e6 * (2.0 * PI * 5.0 * t).cos(),
-                rtt_s: 0.06,
-                ..Sample::default()
-            }
-        });
-        let m = d.pulser(&h, 5.0, &EtaBands::default(), (4.5, 6.5)).unwrap();
-        // A pure tone between bins: the denominator holds only its leakage.
-        assert!(m.eta > 10.0, "{m:?}");
-        assert!((m.y_fp / m.z_fp - 2.0).abs() < 0.05, "{m:?}");
-        assert!((m.avg_z - 4e6).abs() < 1e5 && (m.avg_rtt_s - 0.06).abs() < 1e-12);
-        let w = d.watcher(&h, 6.0, 5.0, 0.5, (4.5, 6.5), (7.0, 15.0)).unwrap();
-        assert!(w.y_other > 5.0 * w.y_current, "{w:?}");
-        assert!(w.y_pulse_band > 10.0 * w.y_high_band);
+        for path in [SpectrumPath::Fft, SpectrumPath::Sliding] {
+            let mut d = Detector::new(&plans, 0.01, false, path);
+            let h = history_from(300, |_| Sample::default());
+            assert!(d.pulser(&h, 5.0, &EtaBands::default(), (4.5, 6.5)).is_none(), "too short");
+            let h = history_from(700, |i| {
+                let t = i as f64 * 0.01;
+                Sample {
+                    z: 4e6 + 1e6 * (2.0 * PI * 5.0 * t).sin(),
+                    zout: 3e6 + 2e6 * (2.0 * PI * 5.0 * t).cos(),
+                    rtt_s: 0.06,
+                    ..Sample::default()
+                }
+            });
+            let m = d.pulser(&h, 5.0, &EtaBands::default(), (4.5, 6.5)).unwrap();
+            // A pure tone between bins: the denominator holds only its leakage.
+            assert!(m.eta > 10.0, "{path:?} {m:?}");
+            assert!((m.y_fp / m.z_fp - 2.0).abs() < 0.05, "{path:?} {m:?}");
+            assert!((m.avg_z - 4e6).abs() < 1e5 && (m.avg_rtt_s - 0.06).abs() < 1e-12);
+            let w = d.watcher(&h, 6.0, 5.0, 0.5, (4.5, 6.5), (7.0, 15.0)).unwrap();
+            assert!(w.y_other > 5.0 * w.y_current, "{path:?} {w:?}");
+            assert!(w.y_pulse_band > 10.0 * w.y_high_band);
+        }
     }
 
     #[test]
     fn aligned_window_reads_z_two_rtts_later() {
         let plans = Plans::new(512, 256);
-        let mut d = Detector::new(&plans, 0.01, true);
+        let mut d = Detector::new(&plans, 0.01, true, SpectrumPath::Sliding);
+        assert_eq!(d.path(), SpectrumPath::Fft, "no sliding sum follows a per-sample shift");
         assert_eq!(aligned_span(512, 10_000), 611);
         assert_eq!(aligned_span(256, 10_000), 355);
         // z carries its index; with RTT = 50 ms, z[i] must be raw index i + 10.

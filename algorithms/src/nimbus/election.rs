@@ -317,7 +317,7 @@ mod tests {
     #[test]
     fn watcher_state_reads_the_dominant_frequency() {
         let plans = crate::nimbus::elasticity::Plans::new(512, 256);
-        let mut d = crate::nimbus::elasticity::Detector::new(&plans, 0.01, false);
+        let mut d = crate::nimbus::elasticity::Detector::new(&plans, 0.01, false, Default::default());
         for (f, flips) in [(Some(6.0), true), (Some(5.0), false), (None, false)] {
             let mut g = Gauss::new(29);
             let mut h = crate::nimbus::history::History::new(10_000, 1024);

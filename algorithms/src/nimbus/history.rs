@@ -38,7 +38,12 @@ impl Ring {
 
     pub fn push(&mut self, v: f64) {
         self.buf[self.head] = v;
-        self.head = (self.head + 1) % self.buf.len();
+        // A compare instead of `%` (an integer division): every report writes five rings and the
+        // sliding detector reads four samples back.
+        self.head += 1;
+        if self.head == self.buf.len() {
+            self.head = 0;
+        }
         self.len = (self.len + 1).min(self.buf.len());
     }
 
@@ -46,7 +51,9 @@ impl Ring {
     pub fn back(&self, k: usize) -> f64 {
         assert!(k < self.len, "ring: {k} back of {}", self.len);
         let cap = self.buf.len();
-        self.buf[(self.head + cap - 1 - k) % cap]
+        // head + cap − 1 − k lies in [0, 2·cap) because k < len ≤ cap.
+        let i = self.head + cap - 1 - k;
+        self.buf[if i >= cap { i - cap } else { i }]
     }
 
     /// Sample `i` (0 = oldest) of the `n` samples ending `skip_newest` samples before the newest.
@@ -93,6 +100,8 @@ pub struct Sample {
 pub struct History {
     slot_us: u64,
     next_slot_us: Option<u64>,
+    /// Samples ever pushed: the absolute grid index of the next one.
+    pushes: u64,
     pub s: Ring,
     pub r: Ring,
     pub z: Ring,
@@ -105,6 +114,7 @@ impl History {
         History {
             slot_us: slot_us.max(1),
             next_slot_us: None,
+            pushes: 0,
             s: Ring::new(capacity),
             r: Ring::new(capacity),
             z: Ring::new(capacity),
@@ -134,7 +144,13 @@ impl History {
         self.z.capacity()
     }
 
+    /// Samples ever pushed (the absolute grid index of the next sample).
+    pub fn pushes(&self) -> u64 {
+        self.pushes
+    }
+
     fn push(&mut self, x: &Sample) {
+        self.pushes += 1;
         self.s.push(x.s);
         self.r.push(x.r);
         self.z.push(x.z);
@@ -145,9 +161,16 @@ impl History {
     /// Zero-order hold of `x` onto every grid instant up to `now_us`. The first call starts the grid
     /// at `now_us`. Returns the number of grid samples pushed.
     pub fn advance(&mut self, now_us: u64, x: &Sample) -> usize {
+        self.advance_with(now_us, x, |_| {})
+    }
+
+    /// `advance`, calling `before_push` with the history as it is just before each push (a
+    /// sliding window over the grid needs the sample the push is about to overwrite).
+    pub fn advance_with(&mut self, now_us: u64, x: &Sample, mut before_push: impl FnMut(&History)) -> usize {
         let mut next = *self.next_slot_us.get_or_insert(now_us);
         let mut pushed = 0;
         while now_us >= next && pushed < self.capacity() {
+            before_push(self);
             self.push(x);
             pushed += 1;
             next = next.saturating_add(self.slot_us);

@@ -12,7 +12,8 @@
 //! 3. On a 10 ms grid (`history`) it takes the FFT of the last 5.12 s of ẑ and computes η, the
 //!    magnitude at f_p over the largest magnitude just above it (`elasticity`, Eq. 3). ACK-clocked
 //!    elastic flows answer the pulses one of their RTTs later, so η is large (median ≈ 10); for
-//!    inelastic traffic η ≈ 1.
+//!    inelastic traffic η ≈ 1. Only the bins η reads are computed, slid by one sample per grid
+//!    step (`sliding`); a full FFT per report is the reference path (`SpectrumPath::Fft`).
 //! 4. NimbusCC smooths η into E and, with hysteresis around η_thresh = 2 and the authors' timers,
 //!    runs a TCP-competitive controller (Cubic, or Reno) or a delay controller (BasicDelay, or Vegas
 //!    or Copa) (`mode`). It starts competitive; on entering competitive mode it restores the
@@ -86,6 +87,7 @@ pub mod election;
 pub mod history;
 pub mod mode;
 pub mod pulse;
+pub mod sliding;
 
 #[cfg(test)]
 mod sim;
@@ -95,7 +97,6 @@ use ccp_contract::{Action, Algorithm, FlowStart, Pacing, Report, ReportPolicy, S
 use crate::basic_delay::{self, BasicDelayCore};
 use crate::copa::{Copa, CopaConfig};
 use crate::cubic::Cubic;
-use crate::filters::ewma_gain;
 use crate::reno::Reno;
 use crate::vegas::Vegas;
 
@@ -107,7 +108,7 @@ use cross_traffic::{CrossTrafficConfig, CrossTrafficEstimator, Estimate, MAX_RAT
 use elasticity::{Detector, Plans, PulserMeasurement};
 use election::{MultiPulserCheck, RateFilter, Role, SplitMix64, WatcherState};
 use history::{History, Sample};
-use mode::{Mode, ModeController};
+use mode::{GainCache, Mode, ModeController};
 
 /// Pulses resume once the base rate exceeds this multiple of the trough depth (spec §4.3).
 const SHARE_REENABLE_FACTOR: f64 = 1.2;
@@ -222,6 +223,9 @@ pub struct NimbusCC {
     delivered_pkts: f64,
     /// Grid time not yet spent on election / exit decisions, µs.
     decision_acc_us: u64,
+    /// The role EWMAs' gains (multi-pulser ratio, watcher mode ratio; watcher presence).
+    role_gain: GainCache,
+    presence_gain: GainCache,
 }
 
 impl NimbusCC {
@@ -243,7 +247,7 @@ impl NimbusCC {
             rng: SplitMix64::new(election::flow_seed(cfg.seed, index)),
             xt: CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: cfg.link_rate, smooth_rates: cfg.smooth_rates }),
             history: History::new(cfg.sample_interval_us, cfg.history_capacity()),
-            detector: Detector::new(plans, cfg.sample_s(), cfg.align_2rtt),
+            detector: Detector::new(plans, cfg.sample_s(), cfg.align_2rtt, cfg.spectrum_path),
             controller: ModeController::new(cfg.mode),
             mode,
             role,
@@ -275,6 +279,8 @@ impl NimbusCC {
             loss_pkts: 0.0,
             delivered_pkts: 0.0,
             decision_acc_us: 0,
+            role_gain: GainCache::default(),
+            presence_gain: GainCache::default(),
         }
     }
 
@@ -421,7 +427,8 @@ impl NimbusCC {
                         return;
                     };
                     self.controller.observe(&m, mu, dt_s);
-                    self.multi.update(m.z_pulse_band, m.y_pulse_band, ewma_gain(dt_s, self.cfg.role_ewma_tau_s));
+                    let gain = self.role_gain.gain(dt_s, self.cfg.role_ewma_tau_s);
+                    self.multi.update(m.z_pulse_band, m.y_pulse_band, gain);
                     self.last = m;
                 }
                 if !can_switch || !self.role_settled(now_us) {
@@ -455,7 +462,9 @@ impl NimbusCC {
                 ) else {
                     return;
                 };
-                self.watcher.update(&m, ewma_gain(dt_s, self.cfg.role_ewma_tau_s), ewma_gain(dt_s, PRESENCE_EWMA_TAU_S));
+                let (role_gain, presence_gain) =
+                    (self.role_gain.gain(dt_s, self.cfg.role_ewma_tau_s), self.presence_gain.gain(dt_s, PRESENCE_EWMA_TAU_S));
+                self.watcher.update(&m, role_gain, presence_gain);
                 self.last.avg_z = m.avg_z;
                 self.last.avg_rtt_s = m.avg_rtt_s;
                 if !can_switch || !self.role_settled(now_us) {
@@ -660,7 +669,8 @@ impl Algorithm for NimbusCC {
             zout: self.est.mu - self.est.r,
             rtt_s: self.x_s.unwrap_or(0.0),
         };
-        let pushed = self.history.advance(now, &sample);
+        let detector = &mut self.detector;
+        let pushed = self.history.advance_with(now, &sample, |h| detector.ingest(h, &sample));
 
         // 2. Safety rules and the detector (which may switch mode or role).
         self.account_losses(report, now);

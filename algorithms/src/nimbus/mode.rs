@@ -54,6 +54,26 @@ const G3_CAP: f64 = 3.0;
 const G4_MIN_RATIO: f64 = 2.0;
 const G4_TARGET: f64 = 3.0;
 
+/// `ewma_gain(dt_s, tau_s)` remembered for the last (dt_s, tau_s) asked: detection steps come one
+/// grid slot apart, so its exp_m1 (~10 ns, half a Reno report) is computed once, not every step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GainCache {
+    dt_s: f64,
+    tau_s: f64,
+    /// Always `ewma_gain(dt_s, tau_s)` (0 for the default dt_s = 0).
+    gain: f64,
+}
+
+impl GainCache {
+    pub fn gain(&mut self, dt_s: f64, tau_s: f64) -> f64 {
+        // NaN never compares equal, so it is recomputed (and stays what ewma_gain says).
+        if dt_s != self.dt_s || tau_s != self.tau_s {
+            *self = GainCache { dt_s, tau_s, gain: ewma_gain(dt_s, tau_s) };
+        }
+        self.gain
+    }
+}
+
 /// NimbusCC's operating mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -102,11 +122,12 @@ pub struct ModeController {
     last_switch_us: u64,
     /// The η that last entered the EWMA (after G3).
     last_eta: f64,
+    gain: GainCache,
 }
 
 impl ModeController {
     pub fn new(cfg: ModeConfig) -> Self {
-        ModeController { cfg, e: E_INIT, last_switch_us: 0, last_eta: 0.0 }
+        ModeController { cfg, e: E_INIT, last_switch_us: 0, last_eta: 0.0, gain: GainCache::default() }
     }
 
     /// E.
@@ -125,7 +146,7 @@ impl ModeController {
     /// One detection step covering `dt_s` of the grid: guards and the η update. Returns the η that
     /// entered the EWMA.
     pub fn observe(&mut self, m: &PulserMeasurement, mu: f64, dt_s: f64) -> f64 {
-        let a = ewma_gain(dt_s, self.cfg.ewma_tau_s);
+        let a = self.gain.gain(dt_s, self.cfg.ewma_tau_s);
         let guards = self.cfg.reference_guards;
         let mut eta = m.eta;
         if guards {
@@ -149,7 +170,7 @@ impl ModeController {
     /// Pulls E toward `target` as G4 does (used when the rate measurements are stale: no evidence
     /// means "lean elastic").
     pub fn lean(&mut self, target: f64, dt_s: f64) {
-        let a = ewma_gain(dt_s, self.cfg.ewma_tau_s);
+        let a = self.gain.gain(dt_s, self.cfg.ewma_tau_s);
         self.e += a * (target - self.e);
     }
 
@@ -179,6 +200,16 @@ mod tests {
 
     const MU: f64 = 12e6;
     const DT: f64 = 0.01;
+
+    /// The cache returns exactly what ewma_gain does, whatever the sequence of arguments.
+    #[test]
+    fn gain_cache_is_ewma_gain() {
+        let mut c = GainCache::default();
+        for (dt, tau) in [(0.01, 0.5), (0.01, 0.5), (0.02, 0.5), (0.02, 0.25), (0.0, 0.5), (f64::NAN, 0.5), (0.01, 0.5)] {
+            let (got, want) = (c.gain(dt, tau), ewma_gain(dt, tau));
+            assert!(got == want || (got.is_nan() && want.is_nan()), "({dt}, {tau}): {got} vs {want}");
+        }
+    }
 
     /// A measurement with the given η whose guards are all quiet: half the link is cross traffic,
     /// the cross-traffic peak is as large as ours, and our pulses stand out in R.

@@ -283,6 +283,12 @@ impl Sender {
 
 /// Runs `alg` against `setup`; returns one point per report.
 pub fn run(setup: &Setup, alg: &mut NimbusCC) -> Vec<Point> {
+    record(setup, alg).0
+}
+
+/// `run`, also returning every report `alg` received, in order (to replay into other
+/// configurations of NimbusCC, open loop).
+pub fn record(setup: &Setup, alg: &mut NimbusCC) -> (Vec<Point>, Vec<Report>) {
     let mut queue: VecDeque<Chunk> = VecDeque::new();
     let mut queued = 0.0f64;
     let mut me = Sender::new(setup.rtt_us);
@@ -297,6 +303,7 @@ pub fn run(setup: &Setup, alg: &mut NimbusCC) -> Vec<Point> {
     let a = alg.init(&FlowStart::new(MSS as u32, (10.0 * MSS) as u64));
     me.cwnd = a.cwnd_bytes.unwrap_or(me.cwnd);
     let mut points = Vec::with_capacity((setup.duration_us / 10_000) as usize + 1);
+    let mut reports = Vec::with_capacity(points.capacity());
     let (mut next_report, mut last_report, mut k) = (10_000u64, 0u64, 0u64);
     let (mut nimbus_bytes, mut cross_bytes) = (0.0, 0.0);
     let mut now = 0u64;
@@ -362,6 +369,7 @@ pub fn run(setup: &Setup, alg: &mut NimbusCC) -> Vec<Point> {
         if now >= next_report {
             let report = me.report(now, now - last_report);
             let action = alg.on_report(&report);
+            reports.push(report);
             if let Some(c) = action.cwnd_bytes {
                 me.cwnd = c;
             }
@@ -387,7 +395,7 @@ pub fn run(setup: &Setup, alg: &mut NimbusCC) -> Vec<Point> {
             next_report = now + 10_000 + [0, 1_000, 0, 0, 2_000, 0][(k % 6) as usize] - 1_000;
         }
     }
-    points
+    (points, reports)
 }
 
 /// Summary statistics over the points with t ≥ `from_s`.
