@@ -565,6 +565,15 @@ impl Track {
         self.tail_rtt += x.rtt_s - leaving(&h.rtt, self.tail_len);
     }
 
+    /// Slides exactly the bins of `span`. Only the bins a query reads are slid (26 at 5 Hz, 36 at
+    /// 6 Hz, not the 37 of both): a change of pulse frequency costs one anchor.
+    fn hold(&mut self, span: BinSpan) {
+        if self.dft.span() != span {
+            self.dft.hold(span);
+            self.since_anchor = None;
+        }
+    }
+
     /// Whether the state must be rebuilt from an FFT before it answers for `h`.
     fn stale(&self, h: &History) -> bool {
         self.since_anchor.is_none() || self.seen != h.pushes()
@@ -834,12 +843,7 @@ impl Detector {
         let (bin_hz, q) = (self.zy.bin_hz(), PulserQuery { f_p, bands: *bands, pulse_band });
         let spans = cached(&mut self.pulser_spans, q, |q| PulserSpans::new(q, bin_hz, n));
         let t = &mut self.pulser_track;
-        if t.dft.span() != spans.all() {
-            // Only the bins this query reads are slid (26 at 5 Hz, 36 at 6 Hz, not the 37 of
-            // both): a change of pulse frequency costs one anchor.
-            t.dft.hold(spans.all());
-            t.since_anchor = None;
-        }
+        t.hold(spans.all());
         if t.stale(h) {
             let staged = self.stage(h, n);
             debug_assert!(staged);
@@ -891,12 +895,7 @@ impl Detector {
         let bin_hz = self.watcher_y.bin_hz();
         let spans = cached(&mut self.watcher_spans, q, |q| WatcherSpans::new(q, bin_hz, n));
         let t = &mut self.watcher_track;
-        if t.dft.span() != spans.all() {
-            // Only the bins this query reads are slid (26 at 5 Hz, 36 at 6 Hz, not the 37 of
-            // both): a change of pulse frequency costs one anchor.
-            t.dft.hold(spans.all());
-            t.since_anchor = None;
-        }
+        t.hold(spans.all());
         if t.stale(h) {
             let staged = self.stage(h, n);
             debug_assert!(staged);
