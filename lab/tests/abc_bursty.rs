@@ -6,39 +6,20 @@
 
 mod common;
 
-use std::path::Path;
-
-use ccp_lab::config;
-use ccp_lab::run::{run_experiment, RunOptions};
+use ccp_lab::run::RunOptions;
 
 #[test]
 fn abc_keeps_a_bursty_link_busy() {
     if !common::can_run("abc_keeps_a_bursty_link_busy") {
         return;
     }
-    let agent = ccp_lab::agent::default_binary();
-    assert!(
-        agent.is_file(),
-        "{} is missing: `cargo build --workspace` builds it before the tests (./test.sh does)",
-        agent.display()
-    );
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/experiments/abc-bursty.toml");
-    let loaded = config::load(&file).unwrap();
-    let dir = common::scratch("abc-bursty");
     let o = RunOptions {
-        out: dir.clone(),
         duration_s: Some(25.0),
         links: vec!["onoff-random-40-10".into()],
         schemes: vec!["abc".into()],
-        quiet: true,
-        no_plots: true,
-        agent: Some(agent),
         ..RunOptions::default()
     };
-    let outcome = run_experiment(&loaded, &o).unwrap();
-    let r = outcome.records.first().expect("one run");
-    assert!(r.ok, "the run failed: {:?}", r.error);
-    assert!(common::namespaces_with(&r.namespace_prefix).is_empty(), "namespaces of {} left", r.namespace_prefix);
+    let r = common::run_shipped_cell("abc-bursty.toml", o);
     let m = r.link_metrics.as_ref().expect("link metrics");
     let q = m.queue_delay_ms.expect("queueing delay");
     let summary = format!("utilisation {:.1} %, queueing delay p95 {:.1} ms", m.utilisation * 100.0, q.p95);
@@ -46,5 +27,4 @@ fn abc_keeps_a_bursty_link_busy() {
     assert!(m.utilisation >= 0.8, "ABC under-utilises a bursty link: {summary}");
     // The buffer is 250 packets, 300 ms at 10 Mbit/s: ABC must hold the queue well below it.
     assert!(q.p95 <= 150.0, "ABC's queue is not bounded on a bursty link: {summary}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,38 +6,15 @@
 
 mod common;
 
-use std::path::Path;
-
-use ccp_lab::config;
-use ccp_lab::run::{run_experiment, RunOptions};
+use ccp_lab::run::RunOptions;
 
 #[test]
 fn four_abc_flows_share_a_fixed_link_fairly() {
     if !common::can_run("four_abc_flows_share_a_fixed_link_fairly") {
         return;
     }
-    let agent = ccp_lab::agent::default_binary();
-    assert!(
-        agent.is_file(),
-        "{} is missing: `cargo build --workspace` builds it before the tests (./test.sh does)",
-        agent.display()
-    );
-    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/experiments/abc-fairness.toml");
-    let loaded = config::load(&file).unwrap();
-    let dir = common::scratch("abc-fairness");
-    let o = RunOptions {
-        out: dir.clone(),
-        duration_s: Some(30.0),
-        scenarios: vec!["4-flows".into()],
-        quiet: true,
-        no_plots: true,
-        agent: Some(agent),
-        ..RunOptions::default()
-    };
-    let outcome = run_experiment(&loaded, &o).unwrap();
-    let r = outcome.records.first().expect("one run");
-    assert!(r.ok, "the run failed: {:?}", r.error);
-    assert!(common::namespaces_with(&r.namespace_prefix).is_empty(), "namespaces of {} left", r.namespace_prefix);
+    let o = RunOptions { duration_s: Some(30.0), scenarios: vec!["4-flows".into()], ..RunOptions::default() };
+    let r = common::run_shipped_cell("abc-fairness.toml", o);
     let utilisation = r.link_metrics.as_ref().expect("link metrics").utilisation;
     let jain = r.jain.expect("Jain's index over the 4 flows");
     let per_flow: Vec<String> = r.flows.iter().map(|f| format!("{:.2}", f.throughput_mbps)).collect();
@@ -46,5 +23,4 @@ fn four_abc_flows_share_a_fixed_link_fairly() {
     assert_eq!(r.flows.len(), 4, "{summary}");
     assert!(jain >= 0.95, "spec target 17: {summary}");
     assert!(utilisation >= 0.9, "{summary}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -24,10 +24,6 @@ use ccp_lab::run::{run_experiment, RunOptions};
 const D_T_MS: f64 = 50.0;
 const RTT_MS: f64 = 100.0;
 
-fn agent_binary() -> std::path::PathBuf {
-    ccp_lab::agent::default_binary()
-}
-
 fn metrics(r: &RunRecord) -> (f64, f64, f64) {
     let m = r.link_metrics.as_ref().expect("link metrics");
     let q = m.queue_delay_ms.expect("queueing delay");
@@ -39,12 +35,7 @@ fn abc_bounds_queueing_delay_near_d_t_where_cubic_does_not() {
     if !common::can_run("abc_bounds_queueing_delay_near_d_t_where_cubic_does_not") {
         return;
     }
-    let agent = agent_binary();
-    assert!(
-        agent.is_file(),
-        "{} is missing: `cargo build --workspace` builds it before the tests (./test.sh does)",
-        agent.display()
-    );
+    let agent = common::agent_binary();
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/experiments/abc-square-wave.toml");
     let loaded = config::load(&file).unwrap();
     let dir = common::scratch("abc-square");

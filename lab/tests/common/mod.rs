@@ -31,3 +31,31 @@ pub fn namespaces_with(prefix: &str) -> Vec<String> {
         .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(prefix)).collect())
         .unwrap_or_default()
 }
+
+/// The agent binary the experiments start (`cargo build --workspace` puts it beside ccp-lab).
+pub fn agent_binary() -> PathBuf {
+    let agent = ccp_lab::agent::default_binary();
+    assert!(
+        agent.is_file(),
+        "{} is missing: `cargo build --workspace` builds it before the tests (./test.sh does)",
+        agent.display()
+    );
+    agent
+}
+
+/// Runs the one cell of a shipped experiment (`configs/experiments/<file>`) that `options`
+/// selects, in a scratch directory it removes afterwards; checks the run succeeded and left no
+/// namespaces behind.
+pub fn run_shipped_cell(file: &str, options: ccp_lab::run::RunOptions) -> ccp_lab::output::RunRecord {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/experiments").join(file);
+    let loaded = ccp_lab::config::load(&path).unwrap();
+    let dir = scratch(file.trim_end_matches(".toml"));
+    let o = ccp_lab::run::RunOptions { out: dir.clone(), quiet: true, no_plots: true, agent: Some(agent_binary()), ..options };
+    let outcome = ccp_lab::run::run_experiment(&loaded, &o).unwrap();
+    assert_eq!(outcome.records.len(), 1, "the options select one run of {file}");
+    let r = outcome.records.into_iter().next().unwrap();
+    assert!(r.ok, "the run failed: {:?}", r.error);
+    assert!(namespaces_with(&r.namespace_prefix).is_empty(), "namespaces of {} left", r.namespace_prefix);
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
