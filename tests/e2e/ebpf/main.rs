@@ -218,16 +218,16 @@ fn after_kill_9_the_flow_runs_on_the_fallback_and_a_restarted_agent_readopts_it(
     assert!(!available().contains(&setup.name));
 }
 
-#[test]
-fn ce_marks_from_a_tc_marker_appear_in_the_reports() {
-    if skip_without_root("ce_marks_from_a_tc_marker_appear_in_the_reports") {
-        return;
-    }
+/// One 3 s iperf3 flow on the agent through a tc CE marker on the sender's side (every 10th
+/// ECN-capable packet), with the sender's `net.ipv4.tcp_ecn` at `tcp_ecn`: the agent's log and the
+/// marker's (seen, marked) counts.
+fn flow_through_ce_marker(name: &str, tcp_ecn: u32) -> (String, u64, u64) {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let tag = tag("ce");
+    let tag = tag(name);
     let router = Router::start(&format!("ccpebpf-{tag}"), 5, RATE_MBPS as u32, 200);
     // ECN is negotiated when the sender asks (tcp_ecn=1) and the receiver accepts (default 2).
-    let ok = in_ns(&router.sender_ns).args(["sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_ecn"]).status().unwrap();
+    let ok =
+        in_ns(&router.sender_ns).args(["sh", "-c", &format!("echo {tcp_ecn} > /proc/sys/net/ipv4/tcp_ecn")]).status().unwrap();
     assert!(ok.success());
     let snd = Netns::open(&Router::netns_path(&router.sender_ns)).unwrap();
     let marker = CeMarker::attach(&snd, "ccp0", 10).expect("attach the CE marker");
@@ -237,10 +237,41 @@ fn ce_marks_from_a_tc_marker_appear_in_the_reports() {
     IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5205, 3, &setup.name).finish();
     let stopped = agent.stop();
     assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
-    let log = stopped.log;
     let (seen, marked) = marker.counts();
-    drop(marker);
+    (stopped.log, seen, marked)
+}
 
+#[test]
+fn a_flow_without_ecn_reports_no_ce_and_no_ece() {
+    // The control for the test above: the same path and marker, but the sender does not ask for
+    // ECN, so its packets are not ECN-capable and the marker leaves them alone. Any CE or ECE in
+    // the reports would then be the datapath inventing congestion signals (e.g. reading a flag
+    // bit that is not ECN-Echo), and Reno would cut on every one.
+    if skip_without_root("a_flow_without_ecn_reports_no_ce_and_no_ece") {
+        return;
+    }
+    let (log, seen, marked) = flow_through_ce_marker("noecn", 0);
+    assert!(seen > 1000, "the flow sent packets past the marker ({seen})");
+    assert_eq!(marked, 0, "the marker marks only ECN-capable packets");
+    let reports: Vec<&str> = log.lines().filter(|l| l.contains(" report") && field(l, "ece").is_some()).collect();
+    assert!(reports.len() > 10, "the agent logged the flow's reports:\n{log}");
+    let signalled = |l: &str| ["ce_pkts", "ece"].iter().any(|k| field(l, k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) > 0);
+    let with_signal: Vec<&str> = reports.iter().copied().filter(|l| signalled(l)).collect();
+    assert!(
+        with_signal.is_empty(),
+        "{} of {} reports carry CE or ECE without ECN:\n{}",
+        with_signal.len(),
+        reports.len(),
+        with_signal[..with_signal.len().min(5)].join("\n")
+    );
+}
+
+#[test]
+fn ce_marks_from_a_tc_marker_appear_in_the_reports() {
+    if skip_without_root("ce_marks_from_a_tc_marker_appear_in_the_reports") {
+        return;
+    }
+    let (log, seen, marked) = flow_through_ce_marker("ce", 1);
     assert!(marked > 0, "the marker marked ECN-capable packets ({marked} of {seen})");
     let reports_with_ce = log
         .lines()
