@@ -25,6 +25,8 @@ char _license[] SEC("license") = "GPL";
 #define TCP_ECN_OK 1 /* include/net/tcp.h: the connection negotiated ECN */
 #define NSEC_PER_MSEC 1000000ULL
 #define MIN_CWND 2
+/* tcp_input.c: the ACK carried ECN-Echo (in cong_control's `flag` since 4.9's cong_control). */
+#define FLAG_ECE 0x40
 /* Cubic: beta = 717/1024 (0.7), C = 0.4 packets/s^3. */
 #define CUBIC_BETA 717
 #define CUBIC_BETA_SCALE 1024
@@ -409,7 +411,7 @@ static __always_inline void emit_ack(struct sock *sk, struct tcp_sock *tp, struc
 
 /* --- the fold -------------------------------------------------------------------------------- */
 
-static __always_inline void fold(struct flow *f, const struct tcp_sock *tp, const struct rate_sample *rs)
+static __always_inline void fold(struct flow *f, const struct tcp_sock *tp, int flag, const struct rate_sample *rs)
 {
 	__u32 sacked_out = tp->sacked_out;
 	long rtt = rs->rtt_us;
@@ -418,6 +420,10 @@ static __always_inline void fold(struct flow *f, const struct tcp_sock *tp, cons
 		f->sacked += sacked_out - f->prev_sacked_out;
 	f->prev_sacked_out = sacked_out;
 	f->acks++;
+	/* ECN-Echo from cong_control's flags rather than an in_ack_event op: that op would be a
+	 * second program run, and a second storage lookup, on every ACK. */
+	if (flag & FLAG_ECE)
+		f->ece++;
 	if (rtt > 0) {
 		__u32 r = rtt > 0xffffffffL ? 0xffffffff : (__u32)rtt;
 
@@ -872,7 +878,7 @@ void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const stru
 	now = tp->tcp_mstamp * NSEC_PER_USEC;
 	/* cfg_records is a load-time constant: the verifier drops the other mode's branches. */
 	if (cfg_records == CCP_RECORDS_FOLDED)
-		fold(f, tp, rs);
+		fold(f, tp, flag, rs);
 	c = live_ctrl(f, k, now);
 	if (c)
 		f->mode = MODE_AGENT;
@@ -955,15 +961,6 @@ void BPF_PROG(ccp_set_state, struct sock *sk, __u8 new_state)
 }
 
 SEC("struct_ops")
-void BPF_PROG(ccp_in_ack_event, struct sock *sk, __u32 flags)
-{
-	struct flow *f = get_flow(sk);
-
-	if (f && (flags & CA_ACK_ECE))
-		f->ece++;
-}
-
-SEC("struct_ops")
 void BPF_PROG(ccp_cwnd_event, struct sock *sk, enum tcp_ca_event ev)
 {
 	struct tcp_sock *tp = (struct tcp_sock *)sk;
@@ -989,7 +986,6 @@ struct tcp_congestion_ops ccp = {
 	.ssthresh = (void *)ccp_ssthresh,
 	.undo_cwnd = (void *)ccp_undo_cwnd,
 	.set_state = (void *)ccp_set_state,
-	.in_ack_event = (void *)ccp_in_ack_event,
 	.cwnd_event = (void *)ccp_cwnd_event,
 	.flags = 0,
 	.name = "ccp",
