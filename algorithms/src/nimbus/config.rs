@@ -13,6 +13,7 @@ use super::cross_traffic::{self, LinkRate};
 use super::elasticity::{self, EtaBands, EtaForm, Plans, SpectrumPath};
 use super::election;
 use super::mode::{self, Mode, ModeConfig};
+use super::multcp;
 use super::pulse::{self, Pulse};
 use super::{NimbusCC, US_PER_S};
 use crate::basic_delay::{self, BasicDelayCore, TargetDelay};
@@ -33,18 +34,32 @@ pub const FREQ_DELAY_HZ: f64 = 6.0;
 pub const RESTORE_LOOKBACK_S: f64 = 5.0;
 /// Forced competitive when x_min exceeds this fraction of the competitive pulse period (spec A21).
 pub const MAX_RTT_PERIOD_FRACTION: f64 = 0.8;
-/// In delay mode, a loss rate above this over one loss period forces competitive mode (spec A22).
+/// In delay mode, a loss rate above this over a loss period counts as a lossy period (spec A22: 1 %).
 pub const DELAY_LOSS_LIMIT: f64 = 0.01;
+/// Length of one delay-mode loss period, µs (spec A22: "> 1 % for > 1 s").
+pub const DELAY_LOSS_PERIOD_US: u64 = 1_000_000;
+/// Consecutive lossy periods before the safety decrease fires: losses must persist for more than
+/// one period (spec A22: "> 1 s"), so one burst — a single loss event, which can exceed 1 % of one
+/// period on its own — never fires it.
+pub const DELAY_LOSS_PERSIST_PERIODS: u32 = 2;
+/// The delay mode's safety multiplicative decrease per persisting lossy period (dimensionless):
+/// the rate is multiplied by this, and divided by it again (up to 1) after each period without
+/// excess loss. 0.7 is the decrease of the competitive controller (Cubic's β, spec A16, Linux
+/// constants) — the reaction the old rule (switch to competitive mode) produced on the next loss —
+/// applied at most once per second rather than once per RTT: a safety net, not a loss-based
+/// controller. Not tuned to any link: it is a ratio, and the period is the spec's.
+pub const DELAY_LOSS_BACKOFF: f64 = 0.7;
 /// No valid rate pair for this long: the detector has no evidence, ms.
 pub const STALE_RATE_MS: f64 = 500.0;
 /// Time constant of the watcher mode ratio and the multi-pulser ratio, s (authors: 0.02 per 5 ms).
 pub const ROLE_EWMA_TAU_S: f64 = 0.25;
 
-const COMPETITIVE_OPTIONS: &[&str] = &["cubic", "reno"];
+const COMPETITIVE_OPTIONS: &[&str] = &["cubic", "reno", "multcp"];
 const DELAY_OPTIONS: &[&str] = &["basic_delay", "vegas", "copa"];
 const MODE_OPTIONS: &[&str] = &["competitive", "delay"];
 const ETA_FORM_OPTIONS: &[&str] = &["band", "bin"];
 const RESTORE_RTT_OPTIONS: &[&str] = &["current", "sample"];
+const DELAY_LOSS_RESPONSE_OPTIONS: &[&str] = &["decrease", "switch"];
 
 const PARAMS: &[ParamSpec] = &[
     // The link and the cross-traffic estimate.
@@ -134,7 +149,20 @@ const PARAMS: &[ParamSpec] = &[
     ),
     // The controllers.
     ParamSpec::choice("start_mode", "competitive", MODE_OPTIONS, "mode at flow start (paper §4.1: competitive)"),
-    ParamSpec::choice("competitive", "cubic", COMPETITIVE_OPTIONS, "TCP-competitive controller (paper: Cubic; NewReno as an option)"),
+    ParamSpec::choice(
+        "competitive",
+        "cubic",
+        COMPETITIVE_OPTIONS,
+        "TCP-competitive controller (paper: Cubic; NewReno, and MulTCP(N) — the authors' code's default — as options; spec A16)",
+    ),
+    ParamSpec::int(
+        "multcp_flows",
+        multcp::MULTCP_FLOWS as i64,
+        1,
+        64,
+        "flows",
+        "competitive = \"multcp\": number N of Reno flows MulTCP emulates (authors' xtcp_flows: 2)",
+    ),
     ParamSpec::bool(
         "cubic_recovery_by_data",
         false,
@@ -183,7 +211,13 @@ const PARAMS: &[ParamSpec] = &[
         Bound::Inclusive(0.0),
         Bound::Inclusive(1.0),
         "",
-        "in delay mode, a loss rate above this over 1 s switches to competitive mode (spec A22: 0.01); 0 = off",
+        "in delay mode, a loss rate above this over 1 s periods is excess loss (spec A22: 0.01); 0 = off",
+    ),
+    ParamSpec::choice(
+        "delay_loss_response",
+        "decrease",
+        DELAY_LOSS_RESPONSE_OPTIONS,
+        "excess loss in delay mode: \"decrease\" = rate x 0.7 once losses persist > 1 s (spec A22), \"switch\" = the earlier rule, competitive mode at the first lossy second (flaps back after the dwell)",
     ),
     // Several NimbusCC flows.
     ParamSpec::bool("multi_flow", false, "pulser/watcher roles with the randomized election of paper §4.2 (off, as in the authors' code)"),
@@ -234,6 +268,8 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
 pub enum CompetitiveAlg {
     Cubic,
     Reno,
+    /// MulTCP(N): N virtual Reno flows (spec §6.4).
+    MulTcp,
 }
 
 /// The delay controller.
@@ -242,6 +278,16 @@ pub enum DelayAlg {
     BasicDelay,
     Vegas,
     Copa,
+}
+
+/// What excess loss in delay mode does (spec A22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DelayLossResponse {
+    /// The spec's resolution: a multiplicative safety decrease once losses persist.
+    Decrease,
+    /// The earlier rule, kept to show its flapping: switch to competitive mode at the first lossy
+    /// period, bypassing η; η brings the flow back after the dwell.
+    Switch,
 }
 
 /// A validated NimbusCC configuration.
@@ -281,11 +327,14 @@ pub struct NimbusConfig {
     pub copa_target_queue: bool,
     pub cubic: CubicConfig,
     pub reno: RenoConfig,
+    /// N of MulTCP(N).
+    pub multcp_flows: usize,
     pub min_rate_fraction: f64,
     pub init_cwnd_pkts: f64,
     pub insufficient_share_guard: bool,
     pub max_rtt_period_fraction: f64,
     pub delay_loss_limit: f64,
+    pub delay_loss_response: DelayLossResponse,
     pub multi_flow: bool,
     pub expect_nimbus_peers: bool,
     pub kappa: f64,
@@ -341,11 +390,13 @@ impl Default for NimbusConfig {
             // Their Cubic has no HyStart: slow start runs to the first loss (spec §6.4, A19).
             cubic: CubicConfig { recovery_by_data: false, hystart: false, ..CubicConfig::default() },
             reno: RenoConfig::default(),
+            multcp_flows: multcp::MULTCP_FLOWS,
             min_rate_fraction: basic_delay::MIN_RATE_FRACTION,
             init_cwnd_pkts: 10.0,
             insufficient_share_guard: true,
             max_rtt_period_fraction: MAX_RTT_PERIOD_FRACTION,
             delay_loss_limit: DELAY_LOSS_LIMIT,
+            delay_loss_response: DelayLossResponse::Decrease,
             multi_flow: false,
             expect_nimbus_peers: false,
             kappa: election::KAPPA,
@@ -395,6 +446,20 @@ impl NimbusConfig {
             return Err(("eps_hz", format!("must exceed the FFT resolution 1/{window_s} s (paper §3.4)")));
         }
         if self.multi_flow {
+            // With μ̂ estimated as each flow's own maximum receive rate (the default) every flow's
+            // Eq. 5 probability κτ/W·R_i/μ̂ is about κτ/W, not its share of it: the election's
+            // premise Σ R_i/μ = 1 fails and ≈ N·κ pulsers are elected per window instead of κ
+            // (issue 18 item 7). The flows must agree on μ: configure it. (There is no shared-μ̂
+            // mechanism between flows to offer instead.) Fluid simulation of S19 (8 flows, κ = 1,
+            // 12 runs, `sim::s19_t24_election_trend`): with μ̂ estimated the first pulser comes
+            // 0.4 s after elections open and > 1 pulser 73.5 % of the time afterwards; with μ
+            // configured 6.5 s and 7.7 % (paper: 8.0 s, 9.3 %).
+            if !matches!(self.link_rate, LinkRate::Fixed(_)) {
+                return Err((
+                    "mu_mbit_per_s",
+                    "multi_flow = true needs the bottleneck rate configured (mu_mbit_per_s > 0): with mu estimated per flow (mu_mbit_per_s = 0, mu_window_s) each flow's own maximum receive rate makes it elect itself, about N·kappa pulsers instead of kappa".to_string(),
+                ));
+            }
             if !self.mode_dependent_frequency {
                 return Err(("mode_dependent_frequency", "multi_flow needs distinct pulse frequencies per mode".to_string()));
             }
@@ -489,7 +554,11 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
         restore_lookback_us: s_to_us("restore_lookback_s"),
         restore_sample_rtt: p.choice("restore_rtt") == "sample",
         start_mode: if p.choice("start_mode") == "delay" { Mode::Delay } else { Mode::Competitive },
-        competitive: if p.choice("competitive") == "reno" { CompetitiveAlg::Reno } else { CompetitiveAlg::Cubic },
+        competitive: match p.choice("competitive") {
+            "reno" => CompetitiveAlg::Reno,
+            "multcp" => CompetitiveAlg::MulTcp,
+            _ => CompetitiveAlg::Cubic,
+        },
         delay: match p.choice("delay") {
             "vegas" => DelayAlg::Vegas,
             "copa" => DelayAlg::Copa,
@@ -514,11 +583,17 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
             ..NimbusConfig::default().cubic
         },
         reno: RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), ..RenoConfig::default() },
+        multcp_flows: p.int("multcp_flows") as usize,
         min_rate_fraction: p.float("min_rate_fraction"),
         init_cwnd_pkts: p.float("init_cwnd_pkts"),
         insufficient_share_guard: p.bool("insufficient_share_guard"),
         max_rtt_period_fraction: p.float("max_rtt_period_fraction"),
         delay_loss_limit: p.float("delay_loss_limit"),
+        delay_loss_response: if p.choice("delay_loss_response") == "switch" {
+            DelayLossResponse::Switch
+        } else {
+            DelayLossResponse::Decrease
+        },
         multi_flow: p.bool("multi_flow"),
         expect_nimbus_peers: p.bool("expect_nimbus_peers"),
         kappa: p.float("kappa"),

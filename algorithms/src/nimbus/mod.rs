@@ -52,8 +52,9 @@
 //!   pulsing and is forced competitive, until its base exceeds 1.2× that.
 //! - A15: single-flow default competitive + pulser; with `multi_flow` flows start as watchers, in
 //!   competitive mode unless `expect_nimbus_peers`.
-//! - A16: Cubic (RFC 9438 constants) in competitive mode; Reno as the option. MulTCP (the authors'
-//!   default) is not implemented: the paper's experiments name Cubic.
+//! - A16: Cubic (RFC 9438 constants) in competitive mode; Reno and MulTCP(N) (`multcp`, N =
+//!   `multcp_flows`, 2 by default: the authors' code's default competitive mode) as options. Cubic
+//!   stays the default: the paper's experiments name it.
 //!   The competitive Cubic reacts to at most one loss per SRTT, as the authors' Cubic does (spec
 //!   §6.4); option `cubic_recovery_by_data` (off) uses cubic.rs's data-based recovery point instead.
 //! - A19: the authors' timers (no evaluation before 10 s, no switch before 15 s). Their fixed
@@ -62,9 +63,17 @@
 //!   unpaced).
 //! - A21: if x_min > 0.8/f_pc (160 ms) the pulses are slower than the flow's own RTT can resolve:
 //!   forced competitive (`state()` shows `forced_competitive`).
-//! - A22: BasicDelay has no loss reaction; in delay mode a loss rate above 1 % over a 1 s period
-//!   switches to competitive mode (whose controller reacts to losses) — a delay controller that
-//!   keeps losing packets is in a buffer too small for it or against traffic it cannot see.
+//! - A22: BasicDelay has no loss reaction. As in the authors' code, delay-mode losses still reach
+//!   the competitive controller's loss handler (re-seeded at the delay mode's window at each new
+//!   congestion event), and a switch back within the 5 s look-back starts from that loss-reduced
+//!   controller when it is below the A10 restore (`feed_competitive_losses`). The spec's safety
+//!   MD: once the loss rate has exceeded 1 % (`delay_loss_limit`) in two consecutive 1 s periods,
+//!   each further such period multiplies the delay-mode rate by 0.7 and each clean one undoes a
+//!   step (`account_losses`). The mode stays η's decision. The earlier rule (competitive mode at
+//!   the first lossy second) bypassed η and flapped back after the dwell: with inelastic reports
+//!   and 2 % random loss in delay mode, 16 switches in 60 s vs 1 now (test
+//!   `delay_mode_loss_no_flapping`); it is kept as `delay_loss_response = "switch"`. The decrease
+//!   stops at A11's re-enable level (1.2 × the pulse trough), or A11 would force the switch.
 //! - Missing rate samples (no `send_rate_bytes_per_s`/`recv_rate_bytes_per_s`): the estimator holds
 //!   the last pair (kernel-register semantics). If no valid pair has arrived for `stale_rate_ms`
 //!   (500 ms, 2.5 pulse periods), the detector has no evidence and E is pulled toward 3 like G4
@@ -72,9 +81,8 @@
 //! - Randomness (the election) comes from a SplitMix64 seeded from the `seed` parameter and the
 //!   flow's creation index in its factory; no clocks, no global RNG.
 //! - Competitive and delay controllers are re-created on entry to their mode (seeded with the rate
-//!   carried over), so state of a mode never leaks across a period spent in the other; losses in
-//!   delay mode therefore do not update the competitive controller (the authors' code does, but the
-//!   entry to competitive mode overwrites that state anyway).
+//!   carried over), so state of a mode never leaks across a period spent in the other — except the
+//!   competitive controller's reaction to a delay-mode loss in the last 5 s (A22 above).
 //!
 //! Datapath support: periodic reports every 10 ms with `send_rate_bytes_per_s` and
 //! `recv_rate_bytes_per_s` from one rate sample, an RTT sample, acked bytes, losses and timeouts;
@@ -86,6 +94,7 @@ pub mod elasticity;
 pub mod election;
 pub mod history;
 pub mod mode;
+pub mod multcp;
 pub mod pulse;
 pub mod sliding;
 
@@ -101,19 +110,19 @@ use crate::reno::Reno;
 use crate::vegas::Vegas;
 
 pub use config::{
-    CompetitiveAlg, DelayAlg, NimbusConfig, NimbusFactory, DELAY_LOSS_LIMIT, FREQ_COMPETITIVE_HZ, FREQ_DELAY_HZ, INFO,
-    MAX_RTT_PERIOD_FRACTION, REPORT_INTERVAL_US, RESTORE_LOOKBACK_S, ROLE_EWMA_TAU_S, SAMPLE_INTERVAL_US, STALE_RATE_MS,
+    CompetitiveAlg, DelayAlg, DelayLossResponse, NimbusConfig, NimbusFactory, DELAY_LOSS_BACKOFF, DELAY_LOSS_LIMIT,
+    DELAY_LOSS_PERIOD_US, DELAY_LOSS_PERSIST_PERIODS, FREQ_COMPETITIVE_HZ, FREQ_DELAY_HZ, INFO, MAX_RTT_PERIOD_FRACTION,
+    REPORT_INTERVAL_US, RESTORE_LOOKBACK_S, ROLE_EWMA_TAU_S, SAMPLE_INTERVAL_US, STALE_RATE_MS,
 };
 use cross_traffic::{CrossTrafficConfig, CrossTrafficEstimator, Estimate, MAX_RATE_BYTES_PER_S};
 use elasticity::{Detector, Plans, PulserMeasurement};
 use election::{MultiPulserCheck, RateFilter, Role, SplitMix64, WatcherState};
 use history::{History, Sample};
 use mode::{GainCache, Mode, ModeController};
+use multcp::MulTcp;
 
 /// Pulses resume once the base rate exceeds this multiple of the trough depth (spec §4.3).
 const SHARE_REENABLE_FACTOR: f64 = 1.2;
-/// The loss period of the delay-mode loss rule, µs (spec A22: 1 s).
-const LOSS_PERIOD_US: u64 = 1_000_000;
 /// Where E is pulled while the rate pair is stale (as G4: lean elastic).
 const STALE_E_TARGET: f64 = 3.0;
 /// Time constant of the watcher's pulser-presence EWMA, s (authors: 0.01 per 5 ms).
@@ -121,19 +130,24 @@ const PRESENCE_EWMA_TAU_S: f64 = 0.5;
 /// G1's threshold reused by watchers: below this fraction of μ̂ the cross traffic is negligible.
 const WATCHER_LOW_CROSS: f64 = 0.1;
 const US_PER_S: f64 = 1e6;
+/// Mixed into the flow seed for the competitive controller's random stream (MulTCP's loss draws).
+const COMPETITIVE_STREAM: u64 = 0x6d75_6c74_6370_0001;
 
 /// The competitive controller instance (re-created on entry to competitive mode).
 #[derive(Debug, Clone)]
 enum Competitive {
     Cubic(Cubic),
     Reno(Reno),
+    MulTcp(MulTcp),
 }
 
 impl Competitive {
-    fn fresh(cfg: &NimbusConfig) -> Self {
+    /// A new instance; MulTCP draws its loss-assignment seed from `rng`.
+    fn fresh(cfg: &NimbusConfig, rng: &mut SplitMix64) -> Self {
         match cfg.competitive {
             CompetitiveAlg::Cubic => Competitive::Cubic(Cubic::new(cfg.cubic)),
             CompetitiveAlg::Reno => Competitive::Reno(Reno::new(cfg.reno)),
+            CompetitiveAlg::MulTcp => Competitive::MulTcp(MulTcp::new(cfg.multcp_flows, rng.next_u64())),
         }
     }
 
@@ -141,6 +155,7 @@ impl Competitive {
         match self {
             Competitive::Cubic(c) => c,
             Competitive::Reno(r) => r,
+            Competitive::MulTcp(m) => m,
         }
     }
 }
@@ -179,6 +194,9 @@ impl DelayCc {
 pub struct NimbusCC {
     cfg: NimbusConfig,
     rng: SplitMix64,
+    /// MulTCP's loss draws (a stream apart from the election's, so that choosing MulTCP does not
+    /// change election sequences).
+    comp_rng: SplitMix64,
     xt: CrossTrafficEstimator,
     history: History,
     detector: Detector,
@@ -221,6 +239,19 @@ pub struct NimbusCC {
     loss_period_start_us: u64,
     loss_pkts: f64,
     delivered_pkts: f64,
+    /// Consecutive delay-mode loss periods above `delay_loss_limit`.
+    lossy_periods: u32,
+    /// The safety decrease in force (1 = none): multiplies the delay controller's rate.
+    delay_backoff: f64,
+    /// How many times the safety decrease fired (for `state()`).
+    backoffs: u64,
+    /// The competitive controller's view of delay-mode losses (A22): the window it last returned,
+    /// the end of the congestion event it is reacting to, the time of its last reaction in delay
+    /// mode, and how many such reactions there were.
+    comp_cwnd: f64,
+    comp_event_until_us: u64,
+    delay_loss_reaction_us: Option<u64>,
+    delay_loss_reactions: u64,
     /// Grid time not yet spent on election / exit decisions, µs.
     decision_acc_us: u64,
     /// The role EWMAs' gains (multi-pulser ratio, watcher mode ratio; watcher presence).
@@ -242,9 +273,12 @@ impl NimbusCC {
         } else {
             (Role::Pulser, cfg.start_mode)
         };
+        let mut comp_rng = SplitMix64::new(election::flow_seed(cfg.seed, index) ^ COMPETITIVE_STREAM);
         NimbusCC {
             cfg,
             rng: SplitMix64::new(election::flow_seed(cfg.seed, index)),
+            comp: Competitive::fresh(&cfg, &mut comp_rng),
+            comp_rng,
             xt: CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: cfg.link_rate, smooth_rates: cfg.smooth_rates }),
             history: History::new(cfg.sample_interval_us, cfg.history_capacity()),
             detector: Detector::new(plans, cfg.sample_s(), cfg.align_2rtt, cfg.spectrum_path),
@@ -252,7 +286,6 @@ impl NimbusCC {
             mode,
             role,
             role_since_us: 0,
-            comp: Competitive::fresh(&cfg),
             delay: DelayCc::fresh(&cfg),
             basic: cfg.basic_delay,
             multi: MultiPulserCheck::default(),
@@ -278,6 +311,13 @@ impl NimbusCC {
             loss_period_start_us: 0,
             loss_pkts: 0.0,
             delivered_pkts: 0.0,
+            lossy_periods: 0,
+            delay_backoff: 1.0,
+            backoffs: 0,
+            comp_cwnd: 0.0,
+            comp_event_until_us: 0,
+            delay_loss_reaction_us: None,
+            delay_loss_reactions: 0,
             decision_acc_us: 0,
             role_gain: GainCache::default(),
             presence_gain: GainCache::default(),
@@ -353,9 +393,21 @@ impl NimbusCC {
                 let x_old = self.history.rtt_samples_ago(n).filter(|v| v.is_finite() && *v > 0.0).unwrap_or(0.0);
                 self.restore_rtt_floor_s = (self.cfg.restore_sample_rtt && x_old > x && x > 0.0).then_some(x_old);
                 let cwnd = restored * self.restore_rtt_floor_s.unwrap_or(x);
-                self.comp = Competitive::fresh(&self.cfg);
-                let start = self.start_at(now_us, cwnd);
-                self.comp.alg().init(&start);
+                // A22: if the competitive controller reacted to a delay-mode loss after the restored
+                // sample was taken, R(5 s ago) predates that congestion signal; the controller that
+                // reacted is already at β × the window where the loss happened, with its W_max /
+                // ssthresh there and its one-reaction-per-RTT clock running. It takes over as it is
+                // when that is below the restore; otherwise (no recent loss, or a lower restore)
+                // the spec's A10 restore applies unchanged.
+                let lookback = self.cfg.restore_lookback_us;
+                let recent_loss = self.delay_loss_reaction_us.is_some_and(|t| now_us.saturating_sub(t) < lookback);
+                if self.mode == Mode::Delay && recent_loss && self.comp_cwnd > 0.0 && self.comp_cwnd < cwnd {
+                    self.restore_rtt_floor_s = None;
+                } else {
+                    self.comp = Competitive::fresh(&self.cfg, &mut self.comp_rng);
+                    let start = self.start_at(now_us, cwnd);
+                    self.comp_cwnd = self.comp.alg().init(&start).cwnd_bytes.unwrap_or(cwnd);
+                }
             }
             Mode::Delay => {
                 let x_min = if self.x_min_s.is_finite() { self.x_min_s } else { x };
@@ -369,6 +421,10 @@ impl NimbusCC {
                 self.loss_period_start_us = now_us;
                 self.loss_pkts = 0.0;
                 self.delivered_pkts = 0.0;
+                self.lossy_periods = 0;
+                self.delay_backoff = 1.0;
+                self.comp_event_until_us = 0;
+                self.delay_loss_reaction_us = None;
             }
         }
         self.mode = to;
@@ -499,7 +555,54 @@ impl NimbusCC {
         }
     }
 
-    /// A22: loss rate in delay mode over 1 s periods.
+    /// A22, first half (the authors' rule): in delay mode a report with losses or a timeout goes to
+    /// the competitive controller's loss handler, so that the controller that takes over on a
+    /// switch back knows about them. BasicDelay/Vegas/Copa set the rate in delay mode, so the
+    /// competitive window is not the flow's window: at the start of each congestion event it is
+    /// re-seeded at the delay mode's current window (base rate × RTT), so the reaction is the one
+    /// Cubic/Reno would have had at the flow's actual operating point (β × that window, W_max /
+    /// ssthresh there). Within the event (one SRTT, the authors' one-reaction-per-RTT rule, spec
+    /// §6.4) further losses reach the same controller, which ignores them by its own rule. Only
+    /// the losses are forwarded (no acked bytes: the delay controller's deliveries must not grow
+    /// a window that is not in use), and a timeout as an ordinary loss (spec §6.4: no reset to
+    /// 1 MSS).
+    fn feed_competitive_losses(&mut self, report: &Report, now_us: u64) {
+        if self.mode != Mode::Delay || !report.has_loss() {
+            return;
+        }
+        let Some(x) = self.x_s else { return };
+        if now_us >= self.comp_event_until_us && self.base > 0.0 {
+            self.comp = Competitive::fresh(&self.cfg, &mut self.comp_rng);
+            let start = self.start_at(now_us, self.base * x);
+            self.comp.alg().init(&start);
+            self.comp_event_until_us = now_us.saturating_add(self.srtt_us.max(1));
+            self.delay_loss_reaction_us = Some(now_us);
+            self.delay_loss_reactions += 1;
+        }
+        let loss_only = Report {
+            acked_bytes: 0,
+            acked_pkts: 0,
+            sacked_bytes: 0,
+            sacked_pkts: 0,
+            ce_bytes: 0,
+            ce_pkts: 0,
+            ece_acks: 0,
+            lost_pkts: report.lost_pkts.max(1),
+            timeouts: 0,
+            app_limited: false,
+            ..report.clone()
+        };
+        if let Some(cwnd) = self.comp.alg().on_report(&loss_only).cwnd_bytes {
+            self.comp_cwnd = cwnd;
+        }
+    }
+
+    /// A22, second half: the loss rate in delay mode over 1 s periods. A period above
+    /// `delay_loss_limit` is lossy; once `DELAY_LOSS_PERSIST_PERIODS` consecutive periods are lossy
+    /// (losses persisting > 1 s) every further lossy period multiplies the delay-mode rate by
+    /// `DELAY_LOSS_BACKOFF`, and every clean period undoes one such step. The mode is left to η:
+    /// forcing competitive mode here bypassed the detector, which then (correctly, for inelastic
+    /// traffic) brought the flow back after the 5 s dwell, over and over.
     fn account_losses(&mut self, report: &Report, now_us: u64) {
         if self.mode != Mode::Delay || self.cfg.delay_loss_limit <= 0.0 {
             return;
@@ -507,16 +610,47 @@ impl NimbusCC {
         self.loss_pkts += report.lost_pkts.min(u64::MAX / 2) as f64;
         // (Not Report::delivered_segments: its u64 sum overflows on absurd counters.)
         self.delivered_pkts += report.acked_bytes.saturating_add(report.sacked_bytes) as f64 / report.mss();
-        if now_us.saturating_sub(self.loss_period_start_us) >= LOSS_PERIOD_US {
+        if now_us.saturating_sub(self.loss_period_start_us) >= DELAY_LOSS_PERIOD_US {
             let total = self.loss_pkts + self.delivered_pkts;
             let rate = if total > 0.0 { self.loss_pkts / total } else { 0.0 };
             self.loss_period_start_us = now_us;
             self.loss_pkts = 0.0;
             self.delivered_pkts = 0.0;
-            if rate > self.cfg.delay_loss_limit {
-                self.switch_mode(Mode::Competitive, now_us, self.last.avg_rtt_s);
+            if rate <= self.cfg.delay_loss_limit {
+                self.lossy_periods = 0;
+                self.delay_backoff = (self.delay_backoff / DELAY_LOSS_BACKOFF).min(1.0);
+                return;
+            }
+            self.lossy_periods = self.lossy_periods.saturating_add(1);
+            match self.cfg.delay_loss_response {
+                DelayLossResponse::Switch => self.switch_mode(Mode::Competitive, now_us, self.last.avg_rtt_s),
+                DelayLossResponse::Decrease if self.lossy_periods >= DELAY_LOSS_PERSIST_PERIODS => {
+                    self.delay_backoff *= DELAY_LOSS_BACKOFF;
+                    self.backoffs += 1;
+                }
+                DelayLossResponse::Decrease => {}
             }
         }
+    }
+
+    /// The A22 safety decrease applied to the delay controller's rate `raw`. It never takes the rate
+    /// below the level at which A11 lets a pulser pulse again (1.2 × the pulse trough, μ̂/10 by
+    /// default) unless the controller itself is there: below it A11 would force competitive mode,
+    /// and the safety rule would become the mode switch it replaces. The backoff stops shrinking
+    /// once that floor binds, so clean periods undo it in as many steps as actually cut the rate.
+    fn backed_off(&mut self, raw: f64) -> f64 {
+        if self.delay_backoff >= 1.0 || !raw.is_finite() || raw <= 0.0 {
+            return raw;
+        }
+        let keep = SHARE_REENABLE_FACTOR * self.cfg.pulse.trough_depth(self.est.mu);
+        if !keep.is_finite() || keep <= 0.0 {
+            return self.delay_backoff * raw;
+        }
+        if raw <= keep {
+            return raw;
+        }
+        self.delay_backoff = self.delay_backoff.max(keep / raw);
+        self.delay_backoff * raw
     }
 
     /// A11: a pulser whose base stays below the pulse trough for a whole FFT window.
@@ -545,6 +679,7 @@ impl NimbusCC {
             Mode::Competitive => {
                 let cwnd = self.comp.alg().on_report(report).cwnd_bytes?;
                 self.fallback_cwnd = cwnd;
+                self.comp_cwnd = cwnd;
                 match self.restore_rtt_floor_s {
                     Some(floor) if x < floor => Some(cwnd / floor),
                     _ => {
@@ -561,14 +696,14 @@ impl NimbusCC {
                         c.set_queue_target_us(self.basic.target_s(x_min) * US_PER_S);
                     }
                 }
-                if let Some(alg) = self.delay.alg() {
-                    let cwnd = alg.on_report(report).cwnd_bytes?;
-                    return Some(cwnd / x);
-                }
-                if !self.est.valid {
+                let raw = if let Some(alg) = self.delay.alg() {
+                    alg.on_report(report).cwnd_bytes? / x
+                } else if self.est.valid {
+                    self.basic.rate(self.est.s, self.est.z, self.est.mu, x, x_min)
+                } else {
                     return None;
-                }
-                Some(self.basic.rate(self.est.s, self.est.z, self.est.mu, x, x_min))
+                };
+                Some(self.backed_off(raw))
             }
         }
     }
@@ -673,6 +808,7 @@ impl Algorithm for NimbusCC {
         let pushed = self.history.advance_with(now, &sample, |h| detector.ingest(h, &sample));
 
         // 2. Safety rules and the detector (which may switch mode or role).
+        self.feed_competitive_losses(report, now);
         self.account_losses(report, now);
         if self.forced_competitive() && self.mode == Mode::Delay {
             self.switch_mode(Mode::Competitive, now, self.last.avg_rtt_s);
@@ -729,6 +865,10 @@ impl Algorithm for NimbusCC {
             StateVar { name: "x_min_us", value: finite(self.x_min_s * US_PER_S) },
             StateVar { name: "theta", value: finite(self.basic.theta(self.x_min_s)) },
             StateVar { name: "switches", value: self.switches as f64 },
+            StateVar { name: "delay_loss_backoff", value: self.delay_backoff },
+            StateVar { name: "delay_loss_backoffs", value: self.backoffs as f64 },
+            StateVar { name: "competitive_cwnd_bytes", value: finite(self.comp_cwnd) },
+            StateVar { name: "delay_loss_reactions", value: self.delay_loss_reactions as f64 },
             StateVar { name: "pulses_suppressed", value: if self.share_low { 1.0 } else { 0.0 } },
             StateVar { name: "forced_competitive", value: if self.forced_competitive() { 1.0 } else { 0.0 } },
             StateVar { name: "watcher_mode_ratio", value: finite(self.watcher.mode_ratio) },
