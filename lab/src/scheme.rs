@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 
-use ccp_qdisc::abc::{AbcParams, DelayMeasure};
+use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
@@ -158,11 +158,27 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
             p.validate().map_err(|e| (qdisc_field("codel", e.param), e.message))?;
             QdiscKind::Codel(p)
         }
-        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, delay } => {
+        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, delay, capacity, lookahead_ms } => {
             let delay_measure = match delay.as_str() {
                 "queue" => DelayMeasure::QueueOverCapacity,
                 "sojourn" => DelayMeasure::Sojourn,
                 other => return Err(("delay".into(), format!("{other:?}: use \"queue\" or \"sojourn\""))),
+            };
+            // The lookahead should be the path's RTT, which this table does not know: required
+            // with "future" rather than guessed, refused with "past" where it would do nothing.
+            let capacity = match (capacity.as_str(), lookahead_ms) {
+                ("past", None) => Capacity::Past,
+                ("past", Some(_)) => {
+                    return Err(("lookahead_ms".into(), "only applies with capacity = \"future\"".into()));
+                }
+                ("future", None) => {
+                    return Err((
+                        "lookahead_ms".into(),
+                        "capacity = \"future\" needs the lookahead, ms (PK-ABC: one RTT, e.g. the network's rtt_ms)".into(),
+                    ));
+                }
+                ("future", Some(l)) => Capacity::Future { lookahead: non_negative_ms("lookahead_ms", *l)? },
+                (other, _) => return Err(("capacity".into(), format!("{other:?}: use \"past\" or \"future\""))),
             };
             let p = AbcParams {
                 eta: *eta,
@@ -171,6 +187,7 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
                 window: non_negative_ms("window_ms", *window_ms)?,
                 token_limit: *token_limit,
                 delay_measure,
+                capacity,
                 ..AbcParams::default()
             };
             p.validate().map_err(|e| (qdisc_field("abc", e.param), e.message))?;
@@ -244,6 +261,7 @@ fn qdisc_field(kind: &str, param: &str) -> String {
         ("abc", "delta") => "delta_ms",
         ("abc", "delay_threshold") => "dt_ms",
         ("abc", "window") => "window_ms",
+        ("abc", "lookahead") => "lookahead_ms",
         ("abc", "token_limit" | "initial_token") => "token_limit",
         ("qcn", "q_eq") => "qeq_pkts",
         ("qcn", "sampling") => "sample",
@@ -260,7 +278,17 @@ pub fn describe_qdisc(q: &QdiscKind) -> String {
             format!("codel target {} ms interval {} ms{}", ms(p.target), ms(p.interval), if p.ecn { " ecn" } else { "" })
         }
         QdiscKind::Abc(p) => {
-            format!("abc eta {} delta {} ms d_t {} ms window {} ms", p.eta, ms(p.delta), ms(p.delay_threshold), ms(p.window))
+            let capacity = match p.capacity {
+                Capacity::Past => String::new(),
+                Capacity::Future { lookahead } => format!(" capacity future +{} ms (PK-ABC)", ms(lookahead)),
+            };
+            format!(
+                "abc eta {} delta {} ms d_t {} ms window {} ms{capacity}",
+                p.eta,
+                ms(p.delta),
+                ms(p.delay_threshold),
+                ms(p.window)
+            )
         }
         QdiscKind::Dctcp(m) => format!("dctcp K {:?}", m.k),
         QdiscKind::Qcn { params: p, ecn } => format!(
@@ -313,6 +341,43 @@ mod tests {
         assert!(Cc::parse("sim:cubic").unwrap_err().contains("not a scheme kind"));
     }
 
+    fn abc_spec(eta: f64, capacity: &str, lookahead_ms: Option<f64>) -> QdiscSpec {
+        QdiscSpec::Abc {
+            eta,
+            delta_ms: 133.0,
+            dt_ms: 50.0,
+            window_ms: 20.0,
+            token_limit: 5.0,
+            delay: "queue".into(),
+            capacity: capacity.into(),
+            lookahead_ms,
+        }
+    }
+
+    #[test]
+    fn abc_capacity_is_past_by_default_and_future_needs_a_lookahead() {
+        let capacity = |spec: &QdiscSpec| match router_qdisc(spec).unwrap() {
+            QdiscKind::Abc(p) => p.capacity,
+            other => panic!("{other:?}"),
+        };
+        let default: SchemeSpec = toml::from_str("name = \"abc\"\ncc = \"agent:abc\"\nqdisc = { kind = \"abc\" }\n").unwrap();
+        assert_eq!(capacity(&default.qdisc), Capacity::Past);
+        let pk: SchemeSpec = toml::from_str(
+            "name = \"pk-abc\"\ncc = \"agent:abc\"\nqdisc = { kind = \"abc\", capacity = \"future\", lookahead_ms = 100 }\n",
+        )
+        .unwrap();
+        assert_eq!(capacity(&pk.qdisc), Capacity::Future { lookahead: 100 * NANOS_PER_MS });
+        assert!(Scheme::from_spec(&pk).unwrap().describe().contains("capacity future +100 ms"));
+        let err = |c: &str, l: Option<f64>| router_qdisc(&abc_spec(0.98, c, l)).unwrap_err();
+        assert_eq!(err("future", None).0, "lookahead_ms");
+        assert_eq!(err("past", Some(100.0)).0, "lookahead_ms");
+        assert_eq!(err("future", Some(0.0)).0, "lookahead_ms");
+        assert_eq!(err("future", Some(-1.0)).0, "lookahead_ms");
+        let e = err("oracle", None);
+        assert_eq!(e.0, "capacity");
+        assert!(e.1.contains("\"past\" or \"future\""), "{}", e.1);
+    }
+
     #[test]
     fn qdiscs_map_to_router_parameters() {
         let codel = QdiscSpec::Codel { target_ms: 50.0, interval_ms: 100.0, ecn: false };
@@ -320,8 +385,7 @@ mod tests {
             QdiscKind::Codel(p) => assert_eq!((p.target, p.interval), (50 * NANOS_PER_MS, 100 * NANOS_PER_MS)),
             other => panic!("{other:?}"),
         }
-        let abc =
-            QdiscSpec::Abc { eta: 0.98, delta_ms: 133.0, dt_ms: 50.0, window_ms: 20.0, token_limit: 5.0, delay: "queue".into() };
+        let abc = abc_spec(0.98, "past", None);
         match router_qdisc(&abc).unwrap() {
             QdiscKind::Abc(p) => {
                 assert_eq!(p.eta, 0.98);
@@ -330,8 +394,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let bad =
-            QdiscSpec::Abc { eta: 1.5, delta_ms: 133.0, dt_ms: 50.0, window_ms: 20.0, token_limit: 5.0, delay: "queue".into() };
+        let bad = abc_spec(1.5, "past", None);
         assert_eq!(router_qdisc(&bad).unwrap_err().0, "eta");
         assert_eq!(router_qdisc(&QdiscSpec::Dctcp { k_pkts: 0 }).unwrap_err().0, "k_pkts");
     }

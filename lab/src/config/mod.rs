@@ -234,6 +234,13 @@ pub enum QdiscSpec {
         /// "queue" (x = backlog/μ) or "sojourn".
         #[serde(default = "abc_delay")]
         delay: String,
+        /// The trace window μ(t) is counted over: "past" (ABC) or "future" (PK-ABC, the
+        /// oracle: the window ending `lookahead_ms` ahead, one RTT).
+        #[serde(default = "abc_capacity")]
+        capacity: String,
+        /// With capacity = "future" (required there, refused otherwise), ms.
+        #[serde(default)]
+        lookahead_ms: Option<f64>,
     },
     /// DCTCP step marking at K packets.
     Dctcp { k_pkts: u32 },
@@ -295,6 +302,9 @@ fn abc_window() -> f64 {
 }
 fn abc_token_limit() -> f64 {
     5.0
+}
+fn abc_capacity() -> String {
+    "past".into()
 }
 fn abc_delay() -> String {
     "queue".into()

@@ -9,7 +9,12 @@
 //! Capacity: on a fixed-rate link μ is the link rate ([`Qdisc::on_link_rate`]); on a
 //! trace-driven link it is the bytes of delivery opportunities the trace offered in the last T,
 //! *including opportunities that found the queue empty* (§6.4 [A], §14.6), fed through
-//! [`Qdisc::on_opportunity`].
+//! [`Qdisc::on_opportunity`]. PK-ABC, the thesis's perfect-knowledge oracle (§11, target 9), is
+//! the same router with μ(t) taken over the future window (t + L − T, t + L], L one RTT
+//! ([`Capacity::Future`]): the senders' rate answers a mark one RTT later, so that is the
+//! capacity the mark should have aimed at. Only the capacity source differs; the link reports
+//! opportunities L ahead ([`Qdisc::capacity_lookahead`]) and Eq. 2.1/2.2 and the token bucket are
+//! the ones ABC uses.
 //!
 //! Encoding: a brake is CE (the "proxied" encoding of §4–5, the artifact's), so ECT(0) and ECT(1)
 //! both mean accelerate and CE is never touched. ABC's native encoding (senders send ECT(1), the
@@ -31,6 +36,31 @@ pub enum DelayMeasure {
     Sojourn,
 }
 
+/// Where μ(t) on a trace-driven link comes from (abc.md §14 item 6). On a fixed-rate link both
+/// are the link rate: its capacity ahead is the capacity now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Capacity {
+    /// Opportunities in the last T, (t − T, t]: what a real router can know. ABC.
+    #[default]
+    Past,
+    /// Opportunities in (t + lookahead − T, t + lookahead]: PK-ABC, with lookahead one RTT. An
+    /// oracle only an emulator that knows its trace can be. This μ is used throughout Eq. 2.1,
+    /// x = backlog/μ included (the thesis replaces μ(t), and x is defined through it); dividing
+    /// the backlog by the present capacity instead made no measurable difference on the Fig.
+    /// 2-7b setup (configs/experiments/abc-pk.toml).
+    Future { lookahead: Nanos },
+}
+
+impl Capacity {
+    /// How far ahead of a decision the marker reads the trace (0 for [`Capacity::Past`]).
+    pub fn lookahead(self) -> Nanos {
+        match self {
+            Capacity::Past => 0,
+            Capacity::Future { lookahead } => lookahead,
+        }
+    }
+}
+
 /// ABC router parameters (abc.md §2, §14).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct AbcParams {
@@ -47,6 +77,8 @@ pub struct AbcParams {
     /// Initial token count. Algorithm 1 starts at 0.
     pub initial_token: f64,
     pub delay_measure: DelayMeasure,
+    /// μ(t) from the trace's past (ABC, the default) or future window (PK-ABC).
+    pub capacity: Capacity,
 }
 
 impl Default for AbcParams {
@@ -59,6 +91,7 @@ impl Default for AbcParams {
             token_limit: 5.0,
             initial_token: 0.0,
             delay_measure: DelayMeasure::QueueOverCapacity,
+            capacity: Capacity::Past,
         }
     }
 }
@@ -85,6 +118,12 @@ impl AbcParams {
         }
         if !(self.initial_token >= 0.0 && self.initial_token <= self.token_limit) {
             return Err(ParamError::new("initial_token", format!("must be in [0, token_limit], got {}", self.initial_token)));
+        }
+        if self.capacity == (Capacity::Future { lookahead: 0 }) {
+            return Err(ParamError::new(
+                "lookahead",
+                "must be > 0 with the future capacity (one RTT for PK-ABC); a lookahead of 0 is the past window",
+            ));
         }
         Ok(())
     }
@@ -175,15 +214,24 @@ impl AbcMarker {
         self.link_rate = Some(bytes_per_sec);
     }
 
-    pub fn on_opportunity(&mut self, now: Nanos, bytes: u32) {
+    /// A delivery opportunity of `bytes` at `at`. With [`Capacity::Future`] the link reports it
+    /// up to the lookahead before `at` ([`AbcMarker::lookahead`]).
+    pub fn on_opportunity(&mut self, at: Nanos, bytes: u32) {
         self.trace_driven = true;
-        self.opportunities.add(now, u64::from(bytes));
+        self.opportunities.add(at, u64::from(bytes));
     }
 
-    /// μ(t) in bytes per second, if the link has said anything about its capacity.
+    /// How long before an opportunity the marker needs to hear of it.
+    pub fn lookahead(&self) -> Nanos {
+        self.params.capacity.lookahead()
+    }
+
+    /// μ(t) in bytes per second, if the link has said anything about its capacity: the
+    /// opportunities' rate over the window ending at `now` + lookahead (the past window for ABC,
+    /// the future one for PK-ABC), or the fixed link rate.
     pub fn capacity(&mut self, now: Nanos) -> Option<f64> {
         if self.trace_driven {
-            Some(self.opportunities.rate(now))
+            Some(self.opportunities.rate(now + self.lookahead()))
         } else {
             self.link_rate
         }
@@ -262,8 +310,12 @@ impl<P: Packet> Qdisc<P> for Abc<P> {
         self.marker.on_link_rate(bytes_per_sec);
     }
 
-    fn on_opportunity(&mut self, now: Nanos, bytes: u32) {
-        self.marker.on_opportunity(now, bytes);
+    fn on_opportunity(&mut self, at: Nanos, bytes: u32) {
+        self.marker.on_opportunity(at, bytes);
+    }
+
+    fn capacity_lookahead(&self) -> Nanos {
+        self.marker.lookahead()
     }
 
     fn fifo(&self) -> &Fifo<P> {
@@ -487,8 +539,74 @@ mod tests {
         assert_eq!(braked, 100);
     }
 
+    /// Opportunity times (ns) of a trace whose capacity doubles at 100 ms: one 1500 B
+    /// opportunity per ms (12 Mbit/s) up to 100 ms, one per 0.5 ms (24 Mbit/s) after.
+    fn step_up_schedule(until: Nanos) -> Vec<Nanos> {
+        let step = 100 * NANOS_PER_MS;
+        let mut t = Vec::new();
+        let mut at = NANOS_PER_MS;
+        while at <= until {
+            t.push(at);
+            at += if at < step { NANOS_PER_MS } else { NANOS_PER_MS / 2 };
+        }
+        t
+    }
+
+    /// Runs a marker over [`step_up_schedule`] as a trace-driven link would, honouring the
+    /// marker's lookahead, with one ECT packet dequeued per ms (cr = 12 Mbit/s, empty queue) up
+    /// to `until`; returns μ and the last accelerate fraction at `until`.
+    fn mu_and_fraction_at(capacity: Capacity, until: Nanos) -> (f64, f64) {
+        let mut m = AbcMarker::new(AbcParams { capacity, ..AbcParams::default() }).unwrap();
+        let schedule = step_up_schedule(until + m.lookahead());
+        let mut reported = schedule.iter().peekable();
+        for t in (1..=until / NANOS_PER_MS).map(|ms| ms * NANOS_PER_MS) {
+            while let Some(&&at) = reported.peek() {
+                if at > t + m.lookahead() {
+                    break;
+                }
+                m.on_opportunity(at, MTU_BYTES);
+                reported.next();
+            }
+            let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
+            m.on_dequeue(t, &mut p, 0, 0);
+        }
+        (m.capacity(until).unwrap(), m.last_fraction())
+    }
+
+    // PK-ABC: 50 ms into the run the last 20 ms offered 12 Mbit/s, while (130 ms, 150 ms], one
+    // 100 ms RTT ahead, offers 24 Mbit/s. ABC aims at the first, PK-ABC at the second, with the
+    // same Eq. 2.2: f = η·μ/(2·cr) with cr = 12 Mbit/s.
+    #[test]
+    fn future_capacity_reads_the_window_one_lookahead_ahead() {
+        let rate_12_mbit = 1.5e6; // bytes per second
+        let now = 50 * NANOS_PER_MS;
+        let (mu, f) = mu_and_fraction_at(Capacity::Future { lookahead: 100 * NANOS_PER_MS }, now);
+        assert!(close(mu, 2.0 * rate_12_mbit, 1e-6), "future μ {mu}");
+        assert!(close(f, 0.98 * 2.0 * rate_12_mbit / (2.0 * rate_12_mbit), 1e-9), "future f {f}");
+        // Straddling the step: (80 ms, 100 ms] + 10 ms → (90, 110]: 10 ms at each rate.
+        let (mu, _) = mu_and_fraction_at(Capacity::Future { lookahead: 10 * NANOS_PER_MS }, 100 * NANOS_PER_MS);
+        assert!(close(mu, 1.5 * rate_12_mbit, 1e-6), "straddling μ {mu}");
+    }
+
+    // The default is ABC's past window, unchanged: the same schedule gives μ = 12 Mbit/s and
+    // f = η/2, and the queue asks its link for no lookahead.
+    #[test]
+    fn default_capacity_is_the_past_window() {
+        assert_eq!(AbcParams::default().capacity, Capacity::Past);
+        let q: Abc<TestPacket> = Abc::new(Limit::Packets(250), AbcParams::default()).unwrap();
+        assert_eq!(Qdisc::<TestPacket>::capacity_lookahead(&q), 0);
+        let pk = AbcParams { capacity: Capacity::Future { lookahead: 100 * NANOS_PER_MS }, ..AbcParams::default() };
+        let q: Abc<TestPacket> = Abc::new(Limit::Packets(250), pk).unwrap();
+        assert_eq!(Qdisc::<TestPacket>::capacity_lookahead(&q), 100 * NANOS_PER_MS);
+        let (mu, f) = mu_and_fraction_at(Capacity::Past, 50 * NANOS_PER_MS);
+        assert!(close(mu, 1.5e6, 1e-6), "past μ {mu}");
+        assert!(close(f, 0.98 / 2.0, 1e-9), "past f {f}");
+    }
+
     #[test]
     fn parameters_are_validated_by_name() {
+        let e = AbcParams { capacity: Capacity::Future { lookahead: 0 }, ..AbcParams::default() }.validate().unwrap_err();
+        assert_eq!(e.param, "lookahead");
         let e = AbcParams { token_limit: 1.0, ..AbcParams::default() }.validate().unwrap_err();
         assert_eq!(e.param, "token_limit");
         let e = AbcParams { eta: 1.5, ..AbcParams::default() }.validate().unwrap_err();

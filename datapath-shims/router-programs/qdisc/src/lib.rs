@@ -16,7 +16,9 @@
 //!
 //! Link capacity is pushed in, never measured: a fixed-rate link calls [`Qdisc::on_link_rate`]
 //! when its rate is set or changes; a trace-driven link calls [`Qdisc::on_opportunity`] for every
-//! delivery opportunity, used or not (ABC's capacity estimate counts both).
+//! delivery opportunity, used or not (ABC's capacity estimate counts both), and does so
+//! [`Qdisc::capacity_lookahead`] ahead of time for a discipline that reads the trace's future
+//! (PK-ABC, the ABC oracle).
 
 pub mod abc;
 pub mod codel;
@@ -197,9 +199,18 @@ pub trait Qdisc<P: Packet> {
     /// start; the simulator calls it whenever a port's speed changes.
     fn on_link_rate(&mut self, _now: Nanos, _bytes_per_sec: f64) {}
 
-    /// A trace-driven link offered a delivery opportunity of `bytes` at `now`, whether or not the
-    /// queue had anything to send. Called before the matching `dequeue`.
-    fn on_opportunity(&mut self, _now: Nanos, _bytes: u32) {}
+    /// A trace-driven link offers a delivery opportunity of `bytes` at `at`, whether or not the
+    /// queue has anything to send. Called in order of `at`, before the `dequeue` at `at`, and
+    /// before every `dequeue` at a time ≥ `at` − [`Qdisc::capacity_lookahead`]. With no
+    /// lookahead exactly one opportunity is reported per dequeue opportunity, just before it (so
+    /// `at` is then the current time).
+    fn on_opportunity(&mut self, _at: Nanos, _bytes: u32) {}
+
+    /// How far ahead of time the discipline wants to hear of a trace-driven link's opportunities
+    /// (0: as they happen). Only an emulator can honour it: it is an oracle's view of the link.
+    fn capacity_lookahead(&self) -> Nanos {
+        0
+    }
 
     /// The buffer: every discipline here is a [`Fifo`] plus the logic around it, so the buffer
     /// queries below come from it.

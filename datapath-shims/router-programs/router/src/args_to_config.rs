@@ -5,14 +5,14 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use ccp_qdisc::abc::{AbcParams, DelayMeasure};
+use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
 
-use crate::cli::{DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
+use crate::cli::{CapacityArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
 use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
@@ -111,6 +111,8 @@ impl LinkArgs {
             ("--abc-window-ms", self.abc_window_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-token-limit", self.abc_token_limit.is_some(), &[QdiscArg::Abc]),
             ("--abc-delay", self.abc_delay.is_some(), &[QdiscArg::Abc]),
+            ("--abc-capacity", self.abc_capacity.is_some(), &[QdiscArg::Abc]),
+            ("--abc-lookahead-ms", self.abc_lookahead_ms.is_some(), &[QdiscArg::Abc]),
             ("--dctcp-k-pkts", self.dctcp_k_pkts.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
             ("--dctcp-k-bytes", self.dctcp_k_bytes.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
             ("--dctcp-non-ect", self.dctcp_non_ect.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
@@ -186,6 +188,7 @@ impl LinkArgs {
                         Some(DelayArg::Sojourn) => DelayMeasure::Sojourn,
                         _ => DelayMeasure::QueueOverCapacity,
                     },
+                    capacity: self.abc_capacity()?,
                 })
             }
             QdiscArg::Dctcp => QdiscKind::Dctcp(step(true)?.ok_or_else(|| Error::param("--dctcp-k-pkts", "missing"))?),
@@ -239,6 +242,24 @@ impl LinkArgs {
                 })
             }
         })
+    }
+
+    /// `--abc-capacity` with `--abc-lookahead-ms`: the lookahead is required by `future` (there is
+    /// no safe default: it should be the path's RTT) and meaningless without it.
+    fn abc_capacity(&self) -> Result<Capacity> {
+        match (self.abc_capacity, self.abc_lookahead_ms) {
+            (None | Some(CapacityArg::Past), None) => Ok(Capacity::Past),
+            (None | Some(CapacityArg::Past), Some(_)) => {
+                Err(Error::param("--abc-lookahead-ms", "only applies with --abc-capacity future"))
+            }
+            (Some(CapacityArg::Future), None) => Err(Error::param(
+                "--abc-lookahead-ms",
+                "--abc-capacity future needs the lookahead, ms (PK-ABC: one RTT, e.g. 100)",
+            )),
+            (Some(CapacityArg::Future), Some(ms)) => {
+                Ok(Capacity::Future { lookahead: positive_ms_to_ns("--abc-lookahead-ms", ms)? })
+            }
+        }
     }
 
     fn qdisc_name(&self) -> &'static str {
@@ -384,6 +405,31 @@ mod tests {
         let bad_prefix = Cli::try_parse_from(["ccp-router", "run", "--netns-prefix", "../x", "--rate-mbps", "1"]).unwrap();
         let Command::Run(r) = bad_prefix.command else { unreachable!() };
         assert!(r.configs().unwrap_err().to_string().starts_with("--netns-prefix:"));
+    }
+
+    #[test]
+    fn abc_capacity_past_by_default_future_with_a_lookahead() {
+        let abc = |extra: &[&str]| {
+            let mut a = vec!["--rate-mbps", "10", "--qdisc", "abc"];
+            a.extend_from_slice(extra);
+            parse(&a).link.qdisc_kind(Limit::Packets(250))
+        };
+        let capacity = |extra: &[&str]| match abc(extra).unwrap() {
+            QdiscKind::Abc(p) => p.capacity,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(capacity(&[]), Capacity::Past);
+        assert_eq!(capacity(&["--abc-capacity", "past"]), Capacity::Past);
+        assert_eq!(
+            capacity(&["--abc-capacity", "future", "--abc-lookahead-ms", "100"]),
+            Capacity::Future { lookahead: 100 * NANOS_PER_MS }
+        );
+        let e = |extra: &[&str]| abc(extra).unwrap_err().to_string();
+        assert!(e(&["--abc-capacity", "future"]).starts_with("--abc-lookahead-ms: --abc-capacity future needs"));
+        assert!(e(&["--abc-lookahead-ms", "100"]).starts_with("--abc-lookahead-ms: only applies with --abc-capacity future"));
+        assert!(e(&["--abc-capacity", "future", "--abc-lookahead-ms", "0"]).starts_with("--abc-lookahead-ms: must be > 0"));
+        assert!(e(&["--abc-capacity", "future", "--abc-lookahead-ms=-5"]).starts_with("--abc-lookahead-ms:"));
+        assert!(err(&["--rate-mbps", "10", "--abc-capacity", "future"]).starts_with("--abc-capacity: does not apply"));
     }
 
     #[test]

@@ -49,6 +49,14 @@ pub enum DelayArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CapacityArg {
+    /// μ = opportunities in the last T (ABC).
+    Past,
+    /// μ = opportunities in the T ending --abc-lookahead-ms from now (PK-ABC, the oracle).
+    Future,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum NonEctArg {
     Pass,
     Drop,
@@ -125,6 +133,13 @@ pub struct LinkArgs {
     /// ABC: how the queuing delay x(t) is measured.
     #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
     pub abc_delay: Option<DelayArg>,
+    /// ABC: the trace window μ(t) is counted over (default past; future is PK-ABC and needs
+    /// --abc-lookahead-ms; on a fixed-rate link both are the rate).
+    #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
+    pub abc_capacity: Option<CapacityArg>,
+    /// ABC: with --abc-capacity future, how far ahead the window ends, ms (PK-ABC: one RTT).
+    #[arg(long, help_heading = "ABC (--qdisc abc)")]
+    pub abc_lookahead_ms: Option<f64>,
 
     /// DCTCP: marking threshold K, packets (also adds ECN marking to --qdisc qcn).
     #[arg(long, conflicts_with = "dctcp_k_bytes", help_heading = "DCTCP (--qdisc dctcp)")]

@@ -85,6 +85,7 @@ fn cli_flag(prefix: &str, param: &str) -> String {
     let suffix = match (prefix, param) {
         ("abc", "delta") => "delta-ms",
         ("abc", "window") => "window-ms",
+        ("abc", "lookahead") => "lookahead-ms",
         ("abc", "token_limit" | "initial_token") => "token-limit",
         ("pq", "drain") => "drain-mbps",
         ("pq", "threshold") => "threshold-bytes",

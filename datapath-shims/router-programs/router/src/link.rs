@@ -7,7 +7,9 @@
 //!   head packet consumes the opportunity's bytes; what is left of an opportunity can carry
 //!   further small packets (ACKs) but is lost when the queue runs dry; a packet larger than one
 //!   opportunity spans several. Opportunities that find the queue empty are still reported to the
-//!   queue discipline (ABC's capacity estimate counts them) and to the capacity accounting.
+//!   queue discipline (ABC's capacity estimate counts them) and to the capacity accounting. A
+//!   discipline that asks for a capacity lookahead L (PK-ABC) hears of every opportunity L
+//!   before it happens: the link reads the trace ahead with a second cursor.
 //!
 //! The link works in *virtual* time: it is asked to catch up to `now` and gives every packet the
 //! exact time it would have started and finished on a real link, however late the event loop
@@ -59,7 +61,11 @@ enum State<P> {
     },
     Trace {
         trace: Arc<Trace>,
+        /// The next opportunity to serve.
         cursor: TraceCursor,
+        /// The next opportunity to report to the queue discipline: `cursor` itself without a
+        /// lookahead, up to the lookahead ahead of it with one.
+        report: TraceCursor,
         /// A packet larger than what was left of an opportunity: bytes still to send.
         in_service: Option<(Departure<P>, Nanos, u32)>,
     },
@@ -76,7 +82,9 @@ impl<P: Packet> Link<P> {
         let state = match shape {
             LinkShape::Unlimited => State::Unlimited,
             LinkShape::Fixed { bits_per_sec } => State::Fixed { bytes_per_sec: bits_per_sec / 8.0, busy_until: start as f64 },
-            LinkShape::Trace(t) => State::Trace { trace: Arc::clone(t), cursor: t.cursor(start), in_service: None },
+            LinkShape::Trace(t) => {
+                State::Trace { trace: Arc::clone(t), cursor: t.cursor(start), report: t.cursor(start), in_service: None }
+            }
         };
         Link { state }
     }
@@ -113,16 +121,26 @@ impl<P: Packet> Link<P> {
                 }
                 0
             }
-            State::Trace { trace, cursor, in_service } => {
+            State::Trace { trace, cursor, report, in_service } => {
+                let lookahead = qdisc.capacity_lookahead();
                 let mut passed = 0;
                 loop {
                     let t = trace.time_at(cursor);
                     if t > now {
                         break;
                     }
+                    // Report this opportunity and, with a lookahead L, every one in (t, t + L]
+                    // before the queue decides at t. Without one, only up to this opportunity:
+                    // of several in the same millisecond the first dequeue sees only the first,
+                    // as a link that reports opportunities as they happen.
+                    while trace.ordinal(report) <= trace.ordinal(cursor)
+                        || (lookahead > 0 && trace.time_at(report) <= t + lookahead)
+                    {
+                        qdisc.on_opportunity(trace.time_at(report), OPPORTUNITY_BYTES);
+                        trace.advance(report);
+                    }
                     trace.advance(cursor);
                     passed += 1;
-                    qdisc.on_opportunity(t, OPPORTUNITY_BYTES);
                     let mut credit = OPPORTUNITY_BYTES;
                     while credit > 0 {
                         if in_service.is_none() {
@@ -157,7 +175,7 @@ impl<P: Packet> Link<P> {
         match &self.state {
             State::Unlimited => head,
             State::Fixed { busy_until, .. } => head.map(|h| (busy_until.ceil() as Nanos).max(h)),
-            State::Trace { trace, cursor, in_service } => {
+            State::Trace { trace, cursor, in_service, .. } => {
                 (in_service.is_some() || head.is_some()).then(|| trace.time_at(cursor).max(head.unwrap_or(0)))
             }
         }
@@ -258,6 +276,122 @@ mod tests {
         q.enqueue(4 * NANOS_PER_MS + NANOS_PER_MS / 2, P(1500), &mut out);
         assert_eq!(link.serve(5 * NANOS_PER_MS, &mut q, &mut out, &mut sent), 5);
         assert_eq!(sent[0].finished_at, 5 * NANOS_PER_MS);
+    }
+
+    /// What a link told its queue discipline, in order.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Call {
+        /// `on_opportunity` for an opportunity at this time, ms.
+        Opportunity(Nanos),
+        /// `dequeue` at this time, ms.
+        Dequeue(Nanos),
+    }
+
+    /// A drop-tail queue that records the link's calls and asks for a capacity lookahead.
+    struct Recorder {
+        inner: DropTail<P>,
+        lookahead: Nanos,
+        calls: Vec<Call>,
+    }
+
+    impl Qdisc<P> for Recorder {
+        fn enqueue(&mut self, now: Nanos, packet: P, out: &mut Outputs<P>) {
+            self.inner.enqueue(now, packet, out);
+        }
+        fn dequeue(&mut self, now: Nanos, out: &mut Outputs<P>) -> Option<Departure<P>> {
+            self.calls.push(Call::Dequeue(now / NANOS_PER_MS));
+            self.inner.dequeue(now, out)
+        }
+        fn on_opportunity(&mut self, at: Nanos, _bytes: u32) {
+            self.calls.push(Call::Opportunity(at / NANOS_PER_MS));
+        }
+        fn capacity_lookahead(&self) -> Nanos {
+            self.lookahead
+        }
+        fn fifo(&self) -> &ccp_qdisc::Fifo<P> {
+            self.inner.fifo()
+        }
+        fn name(&self) -> &'static str {
+            "recorder"
+        }
+    }
+
+    /// Three MTU packets at 0 on the trace "1 1 2" (period 2 ms) served up to 4 ms: the calls.
+    fn calls_with_lookahead(lookahead: Nanos) -> (Vec<Call>, u64) {
+        let trace = Arc::new(Trace::parse(Path::new("t"), "1\n1\n2\n").unwrap());
+        let mut link = Link::new(&LinkShape::Trace(trace), 0);
+        let mut q = Recorder { inner: DropTail::new(Limit::Unlimited), lookahead, calls: Vec::new() };
+        let (mut out, mut sent) = (Outputs::new(), Vec::new());
+        for _ in 0..3 {
+            q.enqueue(0, P(1500), &mut out);
+        }
+        let passed = link.serve(4 * NANOS_PER_MS, &mut q, &mut out, &mut sent);
+        (q.calls, passed)
+    }
+
+    // The default: each opportunity is reported just before it is served, one at a time even
+    // within a millisecond, and the ones that find the queue empty are reported too.
+    #[test]
+    fn without_lookahead_each_opportunity_is_reported_as_it_is_served() {
+        use Call::{Dequeue as D, Opportunity as O};
+        let (calls, passed) = calls_with_lookahead(0);
+        assert_eq!(calls, vec![O(1), D(1), O(1), D(1), O(2), D(2), O(3), O(3), O(4)]);
+        assert_eq!(passed, 6);
+    }
+
+    // PK-ABC: with a lookahead of 2 ms, before the queue decides at t it has heard of every
+    // opportunity up to t + 2 ms, and of none later; capacity accounting is unchanged.
+    #[test]
+    fn with_lookahead_the_link_reports_the_trace_ahead() {
+        use Call::{Dequeue as D, Opportunity as O};
+        let (calls, passed) = calls_with_lookahead(2 * NANOS_PER_MS);
+        assert_eq!(calls, vec![O(1), O(1), O(2), O(3), O(3), D(1), D(1), O(4), D(2), O(5), O(5), O(6)]);
+        assert_eq!(passed, 6);
+    }
+
+    /// An ECN-capable packet for the ABC queue.
+    #[derive(Debug)]
+    struct Ect(Ecn);
+    impl Packet for Ect {
+        type FeedbackKey = ();
+        fn len_bytes(&self) -> u32 {
+            1500
+        }
+        fn ecn(&self) -> Ecn {
+            self.0
+        }
+        fn set_ecn(&mut self, ecn: Ecn) {
+            self.0 = ecn;
+        }
+        fn feedback_key(&self) {}
+    }
+
+    /// Accelerates an ABC queue leaves among the packets it sends in (40 ms, 60 ms] on a trace
+    /// that offers 12 Mbit/s up to 100 ms and 24 Mbit/s from 100 to 200 ms, with one packet
+    /// arriving per ms (cr = 12 Mbit/s, no queue).
+    fn accelerates_on_a_step_up(capacity: ccp_qdisc::abc::Capacity) -> usize {
+        use ccp_qdisc::abc::{Abc, AbcParams};
+        let text: String = (1..=100).map(|ms| format!("{ms}\n")).chain((101..=200).map(|ms| format!("{ms}\n{ms}\n"))).collect();
+        let trace = Arc::new(Trace::parse(Path::new("step"), &text).unwrap());
+        let mut link = Link::new(&LinkShape::Trace(trace), 0);
+        let mut q: Abc<Ect> = Abc::new(Limit::Packets(250), AbcParams { capacity, ..AbcParams::default() }).unwrap();
+        let (mut out, mut sent) = (Outputs::new(), Vec::new());
+        for ms in 1..=60 {
+            q.enqueue(ms * NANOS_PER_MS, Ect(Ecn::Ect0), &mut out);
+            link.serve(ms * NANOS_PER_MS, &mut q, &mut out, &mut sent);
+        }
+        sent.iter().filter(|s| s.dequeued_at > 40 * NANOS_PER_MS && s.departure.packet.0 == Ecn::Ect0).count()
+    }
+
+    // End to end through the link: f = η·μ/(2·cr) is η/2 for ABC (μ = cr) and η for PK-ABC with
+    // a 100 ms lookahead (μ = 2·cr ahead), over 20 packets.
+    #[test]
+    fn pk_abc_marks_for_the_capacity_one_lookahead_ahead() {
+        use ccp_qdisc::abc::Capacity;
+        let abc = accelerates_on_a_step_up(Capacity::Past);
+        let pk = accelerates_on_a_step_up(Capacity::Future { lookahead: 100 * NANOS_PER_MS });
+        assert!(abc.abs_diff(10) <= 1, "ABC: {abc} accelerates of 20 (f = 0.49)");
+        assert!(pk >= 19, "PK-ABC: {pk} accelerates of 20 (f = 0.98)");
     }
 
     #[test]

@@ -97,6 +97,12 @@ impl Trace {
         }
     }
 
+    /// How many opportunities precede the cursor's since its base (orders two cursors of the
+    /// same trace and base).
+    pub fn ordinal(&self, c: &TraceCursor) -> u64 {
+        c.cycle * self.times_ms.len() as u64 + c.index as u64
+    }
+
     /// Opportunity bytes offered in [base, base + elapsed), for capacity accounting.
     pub fn capacity_bytes(&self, elapsed: Nanos) -> u64 {
         let period = self.period_ms * NANOS_PER_MS;
