@@ -124,9 +124,14 @@ fn with_traces_present(config: &std::path::Path) -> std::path::PathBuf {
     std::fs::create_dir_all(&traces).unwrap();
     // 12 Mbit/s: one 1500-byte delivery opportunity per ms.
     std::fs::write(traces.join("synthetic.down"), (1..=1000).map(|t| format!("{t}\n")).collect::<String>()).unwrap();
-    let mut copy = text;
+    let mut copy = text.clone();
     for p in &missing {
-        copy = copy.replace(&format!("path = \"{p}\""), &format!("path = \"{}\"", traces.display()));
+        // A `trace_dir` link gets the directory, a `trace` link the file itself.
+        let key = format!("path = \"{p}\"");
+        let at = text.find(&key).unwrap();
+        let kind = text[..at].rsplit("kind = \"").next().and_then(|k| k.split('"').next()).unwrap_or("");
+        let with = if kind == "trace" { traces.join("synthetic.down") } else { traces.clone() };
+        copy = copy.replace(&key, &format!("path = \"{}\"", with.display()));
     }
     let out = tmp.join(config.file_name().unwrap());
     std::fs::write(&out, copy).unwrap();
