@@ -33,6 +33,36 @@ const STEP_S: f64 = STEP_US as f64 / 1e6;
 /// Packet size of every source, bytes.
 pub const MSS: f64 = 1500.0;
 
+/// Drop-tail, fluid: when a step's arrivals overflow the buffer every source loses the same
+/// fraction (the same drop rate for all, as Eq. 1's footnote assumes). Queues what is admitted,
+/// hands each source's dropped bytes to `on_drop`, and returns the new queued bytes.
+fn enqueue_drop_tail(
+    queue: &mut VecDeque<Chunk>,
+    mut queued: f64,
+    buffer_bytes: f64,
+    arrivals: impl IntoIterator<Item = (usize, f64)> + Clone,
+    now: u64,
+    mut on_drop: impl FnMut(usize, f64),
+) -> f64 {
+    let offered: f64 = arrivals.clone().into_iter().map(|a| a.1).sum();
+    let admit = if offered > 0.0 { ((buffer_bytes - queued).max(0.0) / offered).min(1.0) } else { 1.0 };
+    for (src, bytes) in arrivals {
+        if bytes <= 0.0 {
+            continue;
+        }
+        let accepted = bytes * admit;
+        let dropped = bytes - accepted;
+        if accepted > 0.0 {
+            queue.push_back(Chunk { src, bytes: accepted, sent_us: now });
+            queued += accepted;
+        }
+        if dropped > 0.0 {
+            on_drop(src, dropped);
+        }
+    }
+    queued
+}
+
 #[derive(Debug, Clone, Copy)]
 pub enum Cross {
     /// Constant bit rate, bytes/s.
@@ -318,31 +348,14 @@ pub fn record(setup: &Setup, alg: &mut NimbusCC) -> (Vec<Point>, Vec<Report>) {
         if let Some(w) = window.as_mut() {
             arrivals[1].1 = w.step(now);
         }
-        // Drop-tail, fluid: when the step's arrivals overflow the buffer every source loses the
-        // same fraction (the same drop rate for all, as Eq. 1's footnote assumes).
-        let offered: f64 = arrivals.iter().map(|a| a.1).sum();
-        let admit = if offered > 0.0 { ((setup.buffer_bytes - queued).max(0.0) / offered).min(1.0) } else { 1.0 };
-        for (src, bytes) in arrivals {
-            if bytes <= 0.0 {
-                continue;
+        queued = enqueue_drop_tail(&mut queue, queued, setup.buffer_bytes, arrivals, now, |src, dropped| match src {
+            NIMBUS => me.fb.losses.push_back((now + me.prop_us, dropped)),
+            WINDOW => {
+                let w = window.as_mut().unwrap();
+                w.fb.losses.push_back((now + w.prop_us, dropped));
             }
-            let accepted = bytes * admit;
-            let dropped = bytes - accepted;
-            if accepted > 0.0 {
-                queue.push_back(Chunk { src, bytes: accepted, sent_us: now });
-                queued += accepted;
-            }
-            if dropped > 0.0 {
-                match src {
-                    NIMBUS => me.fb.losses.push_back((now + me.prop_us, dropped)),
-                    WINDOW => {
-                        let w = window.as_mut().unwrap();
-                        w.fb.losses.push_back((now + w.prop_us, dropped));
-                    }
-                    _ => {}
-                }
-            }
-        }
+            _ => {}
+        });
         // The link serves μ·step bytes, FIFO.
         let mut budget = setup.mu * STEP_S;
         while budget > 0.0 {
@@ -468,28 +481,15 @@ pub fn run_multi(setup: &Setup, flows: &[FlowSpec], algs: &mut [NimbusCC]) -> Ve
         }
         arrivals.push((window_src, window.as_mut().map_or(0.0, |w| w.step(now))));
         arrivals.push((cbr_src, cbr * STEP_S));
-        let offered: f64 = arrivals.iter().map(|a| a.1).sum();
-        let admit = if offered > 0.0 { ((setup.buffer_bytes - queued).max(0.0) / offered).min(1.0) } else { 1.0 };
-        for (src, bytes) in arrivals {
-            if bytes <= 0.0 {
-                continue;
+        queued = enqueue_drop_tail(&mut queue, queued, setup.buffer_bytes, arrivals, now, |src, dropped| {
+            if src < n {
+                let me = &mut senders[src];
+                me.fb.losses.push_back((now + me.prop_us, dropped));
+            } else if src == window_src {
+                let w = window.as_mut().unwrap();
+                w.fb.losses.push_back((now + w.prop_us, dropped));
             }
-            let accepted = bytes * admit;
-            let dropped = bytes - accepted;
-            if accepted > 0.0 {
-                queue.push_back(Chunk { src, bytes: accepted, sent_us: now });
-                queued += accepted;
-            }
-            if dropped > 0.0 {
-                if src < n {
-                    let me = &mut senders[src];
-                    me.fb.losses.push_back((now + me.prop_us, dropped));
-                } else if src == window_src {
-                    let w = window.as_mut().unwrap();
-                    w.fb.losses.push_back((now + w.prop_us, dropped));
-                }
-            }
-        }
+        });
         let mut budget = setup.mu * STEP_S;
         while budget > 0.0 {
             let Some(head) = queue.front_mut() else { break };
