@@ -432,7 +432,12 @@ fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64, progress: 
     rec.namespace_prefix = prefix.clone();
     let _guard = PrefixGuard(prefix.clone());
     let log = packet_log_path(&prefix);
-    let cfg = router_config(ctx.loaded, ctx.link, &ctx.scheme.qdisc, rec.buffer_pkts, Some(log), o.realtime || x.router.realtime);
+    let scheme_flows = flow_plans(ctx.loaded, ctx.scheme, ctx.scenario, ctx.link, duration_s, &cc_name)
+        .iter()
+        .take_while(|p| p.role == Role::Scheme)
+        .count();
+    let qdisc = ctx.scheme.qdisc_for_run(scheme_flows);
+    let cfg = router_config(ctx.loaded, ctx.link, &qdisc, rec.buffer_pkts, Some(log), o.realtime || x.router.realtime);
     let emu = Emulator::start(TopologyConfig::new(&prefix), cfg)?;
     let router_start = emu.start_time();
     let topo = emu.topology();

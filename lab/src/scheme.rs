@@ -12,6 +12,7 @@
 use std::collections::BTreeMap;
 
 use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
+use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
@@ -64,6 +65,9 @@ pub struct Scheme {
     pub agent_args: Vec<String>,
     /// Kernel congestion controls of some flow groups (by index), instead of the scheme's.
     pub flow_cc: BTreeMap<usize, String>,
+    /// ABC's coexistence queue classifies by the scheme's flows' ports, known per run
+    /// ([`Scheme::qdisc_for_run`]).
+    pub coexist_by_scheme_ports: bool,
 }
 
 impl Scheme {
@@ -91,7 +95,24 @@ impl Scheme {
                 .iter()
                 .map(|(g, cc)| Ok((g.parse::<usize>().map_err(|_| format!("flow_cc: {g:?} is not a group index"))?, cc.clone())))
                 .collect::<Result<_, String>>()?,
+            coexist_by_scheme_ports: matches!(&spec.qdisc, QdiscSpec::Abc { coexist: Some(c), .. } if c == "scheme"),
         })
+    }
+
+    /// The router's discipline for a run whose scheme flows are the first `scheme_flows` (their
+    /// receivers' ports from [`crate::traffic::port_of`]`(0)` on).
+    pub fn qdisc_for_run(&self, scheme_flows: usize) -> QdiscKind {
+        match (&self.qdisc, self.coexist_by_scheme_ports) {
+            (QdiscKind::AbcCoexist { abc, coexist }, true) => {
+                let first = crate::traffic::port_of(0).unwrap_or(0);
+                let last = crate::traffic::port_of(scheme_flows.saturating_sub(1)).unwrap_or(first);
+                QdiscKind::AbcCoexist {
+                    abc: *abc,
+                    coexist: CoexistParams { classifier: Classifier::DstPorts { first, last }, ..*coexist },
+                }
+            }
+            (q, _) => q.clone(),
+        }
     }
 
     /// The congestion control name the sending sockets of the scheme's flow group `group` set
@@ -158,7 +179,7 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
             p.validate().map_err(|e| (qdisc_field("codel", e.param), e.message))?;
             QdiscKind::Codel(p)
         }
-        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, delay, capacity, lookahead_ms } => {
+        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, delay, capacity, lookahead_ms, coexist } => {
             let delay_measure = match delay.as_str() {
                 "queue" => DelayMeasure::QueueOverCapacity,
                 "sojourn" => DelayMeasure::Sojourn,
@@ -191,7 +212,20 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
                 ..AbcParams::default()
             };
             p.validate().map_err(|e| (qdisc_field("abc", e.param), e.message))?;
-            QdiscKind::Abc(p)
+            match coexist.as_deref() {
+                None => QdiscKind::Abc(p),
+                // The scheme's ports are set per run; the first port stands in until then.
+                Some("scheme") => {
+                    let port = crate::traffic::port_of(0).unwrap_or(0);
+                    let classifier = Classifier::DstPorts { first: port, last: port };
+                    QdiscKind::AbcCoexist { abc: p, coexist: CoexistParams { classifier, ..CoexistParams::default() } }
+                }
+                Some(c) => {
+                    let classifier = ccp_router::args_to_config::parse_classifier(c)
+                        .map_err(|m| ("coexist".to_string(), format!("{m}, or \"scheme\" (the scheme's flows)")))?;
+                    QdiscKind::AbcCoexist { abc: p, coexist: CoexistParams { classifier, ..CoexistParams::default() } }
+                }
+            }
         }
         QdiscSpec::Dctcp { k_pkts } => {
             if *k_pkts == 0 {
@@ -277,13 +311,20 @@ pub fn describe_qdisc(q: &QdiscKind) -> String {
         QdiscKind::Codel(p) => {
             format!("codel target {} ms interval {} ms{}", ms(p.target), ms(p.interval), if p.ecn { " ecn" } else { "" })
         }
-        QdiscKind::Abc(p) => {
+        QdiscKind::Abc(p) | QdiscKind::AbcCoexist { abc: p, .. } => {
+            let coexist = match q {
+                QdiscKind::AbcCoexist { coexist: c, .. } => match c.classifier {
+                    Classifier::Ecn => ", non-ECT packets in a second queue".to_string(),
+                    Classifier::DstPorts { first, last } => format!(", packets not to ports {first}-{last} in a second queue"),
+                },
+                _ => String::new(),
+            };
             let capacity = match p.capacity {
                 Capacity::Past => String::new(),
                 Capacity::Future { lookahead } => format!(" capacity future +{} ms (PK-ABC)", ms(lookahead)),
             };
             format!(
-                "abc eta {} delta {} ms d_t {} ms window {} ms{capacity}",
+                "abc eta {} delta {} ms d_t {} ms window {} ms{capacity}{coexist}",
                 p.eta,
                 ms(p.delta),
                 ms(p.delay_threshold),
@@ -351,7 +392,34 @@ mod tests {
             delay: "queue".into(),
             capacity: capacity.into(),
             lookahead_ms,
+            coexist: None,
         }
+    }
+
+    #[test]
+    fn abc_coexist_classifies_by_the_runs_scheme_ports_ecn_or_a_port_range() {
+        let scheme = |coexist: &str| {
+            let text = format!("name = \"abc\"\ncc = \"agent:abc\"\nqdisc = {{ kind = \"abc\", coexist = \"{coexist}\" }}\n");
+            Scheme::from_spec(&toml::from_str::<SchemeSpec>(&text).unwrap())
+        };
+        let classifier = |q: QdiscKind| match q {
+            QdiscKind::AbcCoexist { coexist, .. } => coexist.classifier,
+            other => panic!("{other:?}"),
+        };
+        // "scheme": the first N flows' ports, N known per run.
+        let s = scheme("scheme").unwrap();
+        let first = crate::traffic::port_of(0).unwrap();
+        assert_eq!(classifier(s.qdisc_for_run(3)), Classifier::DstPorts { first, last: first + 2 });
+        assert_eq!(classifier(s.qdisc_for_run(1)), Classifier::DstPorts { first, last: first });
+        assert!(s.describe().contains("second queue"), "{}", s.describe());
+        // The others are fixed whatever the run.
+        assert_eq!(classifier(scheme("ecn").unwrap().qdisc_for_run(3)), Classifier::Ecn);
+        assert_eq!(classifier(scheme("ports:80-90").unwrap().qdisc_for_run(3)), Classifier::DstPorts { first: 80, last: 90 });
+        let e = scheme("dscp").unwrap_err();
+        assert!(e.starts_with("qdisc.coexist: \"dscp\": use") && e.contains("\"scheme\""), "{e}");
+        // Without it, one queue.
+        let plain: SchemeSpec = toml::from_str("name = \"abc\"\ncc = \"agent:abc\"\nqdisc = { kind = \"abc\" }\n").unwrap();
+        assert!(matches!(Scheme::from_spec(&plain).unwrap().qdisc_for_run(3), QdiscKind::Abc(_)));
     }
 
     #[test]

@@ -137,6 +137,10 @@ impl ccp_qdisc::Packet for Queued {
     fn feedback_key(&self) -> FlowId {
         self.flow
     }
+
+    fn flow_key(&self) -> u64 {
+        u64::from(self.flow)
+    }
 }
 
 #[cfg(test)]

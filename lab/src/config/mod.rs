@@ -241,6 +241,11 @@ pub enum QdiscSpec {
         /// With capacity = "future" (required there, refused otherwise), ms.
         #[serde(default)]
         lookahead_ms: Option<f64>,
+        /// Serve non-ABC packets from a second queue (specs/abc.md §7): "scheme" (the scheme's
+        /// own flows are ABC's, by destination port; cross traffic is not, ECN or not), "ecn"
+        /// (Not-ECT packets are non-ABC) or "ports:FIRST-LAST". Default: one queue.
+        #[serde(default)]
+        coexist: Option<String>,
     },
     /// DCTCP step marking at K packets.
     Dctcp { k_pkts: u32 },

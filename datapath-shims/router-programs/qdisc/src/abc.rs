@@ -194,6 +194,9 @@ pub struct AbcMarker {
     link_rate: Option<f64>,
     bucket: TokenBucket,
     last_fraction: f64,
+    /// The fraction of the link this marker's queue gets (1 alone; set by a scheduler that
+    /// shares the link with a non-ABC queue, [`crate::abc_coexist`]).
+    share: f64,
 }
 
 impl AbcMarker {
@@ -207,6 +210,7 @@ impl AbcMarker {
             link_rate: None,
             bucket: TokenBucket::new(params.initial_token, params.token_limit),
             last_fraction: 1.0,
+            share: 1.0,
         })
     }
 
@@ -226,15 +230,28 @@ impl AbcMarker {
         self.params.capacity.lookahead()
     }
 
-    /// μ(t) in bytes per second, if the link has said anything about its capacity: the
-    /// opportunities' rate over the window ending at `now` + lookahead (the past window for ABC,
-    /// the future one for PK-ABC), or the fixed link rate.
-    pub fn capacity(&mut self, now: Nanos) -> Option<f64> {
+    /// The whole link's capacity in bytes per second, if the link has said anything about it:
+    /// the opportunities' rate over the window ending at `now` + lookahead (the past window for
+    /// ABC, the future one for PK-ABC), or the fixed link rate.
+    pub fn link_capacity(&mut self, now: Nanos) -> Option<f64> {
         if self.trace_driven {
             Some(self.opportunities.rate(now + self.lookahead()))
         } else {
             self.link_rate
         }
+    }
+
+    /// Sets the fraction of the link's transmission opportunities this queue gets (clamped to
+    /// [0, 1]): Eq. 2.1 then aims at that share of μ (§7: "ABC's target-rate computation uses
+    /// only ABC's share of the link").
+    pub fn set_capacity_share(&mut self, share: f64) {
+        self.share = if share.is_finite() { share.clamp(0.0, 1.0) } else { 1.0 };
+    }
+
+    /// μ(t) in bytes per second for this queue: the link's capacity times the queue's share.
+    pub fn capacity(&mut self, now: Nanos) -> Option<f64> {
+        let share = self.share;
+        self.link_capacity(now).map(|mu| mu * share)
     }
 
     /// The accelerate fraction computed for the last ABC packet (for logs and tests).
@@ -292,6 +309,11 @@ impl<P: Packet> Abc<P> {
     pub fn new(limit: Limit, params: AbcParams) -> Result<Abc<P>, ParamError> {
         Ok(Abc { fifo: Fifo::new(limit), marker: AbcMarker::new(params)? })
     }
+
+    /// The marker (its last accelerate fraction, its capacity).
+    pub fn marker(&mut self) -> &mut AbcMarker {
+        &mut self.marker
+    }
 }
 
 impl<P: Packet> Qdisc<P> for Abc<P> {
@@ -318,8 +340,8 @@ impl<P: Packet> Qdisc<P> for Abc<P> {
         self.marker.lookahead()
     }
 
-    fn fifo(&self) -> &Fifo<P> {
-        &self.fifo
+    fn buffers(&self) -> &[Fifo<P>] {
+        std::slice::from_ref(&self.fifo)
     }
 
     fn name(&self) -> &'static str {

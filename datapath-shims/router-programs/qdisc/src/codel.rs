@@ -167,8 +167,8 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
         Some(current)
     }
 
-    fn fifo(&self) -> &Fifo<P> {
-        &self.fifo
+    fn buffers(&self) -> &[Fifo<P>] {
+        std::slice::from_ref(&self.fifo)
     }
 
     fn name(&self) -> &'static str {

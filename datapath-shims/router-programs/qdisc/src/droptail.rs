@@ -23,8 +23,8 @@ impl<P: Packet> Qdisc<P> for DropTail<P> {
         self.fifo.pop()
     }
 
-    fn fifo(&self) -> &Fifo<P> {
-        &self.fifo
+    fn buffers(&self) -> &[Fifo<P>] {
+        std::slice::from_ref(&self.fifo)
     }
 
     fn name(&self) -> &'static str {

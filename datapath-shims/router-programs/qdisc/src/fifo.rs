@@ -62,6 +62,11 @@ impl<P: Packet> Fifo<P> {
         self.bytes
     }
 
+    /// Length of the packet at the head, if any.
+    pub fn head_len_bytes(&self) -> Option<u32> {
+        self.items.front().map(|(p, _)| p.len_bytes())
+    }
+
     pub fn head_enqueued_at(&self) -> Option<Nanos> {
         self.items.front().map(|(_, t)| *t)
     }

@@ -21,6 +21,7 @@
 //! (PK-ABC, the ABC oracle).
 
 pub mod abc;
+pub mod abc_coexist;
 pub mod codel;
 pub mod dctcp;
 pub mod droptail;
@@ -28,6 +29,7 @@ pub mod fifo;
 pub mod phantom;
 pub mod qcn;
 pub mod rng;
+pub mod space_saving;
 pub mod window;
 
 pub use fifo::{Fifo, Limit};
@@ -130,6 +132,17 @@ pub trait Packet {
 
     /// The key a congestion notification about this packet is addressed with.
     fn feedback_key(&self) -> Self::FeedbackKey;
+
+    /// Names the packet's transport flow, for disciplines that count flows (ABC's coexistence
+    /// scheduler): a hash of the 5-tuple for the router, the flow id in the simulator. Packets of
+    /// one flow must share it; different flows should rarely collide.
+    fn flow_key(&self) -> u64;
+
+    /// The transport destination port (TCP or UDP), if the packet has one: an operator's
+    /// classification rule can name a port range.
+    fn dst_port(&self) -> Option<u16> {
+        None
+    }
 }
 
 /// A packet handed back by [`Qdisc::dequeue`], with the time it was enqueued (so the caller can
@@ -212,24 +225,25 @@ pub trait Qdisc<P: Packet> {
         0
     }
 
-    /// The buffer: every discipline here is a [`Fifo`] plus the logic around it, so the buffer
-    /// queries below come from it.
-    fn fifo(&self) -> &Fifo<P>;
+    /// The buffers: every discipline here is one [`Fifo`] (or, for a scheduler, several) plus
+    /// the logic around it, so the buffer queries below come from them.
+    fn buffers(&self) -> &[Fifo<P>];
 
-    /// Packets in the buffer.
+    /// Packets in the buffers.
     fn len_packets(&self) -> usize {
-        self.fifo().len_packets()
+        self.buffers().iter().map(Fifo::len_packets).sum()
     }
 
-    /// Bytes in the buffer.
+    /// Bytes in the buffers.
     fn len_bytes(&self) -> u64 {
-        self.fifo().len_bytes()
+        self.buffers().iter().map(Fifo::len_bytes).sum()
     }
 
-    /// Enqueue time of the packet at the head, if any (a link uses it to know when the head
-    /// packet could have started transmission).
+    /// Enqueue time of the earliest packet at the head of a buffer, if any (a link uses it to
+    /// know when a packet could have started transmission; a scheduler serves only packets that
+    /// had arrived by the time it is asked).
     fn head_enqueued_at(&self) -> Option<Nanos> {
-        self.fifo().head_enqueued_at()
+        self.buffers().iter().filter_map(Fifo::head_enqueued_at).min()
     }
 
     /// A short name for logs and summaries.
@@ -271,6 +285,10 @@ pub(crate) mod test_packet {
 
         fn feedback_key(&self) -> u32 {
             self.src
+        }
+
+        fn flow_key(&self) -> u64 {
+            u64::from(self.src)
         }
     }
 }

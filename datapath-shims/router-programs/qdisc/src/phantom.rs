@@ -104,8 +104,8 @@ impl<P: Packet> Qdisc<P> for Phantom<P> {
         Some(d)
     }
 
-    fn fifo(&self) -> &Fifo<P> {
-        &self.fifo
+    fn buffers(&self) -> &[Fifo<P>] {
+        std::slice::from_ref(&self.fifo)
     }
 
     fn name(&self) -> &'static str {

@@ -45,6 +45,11 @@ impl SlidingWindow {
         self.trim(now);
     }
 
+    /// When the last event happened, if any.
+    pub fn last_event(&self) -> Option<Nanos> {
+        self.last
+    }
+
     /// Forgets events at or before `now - span`.
     fn trim(&mut self, now: Nanos) {
         let Some(horizon) = now.checked_sub(self.span) else { return };

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
+use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
@@ -101,6 +102,22 @@ pub fn parse_sampling(s: &str) -> Result<Sampling> {
     }
 }
 
+/// ABC's coexistence classifier: `ecn`, or `ports:FIRST-LAST` (or `ports:PORT`), the ABC flows'
+/// destination ports. The error is the message for the option that gave it.
+pub fn parse_classifier(text: &str) -> std::result::Result<Classifier, String> {
+    let bad = || format!("{text:?}: use \"ecn\" or \"ports:FIRST-LAST\" (the ABC flows' destination ports)");
+    if text == "ecn" {
+        return Ok(Classifier::Ecn);
+    }
+    let range = text.strip_prefix("ports:").ok_or_else(bad)?;
+    let (first, last) = range.split_once('-').unwrap_or((range, range));
+    let (first, last) = (first.trim().parse::<u16>().map_err(|_| bad())?, last.trim().parse::<u16>().map_err(|_| bad())?);
+    if first > last {
+        return Err(format!("{text:?}: the port range is empty ({first} > {last})"));
+    }
+    Ok(Classifier::DstPorts { first, last })
+}
+
 impl LinkArgs {
     /// Options given that belong to another discipline than the chosen one.
     fn foreign_options(&self) -> Vec<&'static str> {
@@ -113,6 +130,7 @@ impl LinkArgs {
             ("--abc-delay", self.abc_delay.is_some(), &[QdiscArg::Abc]),
             ("--abc-capacity", self.abc_capacity.is_some(), &[QdiscArg::Abc]),
             ("--abc-lookahead-ms", self.abc_lookahead_ms.is_some(), &[QdiscArg::Abc]),
+            ("--abc-coexist", self.abc_coexist.is_some(), &[QdiscArg::Abc]),
             ("--dctcp-k-pkts", self.dctcp_k_pkts.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
             ("--dctcp-k-bytes", self.dctcp_k_bytes.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
             ("--dctcp-non-ect", self.dctcp_non_ect.is_some(), &[QdiscArg::Dctcp, QdiscArg::Qcn]),
@@ -173,7 +191,7 @@ impl LinkArgs {
             QdiscArg::Droptail => QdiscKind::DropTail,
             QdiscArg::Abc => {
                 let d = AbcParams::default();
-                QdiscKind::Abc(AbcParams {
+                let abc = AbcParams {
                     eta: self.abc_eta.unwrap_or(d.eta),
                     delta: self.abc_delta_ms.map(|v| positive_ms_to_ns("--abc-delta-ms", v)).transpose()?.unwrap_or(d.delta),
                     delay_threshold: self
@@ -189,7 +207,17 @@ impl LinkArgs {
                         _ => DelayMeasure::QueueOverCapacity,
                     },
                     capacity: self.abc_capacity()?,
-                })
+                };
+                match &self.abc_coexist {
+                    None => QdiscKind::Abc(abc),
+                    Some(c) => QdiscKind::AbcCoexist {
+                        abc,
+                        coexist: CoexistParams {
+                            classifier: parse_classifier(c).map_err(|m| Error::param("--abc-coexist", m))?,
+                            ..CoexistParams::default()
+                        },
+                    },
+                }
             }
             QdiscArg::Dctcp => QdiscKind::Dctcp(step(true)?.ok_or_else(|| Error::param("--dctcp-k-pkts", "missing"))?),
             QdiscArg::Phantom => QdiscKind::Phantom {
@@ -405,6 +433,30 @@ mod tests {
         let bad_prefix = Cli::try_parse_from(["ccp-router", "run", "--netns-prefix", "../x", "--rate-mbps", "1"]).unwrap();
         let Command::Run(r) = bad_prefix.command else { unreachable!() };
         assert!(r.configs().unwrap_err().to_string().starts_with("--netns-prefix:"));
+    }
+
+    #[test]
+    fn abc_coexist_takes_a_classifier() {
+        let coexist =
+            |c: &str| parse(&["--rate-mbps", "96", "--qdisc", "abc", "--abc-coexist", c]).configs().map(|(_, c)| c.down.qdisc);
+        match coexist("ports:5201-5203").unwrap() {
+            QdiscKind::AbcCoexist { coexist, .. } => {
+                assert_eq!(coexist.classifier, Classifier::DstPorts { first: 5201, last: 5203 });
+                assert_eq!(coexist.top_k, 64);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            coexist("ecn").unwrap(),
+            QdiscKind::AbcCoexist { coexist: CoexistParams { classifier: Classifier::Ecn, .. }, .. }
+        ));
+        assert_eq!(parse_classifier("ports:80"), Ok(Classifier::DstPorts { first: 80, last: 80 }));
+        assert!(coexist("ports:9-1")
+            .unwrap_err()
+            .to_string()
+            .starts_with("--abc-coexist: \"ports:9-1\": the port range is empty"));
+        assert!(coexist("dscp").unwrap_err().to_string().starts_with("--abc-coexist: \"dscp\": use"));
+        assert!(err(&["--rate-mbps", "10", "--abc-coexist", "ecn"]).starts_with("--abc-coexist: does not apply"));
     }
 
     #[test]

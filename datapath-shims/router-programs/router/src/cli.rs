@@ -140,6 +140,11 @@ pub struct LinkArgs {
     /// ABC: with --abc-capacity future, how far ahead the window ends, ms (PK-ABC: one RTT).
     #[arg(long, help_heading = "ABC (--qdisc abc)")]
     pub abc_lookahead_ms: Option<f64>,
+    /// ABC: put non-ABC packets in a second queue served by weighted DRR with max-min weights
+    /// (ABC coexisting with other flows, specs/abc.md §7). The classifier: `ecn` (Not-ECT packets
+    /// are non-ABC) or `ports:FIRST-LAST` (packets to these destination ports are ABC's).
+    #[arg(long, value_name = "CLASSIFIER", help_heading = "ABC (--qdisc abc)")]
+    pub abc_coexist: Option<String>,
 
     /// DCTCP: marking threshold K, packets (also adds ECN marking to --qdisc qcn).
     #[arg(long, conflicts_with = "dctcp_k_bytes", help_heading = "DCTCP (--qdisc dctcp)")]

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use ccp_qdisc::abc::{Abc, AbcParams};
+use ccp_qdisc::abc_coexist::{AbcCoexist, CoexistParams};
 use ccp_qdisc::codel::{Codel, CodelParams};
 use ccp_qdisc::dctcp::{Dctcp, StepMarker};
 use ccp_qdisc::droptail::DropTail;
@@ -29,9 +30,21 @@ pub enum PhantomDrain {
 pub enum QdiscKind {
     DropTail,
     Abc(AbcParams),
+    /// ABC with non-ABC packets in a second queue (abc.md §7).
+    AbcCoexist {
+        abc: AbcParams,
+        coexist: CoexistParams,
+    },
     Dctcp(StepMarker),
-    Phantom { drain: PhantomDrain, threshold_bytes: f64, cap_bytes: Option<f64> },
-    Qcn { params: QcnParams, ecn: Option<StepMarker> },
+    Phantom {
+        drain: PhantomDrain,
+        threshold_bytes: f64,
+        cap_bytes: Option<f64>,
+    },
+    Qcn {
+        params: QcnParams,
+        ecn: Option<StepMarker>,
+    },
     Codel(CodelParams),
 }
 
@@ -40,6 +53,7 @@ impl QdiscKind {
         match self {
             QdiscKind::DropTail => "droptail",
             QdiscKind::Abc(_) => "abc",
+            QdiscKind::AbcCoexist { .. } => "abc-coexist",
             QdiscKind::Dctcp(_) => "dctcp",
             QdiscKind::Phantom { .. } => "phantom",
             QdiscKind::Qcn { .. } => "qcn",
@@ -54,6 +68,7 @@ impl QdiscKind {
         Ok(match self {
             QdiscKind::DropTail => Box::new(DropTail::new(limit)),
             QdiscKind::Abc(p) => Box::new(Abc::new(limit, *p).map_err(named("abc"))?),
+            QdiscKind::AbcCoexist { abc, coexist } => Box::new(AbcCoexist::new(limit, *abc, *coexist).map_err(named("abc"))?),
             QdiscKind::Dctcp(m) => Box::new(Dctcp::new(limit, *m).map_err(named("dctcp"))?),
             QdiscKind::Phantom { drain, threshold_bytes, cap_bytes } => {
                 let bps = match (drain, shape) {
@@ -87,6 +102,7 @@ fn cli_flag(prefix: &str, param: &str) -> String {
         ("abc", "window") => "window-ms",
         ("abc", "lookahead") => "lookahead-ms",
         ("abc", "token_limit" | "initial_token") => "token-limit",
+        ("abc", "classifier" | "top_k" | "demand_inflation" | "weight_interval" | "min_weight") => "coexist",
         ("pq", "drain") => "drain-mbps",
         ("pq", "threshold") => "threshold-bytes",
         ("pq", "cap") => "cap-bytes",

@@ -201,6 +201,9 @@ mod tests {
         }
         fn set_ecn(&mut self, _: Ecn) {}
         fn feedback_key(&self) {}
+        fn flow_key(&self) -> u64 {
+            0
+        }
     }
 
     fn run(shape: LinkShape, arrivals: &[(Nanos, u32)], until: Nanos) -> Vec<(Nanos, Nanos, u32)> {
@@ -308,8 +311,8 @@ mod tests {
         fn capacity_lookahead(&self) -> Nanos {
             self.lookahead
         }
-        fn fifo(&self) -> &ccp_qdisc::Fifo<P> {
-            self.inner.fifo()
+        fn buffers(&self) -> &[ccp_qdisc::Fifo<P>] {
+            self.inner.buffers()
         }
         fn name(&self) -> &'static str {
             "recorder"
@@ -364,6 +367,9 @@ mod tests {
             self.0 = ecn;
         }
         fn feedback_key(&self) {}
+        fn flow_key(&self) -> u64 {
+            0
+        }
     }
 
     /// Accelerates an ABC queue leaves among the packets it sends in (40 ms, 60 ms] on a trace

@@ -1,6 +1,10 @@
 //! Raw IP packets as the router sees them on its TUN devices, made into `ccp_qdisc::Packet`s:
 //! ECN read and rewritten in place (IPv4 header checksum recomputed), and the first header bytes
-//! kept as the QCN feedback key so a congestion notification can name the flow.
+//! kept as the QCN feedback key so a congestion notification can name the flow. A flow is its
+//! addresses, protocol and ports (ABC's coexistence scheduler counts flows and may classify by
+//! destination port).
+
+use std::hash::{Hash, Hasher};
 
 use ccp_qdisc::qcn::wire::CNM_MAX_SAMPLE_LEN;
 use ccp_qdisc::{Ecn, Nanos, Packet};
@@ -68,6 +72,42 @@ pub fn ecn_of(data: &[u8]) -> Ecn {
     }
 }
 
+/// IP protocol numbers whose first four payload bytes are the source and destination ports.
+const TCP: u8 = 6;
+const UDP: u8 = 17;
+
+/// The transport ports (source, destination) of a TCP or UDP packet: IPv4 first fragments with
+/// their options skipped, IPv6 packets whose next header is TCP or UDP itself (extension headers
+/// are not walked; such packets have no ports here).
+pub fn ports_of(data: &[u8]) -> Option<(u16, u16)> {
+    let (proto, l4) = match version(data)? {
+        4 => {
+            let fragment_offset = u16::from_be_bytes([data[6], data[7]]) & 0x1fff;
+            (fragment_offset == 0).then_some(())?;
+            (data[9], usize::from(data[0] & 0x0f) * 4)
+        }
+        _ => (data[6], IPV6_HEADER),
+    };
+    if proto != TCP && proto != UDP {
+        return None;
+    }
+    let p = data.get(l4..l4 + 4)?;
+    Some((u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
+}
+
+/// A hash of the packet's flow: addresses, protocol and ports (addresses alone for other
+/// protocols; the whole header region for what is not IP).
+pub fn flow_hash(data: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    match version(data) {
+        Some(4) => (&data[12..20], data[9]).hash(&mut h),
+        Some(6) => (&data[8..40], data[6]).hash(&mut h),
+        _ => data[..data.len().min(CNM_MAX_SAMPLE_LEN)].hash(&mut h),
+    }
+    ports_of(data).hash(&mut h);
+    h.finish()
+}
+
 /// Rewrites the ECN codepoint, keeping the IPv4 header checksum valid.
 pub fn set_ecn(data: &mut [u8], ecn: Ecn) {
     match version(data) {
@@ -121,6 +161,14 @@ impl Packet for IpPacket {
         bytes[..len].copy_from_slice(&self.data[..len]);
         SampledHeader { bytes, len: len as u8 }
     }
+
+    fn flow_key(&self) -> u64 {
+        flow_hash(&self.data)
+    }
+
+    fn dst_port(&self) -> Option<u16> {
+        ports_of(&self.data).map(|(_, dst)| dst)
+    }
 }
 
 #[cfg(test)]
@@ -168,6 +216,41 @@ pub(crate) mod tests {
         assert_eq!(ecn_of(&junk), Ecn::NotEct);
         set_ecn(&mut junk, Ecn::Ce);
         assert_eq!(junk, vec![0xff; 3]);
+    }
+
+    /// An IPv4/TCP packet with these ports (20-byte header, ports right after it).
+    fn tcp(src_port: u16, dst_port: u16) -> Vec<u8> {
+        let mut p = ipv4(60, Ecn::NotEct);
+        p[20..22].copy_from_slice(&src_port.to_be_bytes());
+        p[22..24].copy_from_slice(&dst_port.to_be_bytes());
+        p
+    }
+
+    #[test]
+    fn ports_and_flow_keys() {
+        let a = IpPacket::new(tcp(40000, 5201), 0, 0);
+        assert_eq!(a.dst_port(), Some(5201));
+        assert_eq!(a.flow_key(), IpPacket::new(tcp(40000, 5201), 9, 9).flow_key(), "same flow, same key");
+        assert_ne!(a.flow_key(), IpPacket::new(tcp(40001, 5201), 0, 0).flow_key());
+        // IPv4 options move the ports.
+        let mut opt = tcp(1, 2);
+        opt[0] = 0x46;
+        opt.splice(20..20, [1u8; 4]);
+        assert_eq!(ports_of(&opt), Some((1, 2)));
+        // A later fragment has no ports; neither has ICMP nor a truncated header.
+        let mut frag = tcp(1, 2);
+        frag[7] = 1;
+        assert_eq!(ports_of(&frag), None);
+        let mut icmp = tcp(1, 2);
+        icmp[9] = 1;
+        assert_eq!(ports_of(&icmp), None);
+        assert_eq!(ports_of(&tcp(1, 2)[..22]), None);
+        let mut v6 = vec![0u8; 60];
+        v6[0] = 0x60;
+        v6[6] = UDP;
+        v6[40..44].copy_from_slice(&[0, 7, 0, 9]);
+        assert_eq!(ports_of(&v6), Some((7, 9)));
+        assert_eq!(ports_of(&[0xff; 3]), None);
     }
 
     #[test]
