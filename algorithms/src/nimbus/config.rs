@@ -66,6 +66,11 @@ const PARAMS: &[ParamSpec] = &[
     shared::MU_MBIT_PER_S,
     shared::MU_WINDOW_S,
     shared::HEADER_BYTES,
+    ParamSpec::bool(
+        "mu_fit",
+        true,
+        "with mu estimated: mu_hat = max(max receive rate, the intercept of 1/R against 1/S over our pulses), so cross traffic present from the start does not hide mu (cross_traffic::LinkFit)",
+    ),
     ParamSpec::bool("smooth_rates", false, "replace S and R by EWMAs (gain 0.2) before Eq. 1 (the authors' use_ewma; off)"),
     ParamSpec::float(
         "stale_rate_ms",
@@ -117,6 +122,11 @@ const PARAMS: &[ParamSpec] = &[
         Bound::Inclusive(10.0),
         "Hz",
         "eta_form = \"band\": the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out); \"bin\" starts it at eps_hz, as Eq. 3",
+    ),
+    ParamSpec::bool(
+        "eta_whiten",
+        false,
+        "in delay mode, divide eta's bins by the gain of the one-RTT rate window, |sinc(f RTT)| floored at 0.2 (elasticity::window_gain): fewer false 'elastic' verdicts against Poisson traffic at long RTTs, but fewer true ones against elastic flows too (off)",
     ),
     ParamSpec::bool("align_2rtt", false, "read z 2 RTTs later than the other series in the window (authors' code; spec A7: off)"),
     ParamSpec::float("eta_thresh", mode::ETA_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "E below this returns to delay mode (paper §3.4: 2)"),
@@ -296,6 +306,8 @@ pub struct NimbusConfig {
     pub link_rate: LinkRate,
     /// Header bytes per packet beyond the MSS (a configured μ̂ counts them, S and R do not).
     pub header_bytes: f64,
+    /// With an estimated μ̂: also fit μ from the pulses (`cross_traffic::LinkFit`).
+    pub mu_fit: bool,
     pub smooth_rates: bool,
     pub stale_rate_us: u64,
     pub pulse: Pulse,
@@ -354,6 +366,7 @@ impl Default for NimbusConfig {
         NimbusConfig {
             link_rate: LinkRate::MaxReceive { window_us: u64::MAX },
             header_bytes: cross_traffic::HEADER_BYTES,
+            mu_fit: true,
             smooth_rates: false,
             stale_rate_us: (STALE_RATE_MS * 1e3) as u64,
             pulse: Pulse::default(),
@@ -490,6 +503,12 @@ impl NimbusConfig {
         (self.restore_lookback_us / self.sample_interval_us.max(1)) as usize
     }
 
+    /// η's bands in `mode`: the window-gain correction (`EtaBands::whiten`) applies in delay mode
+    /// only, where the delay controller holds the RTT, and with it the rate window, steady.
+    pub(super) fn bands_for(&self, mode: Mode) -> EtaBands {
+        EtaBands { whiten: self.bands.whiten && mode == Mode::Delay, ..self.bands }
+    }
+
     /// The band (lo, hi] holding both pulsing frequencies.
     pub(super) fn pulse_band(&self) -> (f64, f64) {
         let lo = self.freq_competitive_hz.min(self.freq_delay_hz);
@@ -526,6 +545,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
     let cfg = NimbusConfig {
         link_rate: basic_delay::link_rate(p.float("mu_mbit_per_s"), p.float("mu_window_s")),
         header_bytes: p.float("header_bytes"),
+        mu_fit: p.bool("mu_fit"),
         smooth_rates: p.bool("smooth_rates"),
         stale_rate_us: (p.float("stale_rate_ms") * 1e3) as u64,
         pulse: Pulse { size: p.float("pulse_size"), up_fraction: p.float("pulse_up_fraction") },
@@ -539,6 +559,7 @@ fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
             form: if p.choice("eta_form") == "bin" { EtaForm::Bin } else { EtaForm::Band },
             eps_hz: p.float("eps_hz"),
             den_low_offset_hz: p.float("den_low_offset_hz"),
+            whiten: p.bool("eta_whiten"),
         },
         align_2rtt: p.bool("align_2rtt"),
         spectrum_path: SpectrumPath::Sliding,

@@ -42,6 +42,23 @@
 //!   scaled by MSS/(MSS + `header_bytes`), 52 by default (1448/1500: ccp-kernel's 1500 bytes per
 //!   packet, spec §3.2). Unscaled, the 3.6 % error leaks our pulse into ẑ (Eq. 7): on the eBPF
 //!   datapath against CBR at half of 48 Mbit/s raw η was 3–5 instead of ≈ 1 (see `cross_traffic`).
+//!   The maximum receive rate only reaches μ if the flow once had the link to itself; with
+//!   cross traffic present from the start it is our share (≈ 0.8·μ against 40 % inelastic traffic),
+//!   and by Eq. 7 the error leaks our own pulse into ẑ: inelastic traffic then looks elastic (issue
+//!   18: CBR at 40 % classified elastic 100 % of the time at 24, 48, 96 and 12 Mbit/s in the fluid
+//!   simulation). So an estimated μ̂ is max(maximum receive rate, the pulse fit of μ): the intercept
+//!   of 1/R against 1/S over each pulse period, R = μS/(S + z) being a line in 1/S, median of the
+//!   last 10 s (`mu_fit`, on; `cross_traffic::LinkFit`). Only rate pairs from reports whose
+//!   smallest RTT shows a standing queue (x_min + max(5 %, 1 ms)) enter the fit. Limit: an elastic
+//!   answer in phase with our pulse is, in S and R, exactly a slower link; no estimate from S and R
+//!   separates the two (see `LinkFit`), so against elastic traffic a configured μ remains better.
+//! - η window-gain correction (`eta_whiten`, off): S and R are one-RTT averages, a moving average
+//!   whose |sinc| gain attenuates η's denominator band (6.5–9.5 Hz) more than f_p once the RTT is a
+//!   sizeable fraction of the pulse period, so plain noise (Poisson cross traffic) gives η > 1
+//!   and delay mode flaps at long RTTs. The option divides η's bins by that gain in delay mode
+//!   (`elasticity::window_gain`). It is off because it also lowers η against elastic traffic,
+//!   the unsafe direction (measured trade-off in `sim::tests::held_out_accuracy_matrix` and the
+//!   option's doc).
 //! - A9: 5/6 Hz by mode even with one flow, so a NimbusCC watcher can always read the mode.
 //! - A10: the restored rate is R at index len − 500 of the grid series (the oldest sample if the
 //!   history is shorter), with the competitive controller seeded there in congestion avoidance
@@ -130,6 +147,11 @@ const PRESENCE_EWMA_TAU_S: f64 = 0.5;
 /// G1's threshold reused by watchers: below this fraction of μ̂ the cross traffic is negligible.
 const WATCHER_LOW_CROSS: f64 = 0.1;
 const US_PER_S: f64 = 1e6;
+/// A report whose smallest RTT exceeds x_min by this fraction of x_min (and at least
+/// `QUEUE_EVIDENCE_MIN_US`) was measured with a non-empty bottleneck queue: its rate pair may enter
+/// the pulse fit of μ̂ (`cross_traffic::LinkFit`).
+const QUEUE_EVIDENCE_FRACTION: f64 = 0.05;
+const QUEUE_EVIDENCE_MIN_US: f64 = 1_000.0;
 /// Mixed into the flow seed for the competitive controller's random stream (MulTCP's loss draws).
 const COMPETITIVE_STREAM: u64 = 0x6d75_6c74_6370_0001;
 
@@ -268,6 +290,10 @@ impl NimbusCC {
 
     /// The `index`-th flow of a factory sharing `plans`.
     pub fn with_plans(cfg: NimbusConfig, plans: &Plans, index: u64) -> Self {
+        let mut xt = CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: cfg.link_rate, smooth_rates: cfg.smooth_rates });
+        if cfg.mu_fit {
+            xt.enable_link_fit();
+        }
         let (role, mode) = if cfg.multi_flow {
             (Role::Watcher, if cfg.expect_nimbus_peers { Mode::Delay } else { cfg.start_mode })
         } else {
@@ -279,7 +305,7 @@ impl NimbusCC {
             rng: SplitMix64::new(election::flow_seed(cfg.seed, index)),
             comp: Competitive::fresh(&cfg, &mut comp_rng),
             comp_rng,
-            xt: CrossTrafficEstimator::new(CrossTrafficConfig { link_rate: cfg.link_rate, smooth_rates: cfg.smooth_rates }),
+            xt,
             history: History::new(cfg.sample_interval_us, cfg.history_capacity()),
             detector: Detector::new(plans, cfg.sample_s(), cfg.align_2rtt, cfg.spectrum_path),
             controller: ModeController::new(cfg.mode),
@@ -330,6 +356,11 @@ impl NimbusCC {
 
     pub fn role(&self) -> Role {
         self.role
+    }
+
+    /// μ̂, bytes/s (configured, or estimated: `cross_traffic`).
+    pub fn mu_hat(&self) -> f64 {
+        self.est.mu
     }
 
     /// E, the smoothed elasticity.
@@ -479,7 +510,8 @@ impl NimbusCC {
                     self.controller.lean(STALE_E_TARGET, dt_s);
                 } else {
                     let f = self.cfg.freq(self.mode);
-                    let Some(m) = self.detector.pulser(&self.history, f, &self.cfg.bands, self.cfg.pulse_band()) else {
+                    let bands = self.cfg.bands_for(self.mode);
+                    let Some(m) = self.detector.pulser(&self.history, f, &bands, self.cfg.pulse_band()) else {
                         return;
                     };
                     self.controller.observe(&m, mu, dt_s);
@@ -796,7 +828,13 @@ impl Algorithm for NimbusCC {
         // competitive 28 % of the time against CBR. On the eBPF datapath loss
         // reports are rare (30 of 9,447 against a Cubic flow at 48 Mbit/s, 2 BDP) and their ẑ is
         // distributed like the others' (p50 4.20 vs 4.23 MB/s), so there is nothing to gain.
-        self.est = self.xt.on_report(now, report.send_rate_bytes_per_s, report.recv_rate_bytes_per_s);
+        // The pulse fit of μ̂ takes only pairs measured over a standing queue: the report's smallest
+        // RTT above x_min by more than the noise of the RTT samples.
+        let queued = report.rtt.is_some_and(|rtt| {
+            let x_min_us = self.x_min_s * US_PER_S;
+            rtt.min_us > 0 && rtt.min_us as f64 > x_min_us + (QUEUE_EVIDENCE_FRACTION * x_min_us).max(QUEUE_EVIDENCE_MIN_US)
+        });
+        self.est = self.xt.on_report_queued(now, report.send_rate_bytes_per_s, report.recv_rate_bytes_per_s, queued);
         let sample = Sample {
             s: self.est.s,
             r: self.est.r,
@@ -855,6 +893,8 @@ impl Algorithm for NimbusCC {
             StateVar { name: "eta", value: finite(self.last.eta) },
             StateVar { name: "eta_used", value: finite(self.controller.last_eta()) },
             StateVar { name: "mu_hat_bytes_per_s", value: finite(self.est.mu) },
+            StateVar { name: "mu_fit_bytes_per_s", value: finite(self.xt.link_fit().unwrap_or(0.0)) },
+            StateVar { name: "max_recv_bytes_per_s", value: finite(self.xt.max_receive()) },
             StateVar { name: "z_hat_bytes_per_s", value: finite(self.est.z) },
             StateVar { name: "send_rate_bytes_per_s", value: finite(self.est.s) },
             StateVar { name: "recv_rate_bytes_per_s", value: finite(self.est.r) },

@@ -13,9 +13,13 @@
 //!   gets a `Report`: acknowledged bytes, losses, RTT statistics, and S and R per Eq. 2 over the
 //!   same packets — the bytes acknowledged during the last smoothed RTT, S = bytes/(s_last − s_first),
 //!   R = bytes/(r_last − r_first).
-//! - Cross traffic is a constant-bit-rate source (inelastic), an ACK-clocked Reno-like AIMD window
-//!   flow (elastic: it sends as its ACKs return, grows its window by one packet per window
-//!   acknowledged, halves it at most once per RTT on loss), or both.
+//! - Cross traffic (`Cross`) is inelastic, elastic or both. Inelastic (open loop, `OpenLoop`):
+//!   constant bit rate; Poisson (MSS-sized packets with exponential gaps: UDP-like traffic); or
+//!   on/off CBR with exponential on and off periods. All randomness comes from a seeded SplitMix64,
+//!   so every run is deterministic. Elastic: an ACK-clocked Reno-like AIMD window flow (it sends as
+//!   its ACKs return, grows its window by one packet per window acknowledged, halves it at most
+//!   once per RTT on loss). Mixed: CBR or Poisson plus the AIMD flow. `Cross::is_elastic` is the
+//!   ground truth for `accuracy` (the fraction of reports in the right mode).
 //! - `run_multi`: several NimbusCC flows, each with its own RTT, start and stop time, on the same
 //!   queue (the paper's multi-flow setups, spec S17/S19; tests `s19_*`, `s17_*`).
 
@@ -23,7 +27,7 @@ use std::collections::VecDeque;
 
 use ccp_contract::{Algorithm, FlowStart, Pacing, Report, RttStats};
 
-use super::election::Role;
+use super::election::{Role, SplitMix64};
 use super::mode::Mode;
 use super::NimbusCC;
 
@@ -71,6 +75,108 @@ pub enum Cross {
     Aimd { rtt_us: u64 },
     /// Both.
     Mixed { rate: f64, rtt_us: u64 },
+    /// UDP-like Poisson traffic: MSS-sized packets whose arrivals at the queue form a Poisson
+    /// process of mean `rate` bytes/s (exponential gaps from a SplitMix64 seeded with `seed`).
+    Poisson { rate: f64, seed: u64 },
+    /// On/off CBR: `rate` bytes/s while on, nothing while off; on and off periods are exponential
+    /// with means `on_us` and `off_us` (mean rate = rate·on/(on + off)). Starts on.
+    OnOff { rate: f64, on_us: u64, off_us: u64, seed: u64 },
+    /// `Poisson` plus an AIMD window flow (elastic).
+    PoissonAimd { rate: f64, rtt_us: u64, seed: u64 },
+}
+
+impl Cross {
+    /// The propagation RTT of the elastic (AIMD) component, if there is one.
+    pub fn aimd_rtt_us(&self) -> Option<u64> {
+        match *self {
+            Cross::Aimd { rtt_us } | Cross::Mixed { rtt_us, .. } | Cross::PoissonAimd { rtt_us, .. } => Some(rtt_us),
+            Cross::Cbr { .. } | Cross::Poisson { .. } | Cross::OnOff { .. } => None,
+        }
+    }
+
+    /// Ground truth: the cross traffic contains an elastic flow.
+    pub fn is_elastic(&self) -> bool {
+        self.aimd_rtt_us().is_some()
+    }
+
+    fn open_loop(&self) -> OpenLoop {
+        match *self {
+            Cross::Cbr { rate } | Cross::Mixed { rate, .. } => OpenLoop::Cbr { rate },
+            Cross::Aimd { .. } => OpenLoop::Cbr { rate: 0.0 },
+            Cross::Poisson { rate, seed } | Cross::PoissonAimd { rate, seed, .. } => {
+                let mut rng = SplitMix64::new(seed);
+                let next_s = exponential(&mut rng, MSS / rate.max(1e-9));
+                OpenLoop::Poisson { rate, rng, next_s }
+            }
+            Cross::OnOff { rate, on_us, off_us, seed } => {
+                let mut rng = SplitMix64::new(seed);
+                let until_s = exponential(&mut rng, on_us as f64 / 1e6);
+                OpenLoop::OnOff { rate, on_s: on_us as f64 / 1e6, off_s: off_us as f64 / 1e6, rng, on: true, until_s }
+            }
+        }
+    }
+}
+
+/// An exponential variate of mean `mean`.
+fn exponential(rng: &mut SplitMix64, mean: f64) -> f64 {
+    -mean * (1.0 - rng.next_f64()).ln()
+}
+
+/// The inelastic (open-loop) part of the cross traffic: bytes offered to the queue per step.
+#[derive(Debug, Clone)]
+enum OpenLoop {
+    Cbr {
+        rate: f64,
+    },
+    /// `next_s`: arrival time of the next packet, s.
+    Poisson {
+        rate: f64,
+        rng: SplitMix64,
+        next_s: f64,
+    },
+    /// `until_s`: end of the current on (or off) period, s.
+    OnOff {
+        rate: f64,
+        on_s: f64,
+        off_s: f64,
+        rng: SplitMix64,
+        on: bool,
+        until_s: f64,
+    },
+}
+
+impl OpenLoop {
+    /// Bytes arriving in the step ending at `now` (µs).
+    fn step(&mut self, now: u64) -> f64 {
+        let end = now as f64 / 1e6;
+        match self {
+            OpenLoop::Cbr { rate } => *rate * STEP_S,
+            OpenLoop::Poisson { rate, rng, next_s } => {
+                let mut bytes = 0.0;
+                while *next_s <= end && *rate > 0.0 {
+                    bytes += MSS;
+                    *next_s += exponential(rng, MSS / *rate);
+                }
+                bytes
+            }
+            OpenLoop::OnOff { rate, on_s, off_s, rng, on, until_s } => {
+                let mut t = end - STEP_S;
+                let mut on_time = 0.0;
+                while t < end {
+                    let seg_end = until_s.min(end);
+                    if *on {
+                        on_time += seg_end - t;
+                    }
+                    t = seg_end;
+                    if *until_s <= end {
+                        *on = !*on;
+                        *until_s += exponential(rng, if *on { *on_s } else { *off_s });
+                    }
+                }
+                *rate * on_time
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -103,6 +209,8 @@ pub struct Point {
     /// Bytes delivered per source since the previous point.
     pub nimbus_bytes: f64,
     pub cross_bytes: f64,
+    /// μ̂, bytes/s.
+    pub mu_hat: f64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -325,14 +433,8 @@ pub fn record(setup: &Setup, alg: &mut NimbusCC) -> (Vec<Point>, Vec<Report>) {
     let mut queue: VecDeque<Chunk> = VecDeque::new();
     let mut queued = 0.0f64;
     let mut me = Sender::new(setup.rtt_us);
-    let mut window = match setup.cross {
-        Cross::Aimd { rtt_us } | Cross::Mixed { rtt_us, .. } => Some(Aimd::new(rtt_us)),
-        Cross::Cbr { .. } => None,
-    };
-    let cbr = match setup.cross {
-        Cross::Cbr { rate } | Cross::Mixed { rate, .. } => rate,
-        Cross::Aimd { .. } => 0.0,
-    };
+    let mut window = setup.cross.aimd_rtt_us().map(Aimd::new);
+    let mut open_loop = setup.cross.open_loop();
     let a = alg.init(&FlowStart::new(MSS as u32, (10.0 * MSS) as u64));
     me.cwnd = a.cwnd_bytes.unwrap_or(me.cwnd);
     let mut points = Vec::with_capacity((setup.duration_us / 10_000) as usize + 1);
@@ -344,7 +446,7 @@ pub fn record(setup: &Setup, alg: &mut NimbusCC) -> (Vec<Point>, Vec<Report>) {
         now += STEP_US;
         // Feedback reaches the senders, then they send.
         me.receive(now);
-        let mut arrivals = [(NIMBUS, me.send()), (WINDOW, 0.0), (CBR, cbr * STEP_S)];
+        let mut arrivals = [(NIMBUS, me.send()), (WINDOW, 0.0), (CBR, open_loop.step(now))];
         if let Some(w) = window.as_mut() {
             arrivals[1].1 = w.step(now);
         }
@@ -402,6 +504,7 @@ pub fn record(setup: &Setup, alg: &mut NimbusCC) -> (Vec<Point>, Vec<Report>) {
                 queue_delay_s: queued / setup.mu,
                 nimbus_bytes,
                 cross_bytes,
+                mu_hat: alg.mu_hat(),
             });
             nimbus_bytes = 0.0;
             cross_bytes = 0.0;
@@ -450,14 +553,8 @@ pub fn run_multi(setup: &Setup, flows: &[FlowSpec], algs: &mut [NimbusCC]) -> Ve
     let mut next_report = vec![0u64; n];
     let mut last_report = vec![0u64; n];
     let mut k = vec![0u64; n];
-    let mut window = match setup.cross {
-        Cross::Aimd { rtt_us } | Cross::Mixed { rtt_us, .. } => Some(Aimd::new(rtt_us)),
-        Cross::Cbr { .. } => None,
-    };
-    let cbr = match setup.cross {
-        Cross::Cbr { rate } | Cross::Mixed { rate, .. } => rate,
-        Cross::Aimd { .. } => 0.0,
-    };
+    let mut window = setup.cross.aimd_rtt_us().map(Aimd::new);
+    let mut open_loop = setup.cross.open_loop();
     let mut delivered = vec![0.0f64; n];
     let mut points = Vec::with_capacity((setup.duration_us / 10_000) as usize + 1);
     let mut next_point = 10_000u64;
@@ -480,7 +577,7 @@ pub fn run_multi(setup: &Setup, flows: &[FlowSpec], algs: &mut [NimbusCC]) -> Ve
             arrivals.push((i, if active[i] { me.send() } else { 0.0 }));
         }
         arrivals.push((window_src, window.as_mut().map_or(0.0, |w| w.step(now))));
-        arrivals.push((cbr_src, cbr * STEP_S));
+        arrivals.push((cbr_src, open_loop.step(now)));
         queued = enqueue_drop_tail(&mut queue, queued, setup.buffer_bytes, arrivals, now, |src, dropped| {
             if src < n {
                 let me = &mut senders[src];
@@ -575,11 +672,21 @@ pub fn summarize(points: &[Point], from_s: f64) -> Summary {
     }
 }
 
+/// Fraction of the points with t ≥ `from_s` whose mode is the right one for the ground truth:
+/// competitive if the cross traffic holds an elastic flow, delay otherwise.
+pub fn accuracy(points: &[Point], from_s: f64, elastic: bool) -> f64 {
+    let want = if elastic { Mode::Competitive } else { Mode::Delay };
+    let sel = points.iter().filter(|p| p.t_s >= from_s);
+    let n = sel.clone().count().max(1) as f64;
+    sel.filter(|p| p.mode == want).count() as f64 / n
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{CompetitiveAlg, DelayAlg, NimbusConfig};
     use super::*;
     use crate::nimbus::cross_traffic::LinkRate;
+    use crate::nimbus::elasticity::EtaBands;
 
     /// 48 Mbit/s: half the link, the issue's inelastic cross traffic.
     const CBR_HALF: Cross = Cross::Cbr { rate: 6e6 };
@@ -829,5 +936,186 @@ mod tests {
                 assert!(s.competitive_fraction >= 0.95, "{competitive:?} vs Reno: {s:?}");
             }
         }
+    }
+
+    /// Links of the held-out matrix (issue 18): (name, μ bytes/s, NimbusCC's propagation RTT µs),
+    /// 2-BDP buffers. None is the 96 Mbit/s / 50 ms setup the other tests use.
+    const LINKS: [(&str, f64, u64); 4] =
+        [("24M/30ms", 3e6, 30_000), ("48M/50ms", 6e6, 50_000), ("96M/80ms", 12e6, 80_000), ("12M/100ms", 1.5e6, 100_000)];
+
+    /// The cross-traffic kinds of the matrix on a link of rate `mu` and RTT `rtt_us`, seeded with
+    /// `seed`; the elastic (Reno-like) flow has NimbusCC's RTT.
+    fn kinds(mu: f64, rtt_us: u64, seed: u64) -> [(&'static str, Cross); 5] {
+        [
+            ("Poisson 40%", Cross::Poisson { rate: 0.4 * mu, seed }),
+            ("on/off 60% 2s/1s", Cross::OnOff { rate: 0.6 * mu, on_us: 2_000_000, off_us: 1_000_000, seed }),
+            ("CBR 40%", Cross::Cbr { rate: 0.4 * mu }),
+            ("Reno", Cross::Aimd { rtt_us }),
+            ("Poisson 30% + Reno", Cross::PoissonAimd { rate: 0.3 * mu, rtt_us, seed }),
+        ]
+    }
+
+    /// Accuracy target per kind (spec T3/T5/T12): 95 % against inelastic and elastic, 85 % mixed.
+    fn target(cross: &Cross) -> f64 {
+        match cross {
+            Cross::PoissonAimd { .. } | Cross::Mixed { .. } => 0.85,
+            _ => 0.95,
+        }
+    }
+
+    /// Which NimbusCC a matrix cell runs.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum Variant {
+        /// The defaults: μ̂ estimated (maximum receive rate and the pulse fit), η corrected for the
+        /// rate window in delay mode.
+        Estimated,
+        /// The defaults with μ configured at the true link rate.
+        Configured,
+        /// Before issue 18: μ̂ = the maximum receive rate only, raw η.
+        EstimatedBefore,
+        ConfiguredBefore,
+        /// The defaults with the (optional) window-gain correction of η, `eta_whiten`.
+        EstimatedWhiten,
+    }
+
+    impl Variant {
+        fn config(self, mu: f64) -> NimbusConfig {
+            let estimated = NimbusConfig { header_bytes: 0.0, ..NimbusConfig::default() };
+            let before = |c: NimbusConfig| NimbusConfig { mu_fit: false, bands: EtaBands { whiten: false, ..c.bands }, ..c };
+            match self {
+                Variant::Estimated => estimated,
+                Variant::Configured => config(mu),
+                Variant::EstimatedBefore => before(estimated),
+                Variant::ConfiguredBefore => before(config(mu)),
+                Variant::EstimatedWhiten => NimbusConfig { bands: EtaBands { whiten: true, ..estimated.bands }, ..estimated },
+            }
+        }
+    }
+
+    /// One matrix cell: `variant` against `cross` on a 2-BDP link of rate `mu` and RTT `rtt_us`,
+    /// `secs` long; accuracy (the fraction of reports in the right mode) from 15 s on, as in the
+    /// issue's runs (15 s warm-up: the switch timer).
+    fn cell(mu: f64, rtt_us: u64, cross: Cross, variant: Variant, secs: u64) -> (f64, Vec<Point>) {
+        let setup = Setup { mu, buffer_bytes: 2.0 * mu * rtt_us as f64 / 1e6, rtt_us, cross, duration_us: secs * 1_000_000 };
+        let mut alg = NimbusCC::new(variant.config(mu));
+        let points = run(&setup, &mut alg);
+        (accuracy(&points, 15.0, cross.is_elastic()), points)
+    }
+
+    /// Mean accuracy of `variant` over `seeds` (the seeds of the random cross traffic).
+    fn mean_accuracy(mu: f64, rtt_us: u64, kind: usize, variant: Variant, seeds: &[u64]) -> f64 {
+        seeds.iter().map(|&seed| cell(mu, rtt_us, kinds(mu, rtt_us, seed)[kind].1, variant, 60).0).sum::<f64>()
+            / seeds.len() as f64
+    }
+
+    /// The open-loop sources deliver their mean rate, and Poisson arrivals are Poisson (variance of
+    /// the per-ms packet count = its mean).
+    #[test]
+    fn open_loop_sources_have_their_mean_rate() {
+        let steps = 200_000u64;
+        for cross in [
+            Cross::Poisson { rate: 2e6, seed: 1 },
+            Cross::OnOff { rate: 3e6, on_us: 2_000_000, off_us: 1_000_000, seed: 2 },
+            Cross::Cbr { rate: 2e6 },
+        ] {
+            let mut src = cross.open_loop();
+            let total: f64 = (1..=steps).map(|k| src.step(k * STEP_US)).sum();
+            let mean = total / (steps as f64 * STEP_S);
+            assert!((mean - 2e6).abs() < 0.05 * 2e6, "{cross:?}: mean {mean}");
+        }
+        let mut p = Cross::Poisson { rate: 2e6, seed: 3 }.open_loop();
+        let per_ms: Vec<f64> = (1..=steps).map(|k| p.step(k * STEP_US) / MSS).collect();
+        let m = per_ms.iter().sum::<f64>() / steps as f64;
+        let var = per_ms.iter().map(|x| (x - m).powi(2)).sum::<f64>() / steps as f64;
+        assert!((var / m - 1.0).abs() < 0.05, "Poisson counts: variance/mean {}", var / m);
+        // On/off: the rate is either 0 or the peak within whole on or off milliseconds.
+        let mut o = Cross::OnOff { rate: 3e6, on_us: 2_000_000, off_us: 1_000_000, seed: 4 }.open_loop();
+        let per_ms: Vec<f64> = (1..=steps).map(|k| o.step(k * STEP_US)).collect();
+        let off = per_ms.iter().filter(|b| **b == 0.0).count() as f64 / steps as f64;
+        assert!((off - 1.0 / 3.0).abs() < 0.05, "off a third of the time: {off}");
+    }
+
+    /// The held-out accuracy matrix (issue 18): every link of `LINKS` × every kind of `kinds`,
+    /// before and after the issue's changes, μ̂ estimated and configured, and the defaults with the
+    /// optional `eta_whiten`; mean over three seeds of the random cross traffic, 60 s runs, accuracy
+    /// from 15 s on. Prints the table (~30 s in debug):
+    /// `cargo test -p ccp-algorithms --lib nimbus::sim::tests::held_out_accuracy_matrix -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "measurement: issue 18 held-out accuracy matrix, 300 runs of 60 s"]
+    fn held_out_accuracy_matrix() {
+        const SEEDS: [u64; 3] = [18, 19, 20];
+        println!(
+            "accuracy after 15 s, mean of seeds {SEEDS:?}: before (mu_hat estimated / mu configured) -> after (estimated / configured) [after, estimated, eta_whiten]"
+        );
+        for (name, mu, rtt_us) in LINKS {
+            for (k, (kind, cross)) in kinds(mu, rtt_us, 0).into_iter().enumerate() {
+                let [eb, cb, ea, ca, ew] = [
+                    Variant::EstimatedBefore,
+                    Variant::ConfiguredBefore,
+                    Variant::Estimated,
+                    Variant::Configured,
+                    Variant::EstimatedWhiten,
+                ]
+                .map(|v| 100.0 * mean_accuracy(mu, rtt_us, k, v, &SEEDS));
+                let miss = if ea < 100.0 * target(&cross) { "  < target" } else { "" };
+                println!("{name:<10} {kind:<20} {eb:5.1} / {cb:5.1}  ->  {ea:5.1} / {ca:5.1}  [{ew:5.1}]{miss}");
+            }
+        }
+    }
+
+    /// Issue 18 in CI: NimbusCC with μ̂ estimated (the default) at three links other than the
+    /// 96 Mbit/s / 50 ms setup (24 Mbit/s/30 ms, 48/50, 96/80; 2-BDP buffers, 60 s, accuracy from
+    /// 15 s), against every kind of `kinds` (seed 18). Run `held_out_accuracy_matrix` for the
+    /// whole table (four links, three seeds, before/after, μ configured for reference).
+    ///
+    /// Asserted: the spec's targets (T3/T5/T12: 95 % inelastic and elastic, 85 % mixed) in the cells
+    /// that meet them, and μ̂ within 3 % of μ against CBR traffic (8 % against Poisson). Before the pulse fit
+    /// of μ̂ (`cross_traffic::LinkFit`), μ̂ was the maximum receive rate, ≈ 0.8·μ with this cross
+    /// traffic present from the start, and CBR was classified elastic 100 % of the time at all
+    /// three links (accuracy 0 %, 0 %, 8.9 %): this test fails on that behaviour.
+    ///
+    /// Known misses (targets not met; asserted only as floors ≈ 10 points under today's values so
+    /// that regressions show): Poisson and on/off at 48/50 and 96/80 (the one-RTT rate window tilts
+    /// the noise spectrum, see `elasticity::window_gain`), Reno at 48/50 and 96/80 with μ̂
+    /// estimated (an in-phase elastic answer is indistinguishable from a slower link, see
+    /// `cross_traffic::LinkFit`), and Poisson + Reno everywhere.
+    #[test]
+    fn held_out_accuracy_with_mu_estimated() {
+        // (link, kind) -> asserted minimum accuracy: the target where it is met, else a floor.
+        const MIN: [[f64; 5]; 3] = [
+            // Poisson 40 %, on/off, CBR 40 %, Reno, Poisson 30 % + Reno
+            [0.95, 0.95, 0.95, 0.95, 0.60],
+            [0.75, 0.65, 0.95, 0.60, 0.50],
+            [0.30, 0.65, 0.95, 0.80, 0.40],
+        ];
+        let mut failures = Vec::new();
+        for (l, (name, mu, rtt_us)) in LINKS.into_iter().take(3).enumerate() {
+            for (k, (kind, cross)) in kinds(mu, rtt_us, 18).into_iter().enumerate() {
+                let (acc, points) = cell(mu, rtt_us, cross, Variant::Estimated, 60);
+                let mu_hat = points.last().map_or(0.0, |p| p.mu_hat);
+                println!(
+                    "{name} {kind}: accuracy {:.1} % (min {:.0} %, target {:.0} %), mu_hat/mu {:.3}",
+                    100.0 * acc,
+                    100.0 * MIN[l][k],
+                    100.0 * target(&cross),
+                    mu_hat / mu
+                );
+                if acc < MIN[l][k] {
+                    failures.push(format!("{name} {kind}: accuracy {acc:.3} < {}", MIN[l][k]));
+                }
+                // μ̂ against inelastic traffic present from the start (the maximum receive rate alone:
+                // ≈ 0.8·μ). Poisson noise in ẑ moves BasicDelay's rate within a block, which biases
+                // the fit a few percent low.
+                let tolerance = match cross {
+                    Cross::Cbr { .. } => Some(0.03),
+                    Cross::Poisson { .. } => Some(0.08),
+                    _ => None,
+                };
+                if tolerance.is_some_and(|t| (mu_hat / mu - 1.0).abs() > t) {
+                    failures.push(format!("{name} {kind}: mu_hat/mu {:.3}", mu_hat / mu));
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{failures:#?}");
     }
 }

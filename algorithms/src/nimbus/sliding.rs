@@ -286,8 +286,9 @@ mod tests {
     }
 
     /// The sliding path makes the FFT path's decisions: inelastic (CBR), elastic (AIMD) and mixed
-    /// cross traffic, at 96 Mbit/s/50 ms and 24 Mbit/s/20 ms with μ configured, and with μ̂
-    /// estimated at 48 Mbit/s/100 ms.
+    /// cross traffic, at 96 Mbit/s/50 ms and 24 Mbit/s/20 ms with μ configured, with μ̂
+    /// estimated at 48 Mbit/s/100 ms, and Poisson + AIMD cross traffic with μ̂ estimated and η's
+    /// window-gain correction (`eta_whiten`) at 48 Mbit/s/50 ms.
     #[test]
     fn sliding_path_makes_the_fft_paths_decisions() {
         let fixed = |mu: f64| NimbusConfig { link_rate: LinkRate::Fixed(mu), header_bytes: 0.0, ..NimbusConfig::default() };
@@ -300,6 +301,11 @@ mod tests {
             ("24M/20ms AIMD 30ms", fixed(3e6), setup(3e6, 20_000, Cross::Aimd { rtt_us: 30_000 })),
             ("48M/100ms CBR 50%, mu estimated", estimated, setup(6e6, 100_000, Cross::Cbr { rate: 3e6 })),
             ("48M/100ms AIMD, mu estimated", estimated, setup(6e6, 100_000, Cross::Aimd { rtt_us: 100_000 })),
+            (
+                "48M/50ms Poisson 30% + AIMD, mu estimated, eta_whiten",
+                NimbusConfig { bands: EtaBands { whiten: true, ..estimated.bands }, ..estimated },
+                setup(6e6, 50_000, Cross::PoissonAimd { rate: 1.8e6, rtt_us: 50_000, seed: 18 }),
+            ),
         ];
         let (mut evaluated, mut switches) = (0, 0);
         for (name, cfg, s) in runs {
@@ -308,7 +314,7 @@ mod tests {
             switches += sw;
         }
         // The runs exercised the decisions: η on most reports after 10 s, and switches.
-        assert!(evaluated > 7 * 4000, "{evaluated}");
+        assert!(evaluated > 8 * 4000, "{evaluated}");
         assert!(switches >= 7, "{switches}");
     }
 
