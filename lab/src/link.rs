@@ -23,6 +23,8 @@ pub struct Link {
     pub mean_rate_bps: f64,
     /// One period of a trace, s (its "full length"); `None` for a fixed rate.
     pub period_s: Option<f64>,
+    /// Its own propagation RTT, ms, instead of the network's.
+    pub rtt_ms: Option<f64>,
 }
 
 impl Link {
@@ -39,6 +41,7 @@ impl Link {
             source: path.display().to_string(),
             mean_rate_bps: trace.mean_rate_bps(),
             period_s: Some(trace.period_ms() as f64 / 1000.0),
+            rtt_ms: None,
             shape: LinkShape::Trace(Arc::new(trace)),
         })
     }
@@ -65,12 +68,16 @@ pub fn resolve(specs: &[LinkSpec], base: &Path, generated: &Path) -> Result<Vec<
                     links.push(Link::from_trace(file_name(&f), &f)?);
                 }
             }
-            LinkSpec::Fixed { rate_mbps, name } => links.push(Link {
+            LinkSpec::Fixed { rate_mbps, rtt_ms, name } => links.push(Link {
                 name: name.clone().unwrap_or_else(|| format!("fixed-{rate_mbps}mbps")),
                 shape: LinkShape::Fixed { bits_per_sec: rate_mbps * 1e6 },
-                source: format!("fixed {rate_mbps} Mbit/s"),
+                source: match rtt_ms {
+                    Some(r) => format!("fixed {rate_mbps} Mbit/s, RTT {r} ms"),
+                    None => format!("fixed {rate_mbps} Mbit/s"),
+                },
                 mean_rate_bps: rate_mbps * 1e6,
                 period_s: None,
+                rtt_ms: *rtt_ms,
             }),
             LinkSpec::SquareWave { low_mbps, high_mbps, half_period_ms, name } => {
                 let name = name.clone().unwrap_or_else(|| format!("square-{low_mbps}-{high_mbps}-{half_period_ms}ms"));
@@ -268,7 +275,8 @@ mod tests {
     #[test]
     fn fixed_capacity_is_rate_times_time() {
         let links =
-            resolve(&[LinkSpec::Fixed { rate_mbps: 8.0, name: None }], Path::new("."), Path::new("/nonexistent")).unwrap();
+            resolve(&[LinkSpec::Fixed { rate_mbps: 8.0, rtt_ms: None, name: None }], Path::new("."), Path::new("/nonexistent"))
+                .unwrap();
         assert_eq!(links[0].name, "fixed-8mbps");
         assert!((links[0].capacity_bytes(1_000_000_000, 3_000_000_000) - 2e6).abs() < 1.0);
     }

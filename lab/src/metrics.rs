@@ -832,7 +832,7 @@ mod tests {
     const HEADER: &str = "dir,id,len,arrival_ns,dequeue_ns,finish_ns,release_ns,written_ns,queue_delay_ns,ecn_in,ecn_out,outcome";
 
     fn fixed(mbps: f64) -> Link {
-        crate::link::resolve(&[LinkSpec::Fixed { rate_mbps: mbps, name: None }], Path::new("."), Path::new("."))
+        crate::link::resolve(&[LinkSpec::Fixed { rate_mbps: mbps, rtt_ms: None, name: None }], Path::new("."), Path::new("."))
             .unwrap()
             .remove(0)
     }
@@ -931,7 +931,13 @@ mod tests {
     fn flow_throughput_and_shares() {
         let plans = vec![
             plan("a", Role::Scheme, bulk(), 0, 10),
-            plan("cbr", Role::Cross, PlanKind::Udp { rate_bps: 4e6, packet_bytes: 1500, poisson_seed: None }, 0, 10),
+            plan(
+                "cbr",
+                Role::Cross,
+                PlanKind::Udp { rate_bps: 4e6, packet_bytes: 1500, poisson_seed: None, on_off: None },
+                0,
+                10,
+            ),
         ];
         // 1448 payload bytes per ms for the TCP flow (12 Mbit/s on the wire), 500 B/ms of UDP.
         let ticks: Vec<Tick> = (0..=10u64)
@@ -970,7 +976,13 @@ mod tests {
         let plans = vec![
             plan("nimbus", Role::Scheme, bulk(), 0, 60),
             plan("cubic", Role::Cross, bulk(), 20, 40),
-            plan("cbr", Role::Cross, PlanKind::Udp { rate_bps: 1e6, packet_bytes: 1500, poisson_seed: None }, 0, 60),
+            plan(
+                "cbr",
+                Role::Cross,
+                PlanKind::Udp { rate_bps: 1e6, packet_bytes: 1500, poisson_seed: None, on_off: None },
+                0,
+                60,
+            ),
             plan(
                 "web",
                 Role::Cross,

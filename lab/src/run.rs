@@ -146,12 +146,17 @@ pub fn duration_for(l: &Loaded, o: &RunOptions, link: &Link) -> f64 {
     }
 }
 
+/// The propagation RTT of runs on `link`, ms: the link's own, or the network's.
+pub fn rtt_ms(l: &Loaded, link: &Link) -> f64 {
+    link.rtt_ms.unwrap_or(l.experiment.network.rtt_ms)
+}
+
 /// The buffer in packets: as given, or BDPs of the link's mean rate at the propagation RTT.
 pub fn buffer_pkts(l: &Loaded, link: &Link) -> u32 {
     let n = &l.experiment.network;
     match (n.buffer_pkts, n.buffer_bdp) {
         (Some(p), _) => p,
-        (None, Some(b)) => (b * link.mean_rate_bps / 8.0 * n.rtt_ms / 1000.0 / MTU_BYTES).ceil().max(1.0) as u32,
+        (None, Some(b)) => (b * link.mean_rate_bps / 8.0 * rtt_ms(l, link) / 1000.0 / MTU_BYTES).ceil().max(1.0) as u32,
         (None, None) => 1,
     }
 }
@@ -194,14 +199,24 @@ pub fn flow_plans(
         |mbps: Option<f64>, share: Option<f64>| mbps.map_or_else(|| share.unwrap_or(0.0) * link.mean_rate_bps, |m| m * 1e6);
     for (j, c) in scenario.cross.iter().enumerate() {
         let (kind, start, stop, count) = match c {
-            CrossSpec::Cbr { rate_mbps, share, packet_bytes, start_s, stop_s } => (
-                PlanKind::Udp { rate_bps: rate(*rate_mbps, *share), packet_bytes: *packet_bytes, poisson_seed: None },
+            CrossSpec::Cbr { rate_mbps, share, packet_bytes, on_ms, off_ms, start_s, stop_s } => (
+                PlanKind::Udp {
+                    rate_bps: rate(*rate_mbps, *share),
+                    packet_bytes: *packet_bytes,
+                    poisson_seed: None,
+                    on_off: on_ms.zip(*off_ms).map(|(on, off)| (Duration::from_millis(on), Duration::from_millis(off))),
+                },
                 *start_s,
                 *stop_s,
                 1,
             ),
             CrossSpec::PoissonUdp { rate_mbps, share, packet_bytes, start_s, stop_s, seed } => (
-                PlanKind::Udp { rate_bps: rate(*rate_mbps, *share), packet_bytes: *packet_bytes, poisson_seed: Some(*seed) },
+                PlanKind::Udp {
+                    rate_bps: rate(*rate_mbps, *share),
+                    packet_bytes: *packet_bytes,
+                    poisson_seed: Some(*seed),
+                    on_off: None,
+                },
                 *start_s,
                 *stop_s,
                 1,
@@ -245,7 +260,7 @@ pub fn flow_plans(
 /// The emulator configuration of a run.
 fn router_config(l: &Loaded, link: &Link, qdisc: &QdiscKind, buffer: u32, log: Option<PathBuf>, realtime: bool) -> RouterConfig {
     let n = &l.experiment.network;
-    let one_way = (n.rtt_ms / 2.0 * NANOS_PER_MS as f64).round() as u64;
+    let one_way = (rtt_ms(l, link) / 2.0 * NANOS_PER_MS as f64).round() as u64;
     let down = DirectionConfig {
         shape: link.shape.clone(),
         delay: one_way,
@@ -370,7 +385,7 @@ pub fn execute(ctx: &RunContext<'_>, progress: &dyn Fn(f64)) -> Result<RunRecord
         link_source: ctx.link.source.clone(),
         duration_s,
         warmup_s,
-        rtt_ms: x.network.rtt_ms,
+        rtt_ms: rtt_ms(ctx.loaded, ctx.link),
         buffer_pkts: buffer_pkts(ctx.loaded, ctx.link),
         dir: ctx.rel_dir.clone(),
         ..RunRecord::default()
@@ -571,7 +586,7 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
         &r.ticks,
         (r.traffic_start_ns, run_end_ns),
         ctx.link.mean_rate_bps / 1e6,
-        x.network.rtt_ms,
+        rtt_ms(ctx.loaded, ctx.link),
         rec.srtt.as_ref().and_then(|s| s.p99_ms),
         &r.summary.down.counts,
     ));

@@ -32,8 +32,8 @@ fn udp_rates_are_accurate() {
     }
     let emu = emulator(100.0);
     let plans = vec![
-        plan("cbr", PlanKind::Udp { rate_bps: 10e6, packet_bytes: 1500, poisson_seed: None }, 3.0),
-        plan("poisson", PlanKind::Udp { rate_bps: 5e6, packet_bytes: 1000, poisson_seed: Some(3) }, 3.0),
+        plan("cbr", PlanKind::Udp { rate_bps: 10e6, packet_bytes: 1500, poisson_seed: None, on_off: None }, 3.0),
+        plan("poisson", PlanKind::Udp { rate_bps: 5e6, packet_bytes: 1000, poisson_seed: Some(3), on_off: None }, 3.0),
     ];
     let mut t = Traffic::start(plans, &ends(&emu)).unwrap();
     std::thread::sleep(Duration::from_millis(3300));
@@ -111,4 +111,31 @@ fn poisson_tcp_flows_complete() {
     let rx = t.states[0].rx_bytes.load(Ordering::Relaxed);
     let sizes: u64 = flows.iter().filter(|f| f.completed).map(|f| f.size_bytes).sum();
     assert!(rx >= sizes, "the receiver got {rx} bytes, completed flows hold {sizes}");
+}
+
+// On/off CBR sends at its rate while on and nothing while off: 10 Mbit/s for 300 ms of every
+// 500 ms gives 6 Mbit/s on average, and a 100 ms sample late in an off-period sees no bytes.
+#[test]
+fn on_off_cbr_pauses_while_off() {
+    if !common::can_run("on_off_cbr_pauses_while_off") {
+        return;
+    }
+    let emu = emulator(100.0);
+    let on_off = Some((Duration::from_millis(300), Duration::from_millis(200)));
+    let plans = vec![plan("onoff", PlanKind::Udp { rate_bps: 10e6, packet_bytes: 1500, poisson_seed: None, on_off }, 3.0)];
+    let mut t = Traffic::start(plans, &ends(&emu)).unwrap();
+    let tx = || t.states[0].tx_bytes.load(Ordering::Relaxed);
+    // Periods start when the sender does (≈ now): sample (380, 480] ms of the first period.
+    std::thread::sleep(Duration::from_millis(380));
+    let off_start = tx();
+    std::thread::sleep(Duration::from_millis(100));
+    let off_bytes = tx() - off_start;
+    std::thread::sleep(Duration::from_millis(2820));
+    let total = tx();
+    t.stop().unwrap();
+    assert_eq!(t.first_error(), None);
+    assert!(off_bytes <= 3000, "{off_bytes} bytes sent while off");
+    // 3 s = 6 on-periods of 300 ms at 10 Mbit/s: 2.25 MB.
+    let mean_bps = total as f64 * 8.0 / 3.0;
+    assert!((mean_bps / 6e6 - 1.0).abs() < 0.1, "mean {mean_bps} bit/s, want 6e6");
 }

@@ -80,6 +80,24 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn a_fixed_link_may_have_its_own_rtt_but_not_with_delay_classes() {
+        let text = MINIMAL.replace("rate_mbps = 12", "rate_mbps = 12\nrtt_ms = 80");
+        let l = parse(Path::new("dir/min.toml"), &text).unwrap();
+        let links = crate::link::resolve(&l.experiment.links, Path::new("."), Path::new(".")).unwrap();
+        assert_eq!(crate::run::rtt_ms(&l, &links[0]), 80.0);
+        assert_eq!(crate::run::buffer_pkts(&l, &links[0]), 100);
+        let plain = parse(Path::new("dir/min.toml"), MINIMAL).unwrap();
+        let links = crate::link::resolve(&plain.experiment.links, Path::new("."), Path::new(".")).unwrap();
+        assert_eq!(crate::run::rtt_ms(&plain, &links[0]), 20.0);
+        let (line, key, _) = err(&text.replace("rtt_ms = 80", "rtt_ms = -1"));
+        assert_eq!((line, key.as_str()), (9, "links[0].rtt_ms"));
+        let classes = text.replace("buffer_pkts = 100", "buffer_pkts = 100\nclass_delays = [\"dport=5201:down=5\"]");
+        let (_, key, message) = err(&classes);
+        assert_eq!(key, "links[0].rtt_ms");
+        assert!(message.contains("class_delays"), "{message}");
+    }
+
+    #[test]
     fn minimal_file_gets_defaults() {
         let l = parse(Path::new("dir/min.toml"), MINIMAL).unwrap();
         assert_eq!(l.name, "min");

@@ -119,6 +119,10 @@ pub enum LinkSpec {
     /// A constant-rate link.
     Fixed {
         rate_mbps: f64,
+        /// This link's propagation RTT instead of `network.rtt_ms` (a matrix of link/RTT
+        /// settings in one experiment; not with `network.class_delays`).
+        #[serde(default)]
+        rtt_ms: Option<f64>,
         #[serde(default)]
         name: Option<String>,
     },
@@ -402,7 +406,9 @@ pub struct Scenario {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum CrossSpec {
-    /// UDP at a constant bit rate (inelastic).
+    /// UDP at a constant bit rate (inelastic). With `on_ms` and `off_ms` it sends at that rate
+    /// for `on_ms`, pauses for `off_ms`, and repeats (on/off inelastic traffic; the mean is
+    /// rate·on/(on + off)).
     Cbr {
         #[serde(default)]
         rate_mbps: Option<f64>,
@@ -410,6 +416,10 @@ pub enum CrossSpec {
         share: Option<f64>,
         #[serde(default = "mtu")]
         packet_bytes: u32,
+        #[serde(default)]
+        on_ms: Option<u64>,
+        #[serde(default)]
+        off_ms: Option<u64>,
         #[serde(default)]
         start_s: f64,
         #[serde(default)]

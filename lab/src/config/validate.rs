@@ -86,6 +86,12 @@ pub(super) fn validate(x: &Experiment) -> Result<(), Invalid> {
     }
     for (i, l) in x.links.iter().enumerate() {
         validate_link(&format!("links[{i}]"), l)?;
+        if matches!(l, LinkSpec::Fixed { rtt_ms: Some(_), .. }) && !x.network.class_delays.is_empty() {
+            return Err((
+                format!("links[{i}].rtt_ms"),
+                "not with network.class_delays (whose default class is network.rtt_ms): give one RTT per experiment there".into(),
+            ));
+        }
     }
     if x.schemes.is_empty() {
         return Err(("schemes".into(), "at least one [[schemes]] entry is needed".into()));
@@ -156,9 +162,13 @@ fn validate_link(key: &str, l: &LinkSpec) -> Result<(), Invalid> {
             }
             None
         }
-        LinkSpec::Fixed { rate_mbps, name } => {
+        LinkSpec::Fixed { rate_mbps, rtt_ms, name } => {
             finite_positive(&format!("{key}.rate_mbps"), *rate_mbps)?;
             at_most(&format!("{key}.rate_mbps"), *rate_mbps, MAX_LINK_MBPS)?;
+            if let Some(r) = rtt_ms {
+                finite_non_negative(&format!("{key}.rtt_ms"), *r)?;
+                at_most(&format!("{key}.rtt_ms"), *r, 10_000.0)?;
+            }
             name.as_ref()
         }
         LinkSpec::SquareWave { low_mbps, high_mbps, half_period_ms, name } => {
@@ -352,7 +362,16 @@ fn validate_packet(key: &str, bytes: u32) -> Result<(), Invalid> {
 
 fn validate_cross(key: &str, c: &CrossSpec) -> Result<(), Invalid> {
     match c {
-        CrossSpec::Cbr { rate_mbps, share, packet_bytes, start_s, stop_s }
+        CrossSpec::Cbr { on_ms, off_ms, .. } if on_ms.is_some() != off_ms.is_some() => Err((
+            format!("{key}.{}", if on_ms.is_none() { "on_ms" } else { "off_ms" }),
+            "on/off CBR needs both on_ms and off_ms".into(),
+        )),
+        CrossSpec::Cbr { on_ms: Some(on), off_ms: Some(off), .. }
+            if !(1..=600_000).contains(on) || !(1..=600_000).contains(off) =>
+        {
+            Err((format!("{key}.on_ms"), format!("on_ms and off_ms must be in 1..=600000 ms, got {on} and {off}")))
+        }
+        CrossSpec::Cbr { rate_mbps, share, packet_bytes, start_s, stop_s, .. }
         | CrossSpec::PoissonUdp { rate_mbps, share, packet_bytes, start_s, stop_s, .. } => {
             validate_rate(key, *rate_mbps, *share)?;
             validate_packet(key, *packet_bytes)?;

@@ -26,7 +26,7 @@ const SINK_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Binds the sink in the receiver's namespace and starts the sender in the sender's.
 pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
-    let PlanKind::Udp { rate_bps, packet_bytes, poisson_seed } = flow.plan.kind.clone() else {
+    let PlanKind::Udp { rate_bps, packet_bytes, poisson_seed, on_off } = flow.plan.kind.clone() else {
         return Err(Error::Run(format!("flow {} is not a UDP flow", flow.plan.label)));
     };
     let addr = flow.addr;
@@ -47,7 +47,7 @@ pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
             .and_then(|s| s.connect(addr).map(|_| s))
             .map_err(|e| Error::io(format!("UDP socket to {addr}"), e))?;
         let mut gaps = Gaps { mean_s: mean_gap, rng: poisson_seed.map(SplitMix64::seed_from_u64) };
-        send(&socket, payload, &mut gaps, start, stop, &state, &clock);
+        send(&socket, payload, &mut gaps, on_off, start, stop, &state, &clock);
         Ok(())
     })?;
     Ok(vec![receiver, sender])
@@ -69,10 +69,23 @@ impl Gaps {
     }
 }
 
-fn send(socket: &UdpSocket, payload: usize, gaps: &mut Gaps, start: Duration, stop: Duration, state: &FlowState, clock: &Clock) {
+/// Sends until `stop` (or the clock stops): every gap, or with `on_off = (on, off)` only during
+/// the first `on` of every `on + off` from `start`.
+#[allow(clippy::too_many_arguments)]
+fn send(
+    socket: &UdpSocket,
+    payload: usize,
+    gaps: &mut Gaps,
+    on_off: Option<(Duration, Duration)>,
+    start: Duration,
+    stop: Duration,
+    state: &FlowState,
+    clock: &Clock,
+) {
     if !clock.sleep_until(start) {
         return;
     }
+    let first = Instant::now();
     let buf = vec![0u8; payload];
     let wire = (payload as u32 + UDP_OVERHEAD_BYTES) as u64;
     let end = clock.t0 + stop;
@@ -88,6 +101,15 @@ fn send(socket: &UdpSocket, payload: usize, gaps: &mut Gaps, start: Duration, st
         }
         if now - next > MAX_LAG {
             next = now;
+        }
+        if let Some((on, off)) = on_off {
+            let period = (on + off).as_nanos().max(1);
+            let phase = Duration::from_nanos(((now - first).as_nanos() % period) as u64);
+            if phase >= on {
+                // Off: resume at the next on-period, without a backlog to repay.
+                next = now + (on + off - phase);
+                continue;
+            }
         }
         match socket.send(&buf) {
             Ok(_) => {

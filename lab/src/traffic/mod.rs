@@ -58,7 +58,7 @@ pub enum PlanKind {
     Bulk { cc: String, receiver_cc: Option<String>, bytes: Option<u64> },
     /// UDP at `rate_bps` (IP bytes), packets of `packet_bytes` (IP), evenly spaced or with
     /// exponential gaps.
-    Udp { rate_bps: f64, packet_bytes: u32, poisson_seed: Option<u64> },
+    Udp { rate_bps: f64, packet_bytes: u32, poisson_seed: Option<u64>, on_off: Option<(Duration, Duration)> },
     /// TCP flows arriving at `load_bps / mean_size` per second.
     PoissonTcp { load_bps: f64, mean_size_bytes: u64, fixed_size: bool, cc: String, max_concurrent: u32, seed: u64 },
 }
@@ -68,6 +68,7 @@ impl PlanKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             PlanKind::Bulk { .. } => "tcp",
+            PlanKind::Udp { poisson_seed: None, on_off: Some(_), .. } => "on_off_udp",
             PlanKind::Udp { poisson_seed: None, .. } => "cbr",
             PlanKind::Udp { poisson_seed: Some(_), .. } => "poisson_udp",
             PlanKind::PoissonTcp { .. } => "poisson_tcp",
