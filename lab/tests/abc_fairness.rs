@@ -13,7 +13,12 @@ fn four_abc_flows_share_a_fixed_link_fairly() {
     if !common::can_run("four_abc_flows_share_a_fixed_link_fairly") {
         return;
     }
-    let o = RunOptions { duration_s: Some(30.0), scenarios: vec!["4-flows".into()], ..RunOptions::default() };
+    let o = RunOptions {
+        duration_s: Some(30.0),
+        scenarios: vec!["4-flows".into()],
+        links: vec!["fixed-24mbps".into()],
+        ..RunOptions::default()
+    };
     let r = common::run_shipped_cell("abc-fairness.toml", o);
     let utilisation = r.link_metrics.as_ref().expect("link metrics").utilisation;
     let jain = r.jain.expect("Jain's index over the 4 flows");
