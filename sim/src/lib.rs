@@ -17,6 +17,7 @@
 //! Determinism: one event queue ordered by (time, insertion), one seeded stream per purpose, no
 //! hash-map iteration anywhere; the same scenario and seed give bit-identical results.
 
+pub mod bfc;
 pub mod cc;
 pub mod config;
 pub mod event;

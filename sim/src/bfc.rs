@@ -1,0 +1,148 @@
+//! BFC (backpressure flow control) on ccp-sim switches: a [`SwitchHook`] that runs the
+//! behavioural model of the P4 pipeline (`ccp-bfc-model`, the same registers and tables as
+//! `p4-bfc/bfc_tna.p4`) on every packet. specs/bfc.md §5 (dynamic queue assignment), §6 (pause
+//! counters and threshold), §12.1 (what the switch datapath provides); thesis Chapter 3.
+//!
+//! Mapping onto the simulator:
+//! - `classify` runs the model's enqueue side (queue assignment, Th comparison, pause counter)
+//!   and keeps the per-packet metadata by arena id until `on_dequeue` runs the dequeue side.
+//!   The PAUSE it may produce is handed over in `on_enqueue`, which follows immediately.
+//! - The simulator applies pause/resume messages to the upstream's queue flags itself and
+//!   rewrites `upstream_q` at departure, so before each packet the model's `paused_q` register is
+//!   refreshed from the egress queues' flags (what Tofino2's AFC state is to the P4).
+//! - Control messages are never lost here, so the periodic bitmap (§6.3) is not sent; the model
+//!   implements it, and its tests cover the repair of a lost RESUME.
+//! - The model's pause counters have `UPSTREAM_Q_SLOTS` slots per ingress; a host NIC queue id at
+//!   or above that aliases onto slot id mod slots, and the message names the slot, so such a NIC
+//!   queue is simply never paused (the simulator numbers NIC queues by a host's active flows, so
+//!   this needs more than 128 concurrent flows from one host).
+//! - There is no scenario-file switch for hooks (hooks are installed with
+//!   [`Sim::set_switch_hook`]); [`install`] puts BFC on every switch.
+
+use ccp_bfc_model::{
+    Bfc, BfcHeader, BfcMeta, Control, IngressPacket, CTRL_BITMAP, CTRL_PAUSE, NUM_PORTS, QUEUES_PER_PORT, STICKY_NS,
+};
+
+use crate::hook::{HookPacket, QueueControl, SwitchHook};
+use crate::switch::Port;
+use crate::time::{Time, PS_PER_NS};
+use crate::topology::PortId;
+use crate::Sim;
+
+/// BFC settings for one switch.
+#[derive(Debug, Clone, Copy)]
+pub struct BfcParams {
+    /// Th multiplier in thousandths: 1000 = thesis, 1500 = artifact (§16.1).
+    pub th_multiplier_permille: u32,
+    /// Minimum idle time before a drained flow-table entry may move, ns (§16.8).
+    pub sticky_ns: u32,
+    /// 1-hop RTT for Th, ns; `None` = twice the longest propagation delay among the switch's
+    /// links (the max over ingresses, §6.4, with no separate pipeline delay as in the thesis sim).
+    pub hrtt_ns: Option<u64>,
+    /// Seeds the model's queue-choice PRNG (mixed with the switch index).
+    pub seed: u64,
+}
+
+impl Default for BfcParams {
+    fn default() -> Self {
+        BfcParams { th_multiplier_permille: 1000, sticky_ns: STICKY_NS, hrtt_ns: None, seed: 1 }
+    }
+}
+
+/// The BFC pipeline of one switch.
+pub struct BfcHook {
+    model: Bfc,
+    /// Device port (simulator `PortId`) of each local port index.
+    ports: Vec<PortId>,
+    /// Enqueue metadata by packet arena id, taken back at dequeue.
+    meta: Vec<Option<BfcMeta>>,
+    /// Controls produced in `classify`, delivered from `on_enqueue`.
+    pending: Vec<Control>,
+    scratch: Vec<Control>,
+}
+
+impl BfcHook {
+    /// The hook for switch index `switch` of `sim`: every port of the switch goes into
+    /// `port_index`, and each egress gets its `th_table` row for its own rate.
+    pub fn new(sim: &Sim, switch: usize, params: &BfcParams) -> Result<BfcHook, String> {
+        let node = *sim.topo.switches.get(switch).ok_or_else(|| format!("no switch {switch}"))?;
+        let ports: Vec<PortId> = sim.ports.iter().enumerate().filter(|(_, p)| p.node == node).map(|(i, _)| i as PortId).collect();
+        if ports.len() > NUM_PORTS as usize {
+            return Err(format!("switch {switch} has {} ports; the BFC pipeline holds {NUM_PORTS}", ports.len()));
+        }
+        let queues = ports.iter().map(|&p| sim.ports[p as usize].queues.len()).min().unwrap_or(1);
+        let data_queues = (queues as u32).clamp(1, QUEUES_PER_PORT);
+        let seed = params.seed ^ (switch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let mut model = Bfc::new(data_queues, params.sticky_ns, seed);
+        let hrtt_ns = params
+            .hrtt_ns
+            .unwrap_or_else(|| 2 * ports.iter().map(|&p| sim.ports[p as usize].delay).max().unwrap_or(0) / PS_PER_NS);
+        for &p in &ports {
+            let local = model.add_port(p).expect("checked against NUM_PORTS");
+            model.install_th_row(local, hrtt_ns, sim.ports[p as usize].rate_bps, params.th_multiplier_permille);
+        }
+        Ok(BfcHook { model, ports, meta: Vec::new(), pending: Vec::new(), scratch: Vec::new() })
+    }
+
+    /// The model, for inspection.
+    pub fn model(&self) -> &Bfc {
+        &self.model
+    }
+
+    fn local(&self, port: PortId) -> u8 {
+        self.model.local_port(port).expect("a port of this switch")
+    }
+
+    fn to_queue_control(&self, c: &Control) -> QueueControl {
+        QueueControl { ingress: self.ports[usize::from(c.port)], queue: c.hdr.upstream_q, paused: c.hdr.op == CTRL_PAUSE }
+    }
+}
+
+/// Installs BFC on every switch of `sim`.
+pub fn install(sim: &mut Sim, params: &BfcParams) -> Result<(), String> {
+    for s in 0..sim.topo.switches.len() {
+        let hook = BfcHook::new(sim, s, params)?;
+        sim.set_switch_hook(s, Box::new(hook));
+    }
+    Ok(())
+}
+
+impl SwitchHook for BfcHook {
+    fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> u16 {
+        let (ingress, eg) = (self.local(packet.ingress), self.local(packet.egress));
+        let paused = egress.queues.iter().take(QUEUES_PER_PORT as usize).enumerate().filter(|(_, q)| q.paused);
+        let bitmap = paused.fold(0u32, |b, (i, _)| b | 1 << i);
+        self.model.on_control(eg, &ccp_bfc_model::CtrlHeader { op: CTRL_BITMAP, word_index: 0, upstream_q: 0, bitmap });
+        let pkt = IngressPacket {
+            ingress_port: ingress,
+            egress_port: eg,
+            flow_hash: packet.hash,
+            bfc: BfcHeader { upstream_q: packet.upstream_q, ether_type: 0x0800 },
+            len_bytes: packet.wire_bytes,
+        };
+        let meta = self.model.ingress(now / PS_PER_NS, &pkt, &mut self.pending);
+        let id = packet.id as usize;
+        if self.meta.len() <= id {
+            self.meta.resize(id + 1, None);
+        }
+        self.meta[id] = Some(meta);
+        u16::from(meta.qid)
+    }
+
+    fn on_enqueue(&mut self, _now: Time, _egress: &Port, _queue: u16, _packet: &HookPacket, controls: &mut Vec<QueueControl>) {
+        for c in std::mem::take(&mut self.pending) {
+            controls.push(self.to_queue_control(&c));
+        }
+    }
+
+    fn on_dequeue(&mut self, now: Time, _egress: &Port, _queue: u16, packet: &HookPacket, controls: &mut Vec<QueueControl>) {
+        let Some(meta) = self.meta.get_mut(packet.id as usize).and_then(Option::take) else { return };
+        let hdr = BfcHeader { upstream_q: packet.upstream_q, ether_type: 0x0800 };
+        let mut out = std::mem::take(&mut self.scratch);
+        self.model.egress(now / PS_PER_NS, &meta, hdr, &mut out);
+        for c in out.drain(..) {
+            controls.push(self.to_queue_control(&c));
+        }
+        self.scratch = out;
+    }
+}
