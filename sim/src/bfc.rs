@@ -16,8 +16,9 @@
 //!   or above that aliases onto slot id mod slots, and the message names the slot, so such a NIC
 //!   queue is simply never paused (the simulator numbers NIC queues by a host's active flows, so
 //!   this needs more than 128 concurrent flows from one host).
-//! - There is no scenario-file switch for hooks (hooks are installed with
-//!   [`Sim::set_switch_hook`]); [`install`] puts BFC on every switch.
+//! - A scenario selects BFC with a `[switch.bfc]` table ([`crate::config::BfcConfig`]): building
+//!   the [`Sim`] then runs [`install`], which puts BFC on every switch (by hand:
+//!   [`Sim::set_switch_hook`]).
 
 use ccp_bfc_model::{
     Bfc, BfcHeader, BfcMeta, Control, IngressPacket, CTRL_BITMAP, CTRL_PAUSE, NUM_PORTS, QUEUES_PER_PORT, STICKY_NS,
@@ -41,6 +42,18 @@ pub struct BfcParams {
     pub hrtt_ns: Option<u64>,
     /// Seeds the model's queue-choice PRNG (mixed with the switch index).
     pub seed: u64,
+}
+
+impl BfcParams {
+    /// The settings of a scenario's `[switch.bfc]` table; `seed` is the scenario's.
+    pub fn from_config(c: &crate::config::BfcConfig, seed: u64) -> BfcParams {
+        BfcParams {
+            th_multiplier_permille: (c.th_multiplier * 1000.0).round() as u32,
+            sticky_ns: c.sticky_ns,
+            hrtt_ns: c.hrtt_ns,
+            seed,
+        }
+    }
 }
 
 impl Default for BfcParams {

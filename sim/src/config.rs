@@ -96,6 +96,33 @@ pub struct SwitchConfig {
     pub queues_per_port: u16,
     pub qdisc: QdiscConfig,
     pub pfc: PfcConfig,
+    /// BFC on every switch (`[switch.bfc]`; absent = off). Needs `queues_per_port` ≥ 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bfc: Option<BfcConfig>,
+}
+
+/// `[switch.bfc]`: backpressure flow control (specs/bfc.md §5–§6) on every switch, through
+/// [`crate::bfc`]'s hook. Present and `enabled` = installed when the scenario is built.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BfcConfig {
+    /// Install BFC (true; `false` keeps the table but runs without it, for `--set` comparisons).
+    pub enabled: bool,
+    /// Th = `th_multiplier` × HRTT × μ / N_active: 1.0 = thesis, 1.5 = artifact (§16.1).
+    pub th_multiplier: f64,
+    /// Minimum idle time before a drained flow-table entry may move to another queue, ns (§16.8).
+    pub sticky_ns: u32,
+    /// 1-hop RTT used for Th, ns; absent = twice the longest link delay at each switch.
+    pub hrtt_ns: Option<u64>,
+}
+
+/// Most BFC queues per port the pipeline holds (`queues_per_port` with BFC on).
+pub const BFC_MAX_QUEUES: u16 = ccp_bfc_model::QUEUES_PER_PORT as u16;
+
+impl Default for BfcConfig {
+    fn default() -> Self {
+        BfcConfig { enabled: true, th_multiplier: 1.0, sticky_ns: ccp_bfc_model::STICKY_NS, hrtt_ns: None }
+    }
 }
 
 /// Default shared buffer, bytes (a few MB as in shallow-buffered datacenter switches).
@@ -111,6 +138,7 @@ impl Default for SwitchConfig {
             queues_per_port: 1,
             qdisc: QdiscConfig::Droptail {},
             pfc: PfcConfig::default(),
+            bfc: None,
         }
     }
 }
@@ -820,6 +848,26 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
     if sw.pfc.enabled && sw.pfc.xon_bytes > sw.pfc.xoff_bytes {
         return Err(l.invalid("switch.pfc.xon_bytes", "must not exceed xoff_bytes"));
     }
+    if let Some(b) = sw.bfc.as_ref().filter(|b| b.enabled) {
+        if !(b.th_multiplier > 0.0 && b.th_multiplier <= 100.0) {
+            return Err(l.invalid("switch.bfc.th_multiplier", "must be in (0, 100] (1.0 = thesis, 1.5 = artifact)"));
+        }
+        if (b.th_multiplier * 1000.0).round() < 1.0 {
+            return Err(l.invalid("switch.bfc.th_multiplier", "must be at least 0.001"));
+        }
+        if b.hrtt_ns == Some(0) {
+            return Err(l.invalid("switch.bfc.hrtt_ns", "must be > 0 ns (omit it for twice the longest link delay)"));
+        }
+        if !(2..=BFC_MAX_QUEUES).contains(&sw.queues_per_port) {
+            return Err(l.invalid(
+                "switch.queues_per_port",
+                format!(
+                    "BFC ([switch.bfc]) needs 2..={BFC_MAX_QUEUES} queues per port (the thesis uses 32), got {}",
+                    sw.queues_per_port
+                ),
+            ));
+        }
+    }
 
     let t = &s.transport;
     if t.mss_bytes == 0 {
@@ -1036,6 +1084,39 @@ cc = { algorithm = "dctcp", params = { g = 0.0625 } }
         // Absent keys stay absent when a scenario is written back.
         let good = toml::to_string(&load_text(GOOD).unwrap().scenario).unwrap();
         assert!(!good.contains("host_delays_us") && !good.contains("label") && !good.contains("cc = "), "{good}");
+    }
+
+    #[test]
+    fn switch_bfc_loads_and_its_errors_name_the_key() {
+        let l = load_text(GOOD).unwrap();
+        assert!(l.scenario.switch.bfc.is_none(), "BFC is off unless [switch.bfc] is present");
+        let on = format!("{GOOD}\n[switch]\nqueues_per_port = 32\n\n[switch.bfc]\nth_multiplier = 1.5\nhrtt_ns = 2000\n");
+        let b = load_text(&on).unwrap().scenario.switch.bfc.unwrap();
+        assert!(b.enabled && b.th_multiplier == 1.5 && b.hrtt_ns == Some(2000));
+        assert_eq!(b.sticky_ns, ccp_bfc_model::STICKY_NS);
+        let p = crate::bfc::BfcParams::from_config(&b, 7);
+        assert_eq!((p.th_multiplier_permille, p.hrtt_ns, p.seed), (1500, Some(2000), 7));
+
+        // BFC needs several queues per port: the error names queues_per_port, on its line.
+        let few = on.replace("queues_per_port = 32", "queues_per_port = 1");
+        let e = load_text(&few).unwrap_err().to_string();
+        assert!(e.contains(&format!(":{}: `switch.queues_per_port`", line_of(&few, "queues_per_port", 0))), "{e}");
+        assert!(e.contains("2..=32"), "{e}");
+        let many = on.replace("queues_per_port = 32", "queues_per_port = 64");
+        assert!(load_text(&many).unwrap_err().to_string().contains("`switch.queues_per_port`"));
+        let bad = on.replace("th_multiplier = 1.5", "th_multiplier = 0");
+        let e = load_text(&bad).unwrap_err().to_string();
+        assert!(e.contains(&format!(":{}: `switch.bfc.th_multiplier`", line_of(&bad, "th_multiplier", 0))), "{e}");
+        let bad = on.replace("hrtt_ns = 2000", "hrtt_ns = 0");
+        assert!(load_text(&bad).unwrap_err().to_string().contains("`switch.bfc.hrtt_ns`"));
+        let bad = on.replace("hrtt_ns = 2000", "hrtt = 2000");
+        assert!(load_text(&bad).unwrap_err().to_string().contains("hrtt"), "unknown keys are refused");
+        // `enabled = false` keeps the table without checks, so `--set` can switch BFC off.
+        let off = load_str(Path::new("t.toml"), &few, &["switch.bfc.enabled=false".into()]).unwrap();
+        assert!(!off.scenario.switch.bfc.unwrap().enabled);
+        // An override that makes the scenario invalid is named as the override.
+        let e = load_str(Path::new("t.toml"), &on, &["switch.queues_per_port=1".into()]).unwrap_err().to_string();
+        assert!(e.contains("switch.queues_per_port"), "{e}");
     }
 
     #[test]

@@ -204,18 +204,19 @@ fn print_summary(r: &Results) {
     }
     if !r.ports.is_empty() {
         println!(
-            "{:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>8} {:>8}",
-            "port", "Gbit/s", "util", "q mean pk", "q p50 pk", "q p99 pk", "drops", "marks"
+            "{:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>11} {:>8} {:>8}",
+            "port", "Gbit/s", "util", "q mean pk", "q p50 pk", "q p99 pk", "delay p99µs", "drops", "marks"
         );
         for p in &r.ports {
             println!(
-                "{:<18} {:>9.3} {:>6.1}% {:>10.1} {:>10.1} {:>10.1} {:>8} {:>8}",
+                "{:<18} {:>9.3} {:>6.1}% {:>10.1} {:>10.1} {:>10.1} {:>11.3} {:>8} {:>8}",
                 p.name,
                 p.throughput_gbps,
                 100.0 * p.utilization,
                 p.queue_mean_pkts,
                 p.queue_p50_pkts,
                 p.queue_p99_pkts,
+                p.queue_delay_p99_us,
                 p.drops,
                 p.marks
             );

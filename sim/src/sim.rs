@@ -158,6 +158,10 @@ impl Sim {
             urgent_on_ece: s.cc.urgent_on_ece,
         };
         let mut sim = Sim::assemble(topo, loaded, tp, ccp, choice, overrides, end)?;
+        if let Some(b) = s.switch.bfc.as_ref().filter(|b| b.enabled) {
+            crate::bfc::install(&mut sim, &crate::bfc::BfcParams::from_config(b, s.seed))
+                .map_err(|e| format!("switch.bfc: {e}"))?;
+        }
         for spec in flows {
             sim.add_flow(spec);
         }
@@ -215,6 +219,9 @@ impl Sim {
                     return Err(format!("output.monitor: no port named {name:?} (ports are named like \"{}\")", ports[0].name))
                 }
             }
+        }
+        for &p in &monitored {
+            ports[p as usize].stats.delays_ns = Some(Vec::new());
         }
         let names = monitored.iter().map(|&p| ports[p as usize].name.clone()).collect();
         let samples = Samples::new(from_us(s.output.sample_interval_us), monitored, names, topo.switches.len());
@@ -539,6 +546,11 @@ impl Sim {
         let dequeued = self.ports[port as usize].dequeue(now, &mut self.out);
         self.drain_outputs(s, port, 0);
         let (queue, d) = dequeued?;
+        if now >= self.warmup {
+            if let Some(delays) = &mut self.ports[port as usize].stats.delays_ns {
+                delays.push(to_ns(now).saturating_sub(d.enqueued_at).min(u64::from(u32::MAX)) as u32);
+            }
+        }
         let id = d.packet.id;
         let p = self.arena.get_mut(id);
         if d.packet.ecn == Ecn::Ce && p.ecn != Ecn::Ce {

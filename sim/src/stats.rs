@@ -145,6 +145,10 @@ pub struct PortSummary {
     pub queue_mean_pkts: f64,
     pub queue_p50_pkts: f64,
     pub queue_p99_pkts: f64,
+    /// Per-packet queueing delay (enqueue to start of transmission) over the measured part, µs.
+    pub queue_delay_p50_us: f64,
+    pub queue_delay_p99_us: f64,
+    pub queue_delay_max_us: f64,
     pub drops: u64,
     pub marks: u64,
     pub pfc_paused_fraction: f64,
@@ -292,6 +296,7 @@ impl Sim {
                 let span = end.saturating_sub(s.times.get(from).copied().unwrap_or(measured_from)).max(1);
                 let gbps = tx_bytes as f64 * 8.0 / to_secs(span) / 1e9;
                 let rate = port.rate_bps as f64 / 1e9;
+                let delays = sorted(port.stats.delays_ns.iter().flatten().map(|&ns| f64::from(ns) / 1e3).collect());
                 PortSummary {
                     name: port.name.clone(),
                     rate_gbps: rate,
@@ -304,6 +309,9 @@ impl Sim {
                     queue_mean_pkts: mean(&q) / full,
                     queue_p50_pkts: percentile(&q, 50.0) / full,
                     queue_p99_pkts: percentile(&q, 99.0) / full,
+                    queue_delay_p50_us: percentile(&delays, 50.0),
+                    queue_delay_p99_us: percentile(&delays, 99.0),
+                    queue_delay_max_us: delays.last().copied().unwrap_or(0.0),
                     drops: port.stats.drops,
                     marks: port.stats.marks,
                     pfc_paused_fraction: to_secs(port.stats.pfc_paused_time) / to_secs(end.max(1)),

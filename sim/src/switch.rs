@@ -41,6 +41,9 @@ pub struct PortStats {
     pub pfc_paused_time: Time,
     /// PAUSE frames this port's node sent upstream from this ingress.
     pub pfc_pauses_sent: u64,
+    /// Per-packet queueing delays at this egress (enqueue to start of transmission), ns, from
+    /// the end of the warm-up on: monitored switch ports only (`None` elsewhere).
+    pub delays_ns: Option<Vec<u32>>,
 }
 
 /// One end of a link.
