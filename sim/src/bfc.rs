@@ -14,8 +14,8 @@
 //!   implements it, and its tests cover the repair of a lost RESUME.
 //! - The model's pause counters have `UPSTREAM_Q_SLOTS` slots per ingress; a host NIC queue id at
 //!   or above that aliases onto slot id mod slots, and the message names the slot, so such a NIC
-//!   queue is simply never paused (the simulator numbers NIC queues by a host's active flows, so
-//!   this needs more than 128 concurrent flows from one host).
+//!   queue is simply never paused (a host gives each new flow the lowest NIC queue id no live flow
+//!   of it holds, so this needs about 128 concurrent flows from one host).
 //! - A scenario selects BFC with a `[switch.bfc]` table ([`crate::config::BfcConfig`]): building
 //!   the [`Sim`] then runs [`install`], which puts BFC on every switch (by hand:
 //!   [`Sim::set_switch_hook`]).

@@ -203,3 +203,46 @@ fn line_rate_start_dctcp_drops_or_pauses_where_scenario_file_bfc_holds_th() {
         dport.queue_delay_p99_us
     );
 }
+
+/// h0 starts a 2 KB flow and a long flow at 0, and another long flow at 50 µs, after the short
+/// one has finished: the two live long flows must hold different NIC queues (specs/bfc.md §7,
+/// §12.2: per-flow NIC queues), or a pause aimed at one also stops the other. Numbering queues by
+/// the host's live-flow count gave the third flow the second one's queue.
+const NIC_QUEUE_REUSE: &str = r#"
+duration_ms = 0.2
+
+[topology]
+kind = "star"
+hosts = 3
+link_gbps = 100.0
+link_delay_us = 1.0
+
+[cc]
+algorithm = "constant"
+params = { cwnd_pkts = 100 }
+
+[transport]
+mss_bytes = 1000
+
+[[workload.flows]]
+src = 0
+dst = 2
+bytes = 2000
+
+[[workload.flows]]
+src = 0
+dst = 2
+
+[[workload.flows]]
+src = 0
+dst = 1
+start_us = 50.0
+"#;
+
+#[test]
+fn live_flows_of_one_host_never_share_a_nic_queue() {
+    let (sim, _) = common::run(&common::scenario(NIC_QUEUE_REUSE));
+    assert!(sim.flows[0].sender_done, "the 2 KB flow finished before the third flow started");
+    let q = |f: usize| sim.flows[f].state.as_ref().expect("long flows are live at the end").nic_queue;
+    assert_ne!(q(1), q(2), "two live flows of h0 on one NIC queue");
+}

@@ -23,8 +23,9 @@ impl Sim {
         let start =
             FlowStart { now_us: to_us(now), mss_bytes: tp.mss, init_cwnd_bytes: snd.cwnd_bytes, ecn: Some(tp.ecn), seed: None };
         let (cc, init) = FlowCc::start(choice, self.fallback.clone(), self.ccp.limits.clone(), &start, now);
+        let nic_queue = self.free_nic_queue(src);
+        let flow = &mut self.flows[f as usize];
         let host = &mut self.hosts[src as usize];
-        let nic_queue = (host.senders.len() % usize::from(u16::MAX)) as u16;
         host.senders.push(f);
         flow.state = Some(Box::new(FlowState { snd, rcv: Receiver::default(), cc, nic_queue, in_ready: false }));
         self.count_outcome(&init);
@@ -33,6 +34,29 @@ impl Sim {
             self.arm_report_timer(f);
         }
         self.wake(f);
+    }
+
+    /// A NIC queue for a new flow of host `h` (per-flow NIC queues, specs/bfc.md §7, §12.2): the
+    /// lowest id no live flow of the host holds, preferring one the first-hop switch does not
+    /// have paused (a finished flow's queue can stay paused until its packets leave the switch).
+    /// Ids stay below the host's live flow count plus its paused queues, so below the switch's
+    /// `UPSTREAM_Q_SLOTS` unless a host has that many flows at once.
+    fn free_nic_queue(&self, h: u32) -> u16 {
+        let host = &self.hosts[h as usize];
+        let mut used: Vec<u16> =
+            host.senders.iter().filter_map(|&x| self.flows[x as usize].state.as_ref().map(|s| s.nic_queue)).collect();
+        used.sort_unstable();
+        let free = |q: &u16| used.binary_search(q).is_err();
+        let mut first_free = None;
+        for q in 0..u16::MAX {
+            if free(&q) {
+                if !host.is_paused(q) {
+                    return q;
+                }
+                first_free.get_or_insert(q);
+            }
+        }
+        first_free.unwrap_or(0)
     }
 
     /// Makes `f` eligible to send and kicks its host's NIC.
