@@ -155,6 +155,8 @@ pub struct LinkFit {
     unit: f64,
     /// Fitted μ of the last blocks, newest last.
     fits: std::collections::VecDeque<f64>,
+    /// Their median, kept as blocks close (once per pulse period) rather than sorted per report.
+    median: Option<f64>,
 }
 
 impl LinkFit {
@@ -173,10 +175,12 @@ impl LinkFit {
                     self.fits.pop_front();
                 }
                 self.fits.push_back(mu);
+                self.median = median(&self.fits);
             }
             *self = LinkFit {
                 unit: self.unit,
                 fits: std::mem::take(&mut self.fits),
+                median: self.median,
                 block_start_us: Some(now_us),
                 ..LinkFit::default()
             };
@@ -206,14 +210,18 @@ impl LinkFit {
 
     /// The median of the last block fits, bytes/s (None before the first).
     pub fn fit(&self) -> Option<f64> {
-        if self.fits.is_empty() {
-            return None;
-        }
-        let mut v: Vec<f64> = self.fits.iter().copied().collect();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        Some(if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) })
+        self.median
     }
+}
+
+fn median(values: &std::collections::VecDeque<f64>) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v: Vec<f64> = values.iter().copied().collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { 0.5 * (v[n / 2 - 1] + v[n / 2]) })
 }
 
 /// Eq. 1 over the report stream, with μ̂.
