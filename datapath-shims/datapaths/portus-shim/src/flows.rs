@@ -11,8 +11,8 @@ use std::net::IpAddr;
 use ccp_ebpf::{Control, Create, Endpoint, ReportEvery};
 use libccp::{Connection, FlowInfo};
 
-use crate::ccp::Commanded;
 use crate::primitives::Rates;
+use ccp_libccp_host::datapath::Commanded;
 
 /// What CREATE tells the agent about a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

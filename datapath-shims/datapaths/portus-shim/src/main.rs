@@ -17,13 +17,10 @@
 //! and the stop signals are `ccp-libccp-host`'s, shared with the test datapath.
 
 mod attach;
-mod ccp;
 mod cli;
 mod flows;
-mod inbound;
 mod primitives;
 mod shim;
-mod table;
 
 use std::process::ExitCode;
 

@@ -21,7 +21,7 @@
 //! at the last windows it commanded for as long as it hangs: its socket is still there. It
 //! stops emptying its queue, though, so every message to it is refused for want of room; once
 //! that has lasted `--silence-timeout-ms` (the time after which the kernel gives up on a silent
-//! shim, too), the agent counts as gone ([`crate::ccp::Uptake`]). It is back when it reads
+//! shim, too), the agent counts as gone ([`ccp_libccp_host::datapath::Uptake`]). It is back when it reads
 //! again: the READY sent on each tick while it is away finds room in its queue.
 //!
 //! # A restarted shim
@@ -45,11 +45,11 @@ use libccp::{Connection, Datapath, LibccpError};
 use tracing::{debug, info, warn};
 
 use crate::attach::log_outcome;
-use crate::ccp::{self, Commanded, Shared};
 use crate::cli::RunArgs;
 use crate::flows::{Desc, Flow};
-use crate::inbound::{judge, Verdict};
 use crate::primitives;
+use ccp_libccp_host::datapath::{self as ccp, Commanded, Shared};
+use ccp_libccp_host::inbound::{judge, Verdict};
 
 /// How often the heartbeat is refreshed and the agent looked for.
 const TICK: Duration = Duration::from_millis(100);

@@ -1,12 +1,17 @@
 //! What every process that hosts the real libccp C library needs, written once: the test
-//! datapath (`ccp-test-datapath`, emulated flows) and the portus shim (`ccp-libccp-shim`, kernel
-//! flows through the eBPF datapath) both run libccp behind libccp's unix-socket IPC.
+//! datapath (`ccp-test-datapath`, emulated flows), the portus shim (`ccp-libccp-shim`, kernel
+//! flows through the eBPF datapath) and the DPDK datapath (`ccp-dpdk`, user-space TCP) all run libccp behind libccp's unix-socket IPC.
 //!
 //! - [`ipc`]: the socket to the agent: portus's relative or absolute addresses, bounded waits
 //!   on a full agent queue without deadlocking against a blocked agent, and whether an agent is
 //!   there (and whether it is the same one).
 //! - [`primitives`]: one ACK's measurements, as libccp's program sees them.
+//! - [`audit`]: the check that a binary linking libccp never calls `log`.
 //! - [`callbacks`]: the sids and reports libccp's messages carry, and its log levels.
+//! - [`datapath`]: libccp's datapath callbacks (messages to the agent, log lines), what they
+//!   share with the loop, what libccp commanded per connection, and whether the agent reads.
+//! - [`table`]: libccp's connection table, zeroed and enlarged.
+//! - [`inbound`]: the agent's messages, checked by `ccp-wire` before libccp sees them.
 //! - [`errors`]: libccp's `ccp_error.h` codes, which the crate does not give.
 //! - [`throttle`]: messages that repeat on every ACK, let through the 1st, 10th, 100th, … time.
 //! - [`stop`]: SIGINT and SIGTERM as a clean stop.
@@ -16,9 +21,13 @@
 //! so any `f64::ln` in a binary that links it crashes. `ccp-agent` must never depend on this
 //! crate, and nothing here uses floating point.
 
+pub mod audit;
 pub mod callbacks;
+pub mod datapath;
 pub mod errors;
+pub mod inbound;
 pub mod ipc;
 pub mod primitives;
 pub mod stop;
+pub mod table;
 pub mod throttle;

@@ -10,10 +10,10 @@ use std::io;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use ccp_libccp_host::callbacks::{log_level, Sent};
-use ccp_libccp_host::errors::describe;
-use ccp_libccp_host::ipc::{agent_gone, Channel};
-use ccp_libccp_host::throttle::Throttle;
+use crate::callbacks::{log_level, Sent};
+use crate::errors::describe;
+use crate::ipc::{agent_gone, Channel};
+use crate::throttle::Throttle;
 use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps};
 use tracing::{debug, warn};
 
