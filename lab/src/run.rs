@@ -278,7 +278,7 @@ fn router_config(l: &Loaded, link: &Link, qdisc: &QdiscKind, buffer: u32, log: O
     };
     // Validated when the experiment was loaded.
     let classes = ccp_router::classes::parse_all(&n.class_delays).expect("network.class_delays were validated at load");
-    RouterConfig { down, up, feedback: FeedbackConfig::default(), classes, log_csv: log, duration: None, realtime }
+    RouterConfig { down, up, feedback: FeedbackConfig::default(), classes, log_csv: log, duration: None, realtime, loss: None }
 }
 
 /// The run's propagation delay classes, data direction: (label, one-way delay ns), one per

@@ -14,7 +14,7 @@ use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
 
 use crate::cli::{CapacityArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
-use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
+use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RandomLoss, RouterConfig};
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
 use crate::topology::TopologyConfig;
@@ -348,6 +348,13 @@ impl LinkArgs {
             log_csv: None,
             duration: None,
             realtime: self.realtime,
+            loss: match self.loss_pct {
+                None => None,
+                Some(p) if p.is_finite() && (0.0..=50.0).contains(&p) => {
+                    Some(RandomLoss { probability: p / 100.0, seed: self.loss_seed })
+                }
+                Some(p) => return Err(Error::param("--loss-pct", format!("{p} is not a percentage from 0 to 50"))),
+            },
         })
     }
 }
@@ -402,6 +409,17 @@ mod tests {
         match c.down.qdisc {
             QdiscKind::Abc(p) => assert_eq!(p.delay_threshold, 60 * NANOS_PER_MS),
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn random_loss_is_a_percentage_with_a_seed() {
+        let (_, c) = parse(&["--rate-mbps", "10", "--loss-pct", "1", "--loss-seed", "9"]).configs().unwrap();
+        assert_eq!(c.loss, Some(RandomLoss { probability: 0.01, seed: 9 }));
+        assert_eq!(parse(&["--rate-mbps", "10"]).configs().unwrap().1.loss, None);
+        for bad in ["-1", "51", "NaN"] {
+            let e = err(&["--rate-mbps", "10", &format!("--loss-pct={bad}")]);
+            assert!(e.starts_with("--loss-pct:"), "{bad}: {e}");
         }
     }
 

@@ -216,6 +216,13 @@ pub struct LinkArgs {
     /// Run the forwarding loop under SCHED_FIFO (tighter timing when the machine is loaded).
     #[arg(long)]
     pub realtime: bool,
+    /// Drop this percentage of the packets arriving at the sender → receiver link, at random and
+    /// independently (netem's `loss random`), before the queue; 0 to 50.
+    #[arg(long, value_name = "PCT")]
+    pub loss_pct: Option<f64>,
+    /// Seed of --loss-pct's random stream (the same seed drops the same arrivals).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub loss_seed: u64,
 }
 
 #[derive(Debug, Clone, Args)]

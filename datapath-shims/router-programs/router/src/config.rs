@@ -174,6 +174,24 @@ pub struct RouterConfig {
     pub duration: Option<Nanos>,
     /// Run the event loop under SCHED_FIFO for timing accuracy on a loaded machine.
     pub realtime: bool,
+    /// Random loss on the data direction (`--loss-pct`), before the queue.
+    pub loss: Option<RandomLoss>,
+}
+
+/// Independent random loss: each packet arriving at the data direction's queue is dropped with
+/// `probability`, from a seeded stream (the same seed drops the same arrivals). netem is not
+/// available where the project is tested; this is its `loss random` for the emulated link.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RandomLoss {
+    pub probability: f64,
+    pub seed: u64,
+}
+
+impl RandomLoss {
+    /// The loss as a threshold on a uniform 64-bit draw.
+    pub fn threshold(&self) -> u64 {
+        (self.probability.clamp(0.0, 1.0) * u64::MAX as f64) as u64
+    }
 }
 
 impl RouterConfig {
@@ -193,6 +211,7 @@ impl RouterConfig {
             log_csv: None,
             duration: None,
             realtime: false,
+            loss: None,
         }
     }
 }

@@ -17,6 +17,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use ccp_qdisc::qcn::wire::Cnm;
 use ccp_qdisc::{DropReason, Ecn, Nanos, Outputs, Qdisc};
+use rand_xoshiro::rand_core::{Rng, SeedableRng};
+use rand_xoshiro::SplitMix64;
 
 use crate::classes::{self, ClassDelay, Dir};
 use crate::clock::{self, Timer};
@@ -76,6 +78,8 @@ struct Direction {
     sent: Vec<Sent<IpPacket>>,
     next_id: u64,
     stats: DirectionStats,
+    /// Random loss before the queue: the threshold on a uniform draw, and the stream.
+    loss: Option<(u64, SplitMix64)>,
 }
 
 impl Direction {
@@ -97,12 +101,19 @@ impl Direction {
             sent: Vec::new(),
             next_id: 0,
             stats: DirectionStats::default(),
+            loss: None,
         })
     }
 
     fn arrive(&mut self, data: Vec<u8>, now: Nanos) {
         self.stats.counts.packets_in += 1;
         self.stats.counts.bytes_in += data.len() as u64;
+        if let Some((threshold, rng)) = &mut self.loss {
+            if rng.next_u64() < *threshold {
+                self.stats.counts.dropped_random += 1;
+                return;
+            }
+        }
         let p = IpPacket::new(data, self.next_id, now);
         self.next_id += 1;
         self.qdisc.enqueue(now, p, &mut self.out);
@@ -165,10 +176,11 @@ impl Router {
             None => None,
         };
         classes::validate(&config.classes)?;
-        let dirs = [
+        let mut dirs = [
             Direction::new("down", Dir::Down, config.down, &config.classes, start)?,
             Direction::new("up", Dir::Up, config.up, &config.classes, start)?,
         ];
+        dirs[0].loss = config.loss.map(|l| (l.threshold(), SplitMix64::seed_from_u64(l.seed)));
         let tuns = [topology.tun(Side::Sender)?, topology.tun(Side::Receiver)?];
         // SAFETY: plain syscall; the fd is owned immediately.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -411,5 +423,38 @@ impl Router {
             })
             .collect();
         Ok(Summary { duration_s: elapsed as f64 / 1e9, down: summarise(down), up: summarise(up), classes })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RandomLoss;
+
+    /// Arrivals at a direction with `loss`; which of them were dropped at random.
+    fn dropped(loss: RandomLoss, n: u64) -> Vec<u64> {
+        let mut d = Direction::new("down", Dir::Down, DirectionConfig::unlimited(0), &[], 0).expect("direction");
+        d.loss = Some((loss.threshold(), SplitMix64::seed_from_u64(loss.seed)));
+        let mut out = Vec::new();
+        for i in 0..n {
+            let before = d.stats.counts.dropped_random;
+            d.arrive(vec![0x45; 60], i);
+            if d.stats.counts.dropped_random > before {
+                out.push(i);
+            }
+        }
+        assert_eq!(d.stats.counts.packets_in, n, "every arrival is counted, dropped or not");
+        out
+    }
+
+    #[test]
+    fn random_loss_drops_the_asked_fraction_and_a_seed_repeats_it() {
+        let one_pct = dropped(RandomLoss { probability: 0.01, seed: 7 }, 200_000);
+        let frac = one_pct.len() as f64 / 200_000.0;
+        // Binomial(200k, 1 %): σ ≈ 0.022 %; ±0.1 % is over 4σ.
+        assert!((frac - 0.01).abs() < 0.001, "dropped {frac}");
+        assert_eq!(one_pct, dropped(RandomLoss { probability: 0.01, seed: 7 }, 200_000), "same seed, same drops");
+        assert_ne!(one_pct, dropped(RandomLoss { probability: 0.01, seed: 8 }, 200_000), "another seed, other drops");
+        assert!(dropped(RandomLoss { probability: 0.0, seed: 7 }, 10_000).is_empty());
     }
 }

@@ -26,6 +26,8 @@ pub struct Counters {
     pub dropped_buffer: u64,
     pub dropped_aqm: u64,
     pub dropped_write: u64,
+    /// Dropped at random before the queue (`--loss-pct`); not in the packet log.
+    pub dropped_random: u64,
     /// Packets the discipline set to CE (an ABC router's brakes among them).
     pub marked_ce: u64,
     pub qcn_notifications: u64,
@@ -117,8 +119,15 @@ impl Summary {
             s += &format!("  {name}: link {}, qdisc {}, delay {:.1} ms\n", d.link, d.qdisc, d.delay_ms);
             let c = &d.counts;
             s += &format!(
-                "    packets in {} / out {}; dropped: buffer {}, aqm {}, write {}; marked: CE {}; QCN notifications {}\n",
-                c.packets_in, c.packets_out, c.dropped_buffer, c.dropped_aqm, c.dropped_write, c.marked_ce, c.qcn_notifications
+                "    packets in {} / out {}; dropped: buffer {}, aqm {}, write {}, random {}; marked: CE {}; QCN notifications {}\n",
+                c.packets_in,
+                c.packets_out,
+                c.dropped_buffer,
+                c.dropped_aqm,
+                c.dropped_write,
+                c.dropped_random,
+                c.marked_ce,
+                c.qcn_notifications
             );
             s += &format!("    throughput {:.3} Mbit/s", d.throughput_mbps);
             if let (Some(c), Some(u)) = (d.capacity_mbps, d.utilisation) {
