@@ -7,7 +7,8 @@ APT_PACKAGES=(
     clang llvm libclang-dev          # libccp's bindgen (test datapath); the BPF datapath's objects
     libelf-dev zlib1g-dev pkg-config make gcc
     bpftool                          # vmlinux.h from the running kernel's BTF (ccp-ebpf's build)
-    iproute2 iperf3                  # network tests
+    iproute2 iperf3 ethtool          # network tests (ethtool: veth offloads off for DPDK's vdevs)
+    libdpdk-dev dpdk                 # the DPDK datapath (ccp-dpdk): DPDK 22.11 with net_af_xdp/net_af_packet
     fonts-dejavu-core                # label font for ccp-router's PNG plots (demo)
 )
 
