@@ -190,6 +190,18 @@ pub enum QdiscConfig {
         #[serde(default)]
         ecn_k_bytes: Option<u64>,
     },
+    /// RED-style ECN marking, DCQCN's switch side (Zhu et al. 2015, §3.1, Fig. 5): on the
+    /// instantaneous queue an ECT packet finds, no mark up to K_min, probability rising linearly
+    /// to P_max just below K_max, every packet from K_max. Defaults: the DCQCN paper's §5 values
+    /// (5 KB, 200 KB, 1 %). The draws are seeded per switch queue from the scenario seed.
+    Red {
+        #[serde(default = "default_red_k_min")]
+        k_min_bytes: u64,
+        #[serde(default = "default_red_k_max")]
+        k_max_bytes: u64,
+        #[serde(default = "default_red_p_max")]
+        p_max: f64,
+    },
     /// CoDel (RFC 8289).
     Codel {
         #[serde(default = "default_codel_target")]
@@ -218,6 +230,15 @@ fn default_qcn_p() -> f64 {
 }
 fn default_qcn_quantization() -> String {
     "packets".into()
+}
+fn default_red_k_min() -> u64 {
+    ccp_qdisc::red::DCQCN_PAPER_K_MIN_BYTES
+}
+fn default_red_k_max() -> u64 {
+    ccp_qdisc::red::DCQCN_PAPER_K_MAX_BYTES
+}
+fn default_red_p_max() -> f64 {
+    ccp_qdisc::red::DCQCN_PAPER_P_MAX
 }
 fn default_codel_target() -> f64 {
     5_000.0
@@ -837,6 +858,19 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
                 return Err(l.invalid("switch.qdisc.quantization", "must be \"packets\" or \"standard\""));
             }
         }
+        QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max } => {
+            let params =
+                ccp_qdisc::red::RedParams { k_min_bytes: *k_min_bytes, k_max_bytes: *k_max_bytes, p_max: *p_max, seed: 0 };
+            if let Err(e) = params.validate() {
+                return Err(l.invalid(&format!("switch.qdisc.{}", e.param), e.message));
+            }
+            if *k_min_bytes >= limit {
+                return Err(l.invalid(
+                    "switch.qdisc.k_min_bytes",
+                    format!("K_min = {k_min_bytes} B is not below the buffer a port can use ({limit} B)"),
+                ));
+            }
+        }
         QdiscConfig::Codel { target_us, interval_us, .. } => {
             positive(l, "switch.qdisc.target_us", *target_us)?;
             if interval_us <= target_us {
@@ -1165,6 +1199,29 @@ cc = { algorithm = "dctcp", params = { g = 0.0625 } }
         assert_eq!(l.scenario.cc.algorithm, "dctcp");
         let e = load_str(Path::new("t.toml"), GOOD, &["switch.qdisc.k_pkts=99999".into()]).unwrap_err().to_string();
         assert!(e.starts_with("--set switch.qdisc.k_pkts"), "{e}");
+    }
+
+    #[test]
+    fn red_defaults_to_the_dcqcn_paper_and_validates_each_parameter() {
+        let red = GOOD.replace("kind = \"dctcp\"\nk_pkts = 20", "kind = \"red\"");
+        let l = load_text(&red).unwrap();
+        assert!(matches!(
+            l.scenario.switch.qdisc,
+            QdiscConfig::Red { k_min_bytes: 5_000, k_max_bytes: 200_000, p_max } if p_max == 0.01
+        ));
+        let set = |o: &str| load_str(Path::new("t.toml"), &red, &[o.into()]).map_err(|e| e.to_string());
+        let e = set("switch.qdisc={kind=\"red\",k_min_bytes=400000,k_max_bytes=100000,p_max=0.2}").unwrap_err();
+        assert!(e.contains("switch.qdisc") && e.contains("K_max must exceed K_min"), "{e}");
+        let e = set("switch.qdisc.k_min_bytes=0").unwrap_err();
+        assert!(e.starts_with("--set switch.qdisc.k_min_bytes") && e.contains("K_min must be > 0"), "{e}");
+        let e = set("switch.qdisc.p_max=1.5").unwrap_err();
+        assert!(e.starts_with("--set switch.qdisc.p_max") && e.contains("(0, 1]"), "{e}");
+        let e = load_text(&red.replace("kind = \"red\"", "kind = \"red\"\np_max = 0.0")).unwrap_err().to_string();
+        assert!(e.contains("`switch.qdisc.p_max`") && e.contains("P_max must be in (0, 1], got 0"), "{e}");
+        let e = set("switch.qdisc={kind=\"red\",k_min_bytes=50000000,k_max_bytes=60000000}").unwrap_err();
+        assert!(e.contains("switch.qdisc") && e.contains("not below the buffer a port can use"), "{e}");
+        let ok = set("switch.qdisc={kind=\"red\",k_min_bytes=100000,k_max_bytes=400000,p_max=0.2}").unwrap();
+        assert!(matches!(ok.scenario.switch.qdisc, QdiscConfig::Red { k_min_bytes: 100_000, k_max_bytes: 400_000, .. }));
     }
 
     #[test]

@@ -157,7 +157,7 @@ fn run(cmd: Command) -> Result<(), String> {
                     println!("      {:16} {}", p.name, p.doc);
                 }
             }
-            println!("queue disciplines (switch.qdisc.kind): droptail, dctcp, phantom, qcn, codel");
+            println!("queue disciplines (switch.qdisc.kind): droptail, dctcp, phantom, qcn, red, codel");
             println!("topologies (topology.kind): dumbbell, star, leaf_spine");
             Ok(())
         }

@@ -14,7 +14,8 @@ pub enum Stream {
     Arrival = 2,
     Endpoints = 3,
     Incast = 4,
-    /// Base of the per-switch-port QCN sampling streams (the port id is added).
+    /// Base of the per-switch-queue discipline streams (QCN sampling, RED marking; the port and
+    /// queue ids are added). Named for its first user: renaming it would not change a draw.
     Qcn = 5,
     Ecmp = 6,
 }

@@ -13,6 +13,7 @@ use ccp_qdisc::dctcp::{Dctcp, NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::droptail::DropTail;
 use ccp_qdisc::phantom::{Phantom, PhantomParams};
 use ccp_qdisc::qcn::{Qcn, QcnParams, Quantization, Sampling};
+use ccp_qdisc::red::{Red, RedParams};
 use ccp_qdisc::{Departure, Limit, Outputs, Qdisc};
 
 use crate::config::{Admission, QdiscConfig, SwitchConfig};
@@ -178,7 +179,7 @@ impl BufferPolicy {
 }
 
 /// Builds the discipline for one egress queue of a port of `rate_bps`. `mss_wire` converts
-/// thresholds given in packets; `seed` seeds a QCN congestion point's sampling.
+/// thresholds given in packets; `seed` seeds a QCN congestion point's sampling or RED's marks.
 pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) -> Box<dyn Qdisc<Queued>> {
     let bytes_per_sec = rate_bps as f64 / BITS_PER_BYTE as f64;
     let mut q: Box<dyn Qdisc<Queued>> = match cfg {
@@ -216,6 +217,10 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
             };
             let ecn = ecn_k_bytes.map(|k| StepMarker { k: Threshold::Bytes(k), non_ect: NonEctPolicy::Pass });
             Box::new(Qcn::new(Limit::Unlimited, params, ecn).expect("validated scenario"))
+        }
+        QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max } => {
+            let params = RedParams { k_min_bytes: *k_min_bytes, k_max_bytes: *k_max_bytes, p_max: *p_max, seed };
+            Box::new(Red::new(Limit::Unlimited, params).expect("validated scenario"))
         }
         QdiscConfig::Codel { target_us, interval_us, ecn } => {
             let params = CodelParams {

@@ -28,6 +28,7 @@ pub mod droptail;
 pub mod fifo;
 pub mod phantom;
 pub mod qcn;
+pub mod red;
 pub mod rng;
 pub mod space_saving;
 pub mod window;
