@@ -399,13 +399,11 @@ impl<'dp> Sender<'dp> {
         };
         let mut budget = TX_BUDGET;
         let n = self.flows.len();
-        // Round robin: the connection after the one that ran out of budget goes first next time.
+        // Round robin: the connection after the one that used up the budget goes first next
+        // time, so the first ones in the table cannot take every pass.
+        let start = self.next_tx;
         for k in 0..n {
-            let idx = (self.next_tx + k) % n;
-            if budget == 0 {
-                self.next_tx = idx;
-                break;
-            }
+            let idx = (start + k) % n;
             let ep = WireEndpoints {
                 src_mac: self.neigh.our_mac,
                 dst_mac: peer_mac,
@@ -415,9 +413,9 @@ impl<'dp> Sender<'dp> {
                 dst_port: self.remote.port(),
             };
             let (port, tx, stats) = (&self.port, &mut self.tx, &mut self.stats);
-            let budget = &mut budget;
+            let left = &mut budget;
             self.flows[idx].conn.poll_transmit(now, &mut |seg| {
-                if *budget == 0 {
+                if *left == 0 {
                     return false;
                 }
                 if tx.len() >= TX_FLUSH {
@@ -436,7 +434,7 @@ impl<'dp> Sender<'dp> {
                 match wire::build_tcp(frame.buf(), &ep, seg, |payload| fill_pattern(seg.stream_offset, payload)) {
                     Ok(n) => {
                         frame.finish(n, tx);
-                        *budget -= 1;
+                        *left -= 1;
                         true
                     }
                     Err(e) => {
@@ -445,6 +443,10 @@ impl<'dp> Sender<'dp> {
                     }
                 }
             });
+            if budget == 0 {
+                self.next_tx = (idx + 1) % n;
+                break;
+            }
         }
         let sent = TX_BUDGET - budget;
         self.flush();

@@ -148,6 +148,12 @@ impl Output {
             .filter(|f| matches!(f.state, State::Failed(_)))
             .map(|f| format!("{}: {}", f.port, state_name(f.state)))
             .collect();
+        let unfinished: Vec<String> = flows
+            .iter()
+            .filter(|f| !matches!(f.state, State::Failed(_) | State::Closed))
+            .take(10)
+            .map(|f| format!("{}: {} ({} bytes acknowledged)", f.port, state_name(f.state), f.acked))
+            .collect();
         let goodput = kbps(acked, now_us);
         let control_ns_per_ack = stats.control_ns.checked_div(stats.control_acks).unwrap_or(0);
         let (lat_n, lat_p50, lat_p99) = (
@@ -193,6 +199,9 @@ impl Output {
             }
             for f in failed {
                 println!("  failed: {f}");
+            }
+            for f in unfinished {
+                println!("  not closed: {f}");
             }
         }
     }

@@ -8,6 +8,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,9 +19,19 @@ use crate::cli::SinkArgs;
 
 /// Connections read at once; more wait in the listen backlog.
 const MAX_CONCURRENT: u64 = 4096;
+/// Connections the kernel may hold completed but not yet accepted.
+const LISTEN_BACKLOG: i32 = 4096;
 
 pub fn run(args: &SinkArgs) -> anyhow::Result<()> {
     let listener = TcpListener::bind(args.listen).map_err(|e| anyhow::anyhow!("listening on {} failed: {e}", args.listen))?;
+    // The standard library listens with a backlog of 128: a sender opening a thousand
+    // connections at once overflows it, the kernel falls back to SYN cookies, and a cookie
+    // only validates the first segment after the handshake, so the rest get RSTs. Listening
+    // again raises the backlog (the kernel caps it at net.core.somaxconn).
+    // SAFETY: listen(2) on the listener's own descriptor.
+    if unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
+        eprintln!("ccp-dpdk sink: raising the listen backlog failed: {}", io::Error::last_os_error());
+    }
     eprintln!("ccp-dpdk sink: listening on {}", listener.local_addr()?);
     let active = Arc::new(AtomicU64::new(0));
     let ended = Arc::new(AtomicU64::new(0));

@@ -205,6 +205,8 @@ pub struct ConnStats {
     pub tlp_probes: u64,
     /// RFC 5961 §3.2 challenge ACKs owed for in-window, inexact RSTs.
     pub challenge_acks: u64,
+    /// RSTs sent in SYN-SENT to clear a stale connection of our four-tuple at the peer.
+    pub resets_sent: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -335,6 +337,11 @@ pub struct Conn {
     cwr_pending: bool,
     cwr_high: u64,
     ack_pending: bool,
+    /// RFC 9293 §3.10.7.3: in SYN-SENT an ACK that does not ack our SYN (a connection of the
+    /// same four-tuple the peer still holds from an earlier run, answering our SYN with a
+    /// challenge ACK) is answered with a RST of this sequence number, which clears it; our SYN's
+    /// retransmission then opens the connection.
+    rst_owed: Option<u32>,
 
     cwnd_set_by_controller: bool,
     stats: ConnStats,
@@ -406,6 +413,7 @@ impl Conn {
             cwr_pending: false,
             cwr_high: 0,
             ack_pending: false,
+            rst_owed: None,
             cwnd_set_by_controller: false,
             stats: ConnStats::default(),
             cfg,
@@ -594,6 +602,9 @@ impl Conn {
             return;
         }
         if !(seg.flags.syn && acceptable_ack) {
+            if seg.flags.ack && !acceptable_ack {
+                self.rst_owed = Some(seg.ack);
+            }
             self.reject(|s| &mut s.rej_bad_synack);
             return;
         }
@@ -1253,6 +1264,14 @@ impl Conn {
                 1
             }
             State::SynSent => {
+                if let Some(seq) = self.rst_owed {
+                    let rst = SegOut { seq, flags: TcpFlags { rst: true, ..TcpFlags::default() }, ..SegOut::default() };
+                    if !emit(&rst) {
+                        return 0;
+                    }
+                    self.rst_owed = None;
+                    self.stats.resets_sent += 1;
+                }
                 if !self.syn_pending {
                     return 0;
                 }

@@ -966,6 +966,45 @@ mod tests {
     }
 
     #[test]
+    fn a_stale_peer_connection_is_reset_and_the_retried_syn_opens_ours() {
+        // The peer still holds an older connection of our four-tuple: it answers our SYN with
+        // an ACK of that connection's sequence space (a challenge ACK), not a SYN-ACK.
+        let mut conn = Conn::new(&cfg(), 1000, None, 0);
+        let mut sent = vec![];
+        conn.poll_transmit(0, &mut |s| {
+            sent.push(*s);
+            true
+        });
+        assert!(sent[0].flags.syn);
+        let challenge =
+            TcpIn { seq: 77_000, ack: 555_555, flags: TcpFlags { ack: true, ..TcpFlags::default() }, ..TcpIn::default() };
+        assert!(conn.on_segment(&challenge, 100).is_none());
+        sent.clear();
+        conn.poll_transmit(100, &mut |s| {
+            sent.push(*s);
+            true
+        });
+        assert_eq!(sent.len(), 1, "a RST, and no SYN before the retransmission timer: {sent:?}");
+        assert!(sent[0].flags.rst && !sent[0].flags.ack && !sent[0].flags.syn);
+        assert_eq!(sent[0].seq, 555_555, "RFC 9293: <SEQ=SEG.ACK><CTL=RST>");
+        assert_eq!(conn.stats().resets_sent, 1);
+        assert_eq!(conn.state(), State::SynSent, "our connection lives on");
+        // The SYN is retried on its timer, and a proper SYN-ACK opens the connection.
+        let t = conn.next_timer_us().expect("the SYN's retransmission timer");
+        conn.on_timer(t);
+        sent.clear();
+        conn.poll_transmit(t, &mut |s| {
+            sent.push(*s);
+            true
+        });
+        assert!(sent.iter().any(|s| s.flags.syn), "{sent:?}");
+        let synack =
+            TcpIn { seq: 9, ack: 1001, flags: TcpFlags { syn: true, ack: true, ..TcpFlags::default() }, ..TcpIn::default() };
+        conn.on_segment(&synack, t + 100);
+        assert_eq!(conn.state(), State::Established);
+    }
+
+    #[test]
     fn zero_window_is_probed() {
         let mut sim = Sim::new(&cfg(), PeerCfg { window: 0, ..PeerCfg::default() }, 5, Some(20_000), RTT);
         sim.run(150_000, |_| false);
