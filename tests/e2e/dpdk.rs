@@ -271,6 +271,26 @@ fn a_bulk_transfer_to_a_kernel_receiver_arrives_intact() {
 /// seconds).
 type Point = (f64, f64, f64);
 
+#[test]
+fn three_hundred_connections_at_once_all_arrive_intact() {
+    if skip("three_hundred_connections_at_once_all_arrive_intact") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let net = Net::direct("mc");
+    dpdk_works(&net).expect("DPDK drives net_af_xdp");
+    let flows = 300;
+    let rx = sink(net.rx_ns.as_ref().unwrap(), "10.99.0.2:5201", flows);
+    let bytes = 300_000u64;
+    let mut tx = send(&net, "10.99.0.2:5201", None, &["--flows", &flows.to_string(), "--bytes", &bytes.to_string()]);
+    assert!(tx.wait(Duration::from_secs(60)), "every connection closes; stderr:\n{}", tx.stderr());
+    let mut rx = rx;
+    rx.wait(Duration::from_secs(20));
+    assert_intact(&rx, flows as usize, Some(bytes));
+    let s = summary(&tx);
+    assert_eq!(s["closed"], flows, "{s}");
+}
+
 /// The agent's per-report trace (`--trace-flows`) of the one flow.
 fn trace(path: &Path) -> Vec<Point> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
