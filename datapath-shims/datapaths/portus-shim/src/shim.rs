@@ -48,7 +48,7 @@ use crate::attach::log_outcome;
 use crate::cli::RunArgs;
 use crate::flows::{Desc, Flow};
 use crate::primitives;
-use ccp_libccp_host::datapath::{self as ccp, Commanded, Shared};
+use ccp_libccp_host::datapath::{self as ccp, AgentChange, Commanded, Shared};
 use ccp_libccp_host::inbound::{judge, Verdict};
 
 /// How often the heartbeat is refreshed and the agent looked for.
@@ -473,9 +473,10 @@ impl<'dp> Shim<'dp> {
         if let Err(e) = self.inst.heartbeat() {
             self.shared.warn_throttled(&format!("could not refresh the heartbeat (flows will fall back): {e}"));
         }
-        if self.agent.is_some() {
-            // Fresh: a refusal seen on this tick or the one before.
-            if let Some(refusing) = self.shared.refusing_for(now, 2 * TICK).filter(|d| *d >= self.silence_timeout) {
+        // Fresh: a refusal seen on this tick or the one before.
+        match self.shared.agent_change(self.agent, now, 2 * TICK, self.silence_timeout) {
+            AgentChange::Same => {}
+            AgentChange::Hung(refusing) => {
                 self.stats.agent_hung += 1;
                 self.agent_gone(&format!(
                     "it has not read its socket for {} ms: every message since was refused for want of room, as to a hung \
@@ -483,16 +484,12 @@ impl<'dp> Shim<'dp> {
                     refusing.as_millis()
                 ));
             }
-        }
-        match (self.agent, self.shared.chan.agent_identity()) {
-            (Some(old), Some(new)) if old == new => {}
-            (Some(_), Some(new)) => {
+            AgentChange::Gone => self.agent_gone("its socket no longer takes datagrams"),
+            AgentChange::Restarted(new) => {
                 self.agent_gone("it restarted");
                 self.agent_back(new);
             }
-            (Some(_), None) => self.agent_gone("its socket no longer takes datagrams"),
-            (None, Some(new)) => self.agent_back(new),
-            (None, None) => {}
+            AgentChange::Arrived(new) => self.agent_back(new),
         }
         // Writes that failed are retried.
         let unwritten: Vec<u32> = self.flows.iter().filter(|(_, f)| f.pending_control().is_some()).map(|(k, _)| *k).collect();

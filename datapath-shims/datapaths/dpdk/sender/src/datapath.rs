@@ -21,7 +21,7 @@ use std::net::SocketAddrV4;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use ccp_libccp_host::datapath::{self as ccp, Shared};
+use ccp_libccp_host::datapath::{self as ccp, AgentChange, Shared};
 use ccp_libccp_host::errors::describe;
 use ccp_libccp_host::inbound::{judge, Verdict};
 use ccp_libccp_host::ipc::{self, AgentId, Channel, MAX_DATAGRAM};
@@ -541,24 +541,21 @@ impl<'dp> Sender<'dp> {
 
     fn tick(&mut self, now: Instant) {
         let Some(shared) = self.shared.clone() else { return };
-        if self.agent.is_some() {
-            if let Some(refusing) = shared.refusing_for(now, 2 * TICK).filter(|d| *d >= self.silence_timeout) {
+        match shared.agent_change(self.agent, now, 2 * TICK, self.silence_timeout) {
+            AgentChange::Same => {}
+            AgentChange::Hung(refusing) => {
                 self.stats.agent_hung += 1;
                 self.agent_gone(&format!(
                     "it has not read its socket for {} ms: every message since was refused for want of room",
                     refusing.as_millis()
                 ));
             }
-        }
-        match (self.agent, shared.chan.agent_identity()) {
-            (Some(old), Some(new)) if old == new => {}
-            (Some(_), Some(new)) => {
+            AgentChange::Gone => self.agent_gone("its socket no longer takes datagrams"),
+            AgentChange::Restarted(new) => {
                 self.agent_gone("it restarted");
                 self.agent_back(new);
             }
-            (Some(_), None) => self.agent_gone("its socket no longer takes datagrams"),
-            (None, Some(new)) => self.agent_back(new),
-            (None, None) => {}
+            AgentChange::Arrived(new) => self.agent_back(new),
         }
         if self.agent.is_some() {
             for idx in 0..self.flows.len() {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::callbacks::{log_level, Sent};
 use crate::errors::describe;
-use crate::ipc::{agent_gone, Channel};
+use crate::ipc::{agent_gone, AgentId, Channel};
 use crate::throttle::Throttle;
 use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps};
 use tracing::{debug, warn};
@@ -94,6 +94,42 @@ impl Shared {
     pub fn debug_throttled(&self, msg: &str) {
         if let Some(count) = self.throttle.borrow_mut().hit(msg) {
             debug!(count, "{msg}");
+        }
+    }
+}
+
+/// What became of the agent since the loop last looked (once per tick).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentChange {
+    /// As it was: the same agent reading, or still none.
+    Same,
+    /// It keeps its socket but has refused every message for want of room for this long (at
+    /// least the silence timeout): it hangs.
+    Hung(Duration),
+    /// Its socket no longer takes datagrams.
+    Gone,
+    /// Another agent reads a new socket file in its place.
+    Restarted(AgentId),
+    /// An agent reads the socket where there was none.
+    Arrived(AgentId),
+}
+
+impl Shared {
+    /// Compares the agent the loop knows with what the socket file and the agent's uptake say
+    /// now. `fresh`: how recent a refusal must be to count (a tick or two); `silence`: how long
+    /// an agent may refuse everything before it counts as hung.
+    pub fn agent_change(&self, known: Option<AgentId>, now: Instant, fresh: Duration, silence: Duration) -> AgentChange {
+        if known.is_some() {
+            if let Some(refusing) = self.refusing_for(now, fresh).filter(|d| *d >= silence) {
+                return AgentChange::Hung(refusing);
+            }
+        }
+        match (known, self.chan.agent_identity()) {
+            (Some(old), Some(new)) if old == new => AgentChange::Same,
+            (Some(_), Some(new)) => AgentChange::Restarted(new),
+            (Some(_), None) => AgentChange::Gone,
+            (None, Some(new)) => AgentChange::Arrived(new),
+            (None, None) => AgentChange::Same,
         }
     }
 }
@@ -238,6 +274,28 @@ mod tests {
             Some(Duration::from_secs(5)),
             "refused again: still not read"
         );
+    }
+
+    #[test]
+    fn the_agent_is_seen_arriving_restarting_and_going() {
+        use crate::ipc::{Bind, Endpoints};
+        use std::os::unix::net::UnixDatagram;
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        let ep = Endpoints { dir: dir.clone(), name: "dp".into(), agent: "agent".into(), bind: Bind::Absolute };
+        let shared = Shared::new(Channel::open(&ep).unwrap());
+        let (now, fresh, silence) = (Instant::now(), FRESH, Duration::from_secs(1));
+        assert_eq!(shared.agent_change(None, now, fresh, silence), AgentChange::Same, "no agent, none known");
+        let agent = UnixDatagram::bind(dir.join("agent")).unwrap();
+        let AgentChange::Arrived(first) = shared.agent_change(None, now, fresh, silence) else { panic!("not seen arriving") };
+        assert_eq!(shared.agent_change(Some(first), now, fresh, silence), AgentChange::Same);
+        drop(agent);
+        std::fs::remove_file(dir.join("agent")).unwrap();
+        let _again = UnixDatagram::bind(dir.join("agent")).unwrap();
+        assert!(matches!(shared.agent_change(Some(first), now, fresh, silence), AgentChange::Restarted(id) if id != first));
+        drop(_again);
+        std::fs::remove_file(dir.join("agent")).unwrap();
+        assert_eq!(shared.agent_change(Some(first), now, fresh, silence), AgentChange::Gone);
     }
 
     #[test]
