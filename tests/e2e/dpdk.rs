@@ -554,3 +554,36 @@ fn a_constant_window_gives_window_over_rtt_through_the_router() {
     assert!((mean / expect_kbps - 1.0).abs() <= 0.10, "throughput {mean:.0} kbit/s vs cwnd·MSS/RTT {expect_kbps:.0} kbit/s");
     drop(agent);
 }
+
+#[test]
+fn ce_marks_from_the_router_reach_the_agents_dctcp() {
+    if skip("ce_marks_from_the_router_reach_the_agents_dctcp") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let router = Router::start_with(&format!("cd{}ce", tag()), 10, LINK_MBPS, 100, &["--qdisc", "dctcp", "--dctcp-k-pkts", "20"]);
+    let net = Net::via_router("ce", &router);
+    dpdk_works(&net).expect("DPDK drives net_af_xdp");
+    let trace_path = dir.path().join("trace.jsonl");
+    let agent = Agent::start_unix(dir.path(), &["--algorithm", "dctcp", "--trace-flows", trace_path.to_str().unwrap()]);
+    let mut rx = sink(&router.receiver_ns, "10.77.0.2:5201", 1);
+    let mut tx = send(&net, "10.77.0.2:5201", Some(dir.path()), &["--seconds", "5", "--report-ms", "500"]);
+    assert!(tx.wait(Duration::from_secs(40)), "sender exit; stderr:\n{}", tx.stderr());
+    rx.wait(Duration::from_secs(10));
+    assert_intact(&rx, 1, None);
+    drop(agent);
+    // The kernel receiver (tcp_ecn = 2) accepts the ECN-setup SYN; the router marks ECT data
+    // above 20 packets; the receiver's ECE reaches the agent as CE-marked packets.
+    let text = std::fs::read_to_string(&trace_path).unwrap();
+    let reports: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let ce: u64 = reports.iter().filter_map(|v| v["ce_pkts"].as_u64()).sum();
+    let lost: u64 = reports.iter().filter_map(|v| v["lost_pkts"].as_u64()).sum();
+    let s = summary(&tx);
+    eprintln!("dctcp: {} reports, CE {ce}, lost {lost}; {s}", reports.len());
+    assert!(ce > 0, "CE marks reached the agent's reports");
+    // DCTCP keeps the queue near K = 20 packets, far below the 100-packet buffer: after slow
+    // start, marks, not drops, steer it.
+    let kbps = rx.lines()[0]["kbps"].as_u64().unwrap() as f64;
+    assert!(kbps > 0.7 * f64::from(LINK_MBPS) * 1000.0, "the flow fills the link: {kbps} kbit/s");
+}

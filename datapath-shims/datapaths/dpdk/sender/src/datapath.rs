@@ -41,8 +41,9 @@ use crate::port::{Port, PortConfig, PortStats, RxBatch, TxBatch, MAX_FRAME};
 
 /// How often the agent is looked for and the counters refreshed.
 const TICK: Duration = Duration::from_millis(100);
-/// The agent's socket is read at least this often while there is traffic.
-const AGENT_POLL_US: u64 = 200;
+/// The agent's socket is read at least this often while there is traffic (a non-blocking
+/// receive costs about a microsecond; a command waits at most this long, plus the pass under way).
+const AGENT_POLL_US: u64 = 50;
 /// Frames queued before they are handed to the device.
 const TX_FLUSH: usize = 128;
 /// Segments built per loop pass, across connections: a pass that sent a whole window of a fast
@@ -235,13 +236,14 @@ impl<'dp> Sender<'dp> {
             let now = self.now_us();
             let mut busy = self.receive(now);
             busy |= self.timers(now);
-            busy |= self.transmit(now);
-            if self.shared.is_some() && (now.saturating_sub(last_agent_poll) >= AGENT_POLL_US || !busy) {
+            // The agent's commands are read before this pass sends, so they shape it.
+            if self.shared.is_some() && now.saturating_sub(last_agent_poll) >= AGENT_POLL_US {
                 last_agent_poll = now;
-                self.read_agent();
-                if self.shared.as_ref().is_some_and(|s| s.take_agent_lost()) {
-                    self.agent_gone("a message found its socket closed");
-                }
+                self.serve_agent();
+            }
+            busy |= self.transmit(now);
+            if self.shared.is_some() && !busy {
+                self.serve_agent();
             }
             let wall = Instant::now();
             if wall.duration_since(last_tick) >= TICK {
@@ -496,6 +498,14 @@ impl<'dp> Sender<'dp> {
                 flow.waiting = true;
                 false
             }
+        }
+    }
+
+    /// Reads the agent's socket, and notices an agent whose socket went away under a send.
+    fn serve_agent(&mut self) {
+        self.read_agent();
+        if self.shared.as_ref().is_some_and(|s| s.take_agent_lost()) {
+            self.agent_gone("a message found its socket closed");
         }
     }
 
