@@ -176,7 +176,8 @@ impl<'dp> Sender<'dp> {
             sack: !args.no_sack,
             ..TcpConfig::default()
         };
-        let seed = t0.elapsed().as_nanos() as u32 ^ std::process::id().wrapping_mul(0x9E37_79B9);
+        // RFC 6528: initial sequence numbers an off-path host cannot guess.
+        let seed = random_u32();
         let flows = (0..args.flows)
             .map(|i| {
                 let isn = seed.wrapping_add(i.wrapping_mul(0x6A09_E667));
@@ -611,6 +612,20 @@ impl<'dp> Sender<'dp> {
                 break;
             }
         }
+    }
+}
+
+/// 32 bits from the kernel's random source (the clock and pid if it fails, which it does not on
+/// Linux ≥ 3.17 once the pool is initialised).
+fn random_u32() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: getrandom(2) writes at most `b.len()` bytes into `b`.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == 4 {
+        u32::from_ne_bytes(b)
+    } else {
+        let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        t ^ std::process::id().wrapping_mul(0x9E37_79B9)
     }
 }
 
