@@ -202,6 +202,10 @@ pub enum QdiscConfig {
         #[serde(default = "default_red_p_max")]
         p_max: f64,
     },
+    /// Per-flow fair queueing: DRR over one queue per flow (`ccp_qdisc::fair_queue`). With a
+    /// buffer too large to fill and hosts capped at one BDP in flight, the BFC thesis's Ideal-FQ
+    /// oracle (specs/bfc.md §15).
+    Fq {},
     /// CoDel (RFC 8289).
     Codel {
         #[serde(default = "default_codel_target")]
@@ -877,7 +881,7 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
                 return Err(l.invalid("switch.qdisc.interval_us", "must exceed target_us"));
             }
         }
-        QdiscConfig::Droptail {} => {}
+        QdiscConfig::Droptail {} | QdiscConfig::Fq {} => {}
     }
     if sw.pfc.enabled && sw.pfc.xon_bytes > sw.pfc.xoff_bytes {
         return Err(l.invalid("switch.pfc.xon_bytes", "must not exceed xoff_bytes"));

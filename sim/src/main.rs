@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use ccp_sim::stats::Results;
+use ccp_sim::sweep::{self, Progress};
 use ccp_sim::time::{to_us, PS_PER_US};
 use ccp_sim::{config, output, Sim};
 
@@ -47,6 +48,46 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run a scenario over loads × variants in parallel: a directory per run and one sweep.csv
+    /// (per variant, load and size bucket: FCT slowdown p50/p99/mean, flows, wall time, events/s).
+    ///
+    /// FILE is a sweep file (a `[sweep]` table: scenario, loads, set, [[sweep.variant]] name/set/loads;
+    /// configs/sim/bfc-clos-sweep.toml) or a scenario file swept with --variant.
+    /// Each run is `ccp-sim run` with the sweep's `set`, then the variant's, then --set, then
+    /// workload.random.load = LOAD/100.
+    Sweep {
+        /// Sweep file or scenario file.
+        file: PathBuf,
+        /// Loads in percent of the reference capacity (workload.random.load × 100), e.g.
+        /// 50,55,60; replaces the sweep file's loads, every variant's own included.
+        #[arg(long)]
+        loads: Option<String>,
+        /// A variant: NAME='KEY=VALUE;KEY=VALUE' (--set overrides separated by `;`; repeatable;
+        /// added after the sweep file's). Without any variant: one run per load named `base`.
+        #[arg(long = "variant", value_name = "NAME=SETS")]
+        variants: Vec<String>,
+        /// Run only these variants (comma-separated names).
+        #[arg(long, value_name = "NAMES")]
+        only: Option<String>,
+        /// Overrides for every run, after the variant's (repeatable).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Override every run's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output directory: <OUT>/sweep.csv and <OUT>/<variant>/load<L>/.
+        #[arg(long)]
+        out: PathBuf,
+        /// Parallel runs (default: the available cores).
+        #[arg(long, short)]
+        jobs: Option<usize>,
+        /// Also draw each run's plots.
+        #[arg(long)]
+        plots: bool,
+        /// No progress bar and no table on stdout.
+        #[arg(long, short)]
+        quiet: bool,
+    },
     /// Validate scenario files.
     Check {
         scenarios: Vec<PathBuf>,
@@ -84,11 +125,10 @@ fn run(cmd: Command) -> Result<(), String> {
             let loaded = config::load(&scenario, &overrides).map_err(|e| e.to_string())?;
             let name = loaded.name();
             let dir = out.unwrap_or_else(|| PathBuf::from("results/sim").join(&name));
-            let mut sim = Sim::new(&loaded)?;
             let bar = if quiet {
                 ProgressBar::hidden()
             } else {
-                let b = ProgressBar::new(to_us(sim.end));
+                let b = ProgressBar::new(0);
                 b.set_style(
                     ProgressStyle::with_template(
                         "{spinner} {prefix} [{bar:40}] {pos}/{len} µs simulated ({elapsed}, ETA {eta}) {msg}",
@@ -100,14 +140,14 @@ fn run(cmd: Command) -> Result<(), String> {
                 b
             };
             let wall = std::time::Instant::now();
-            sim.run(|now, events| {
+            let results = ccp_sim::run_loaded_with(&loaded, |now, end, events| {
+                bar.set_length(to_us(end));
                 bar.set_position(now / PS_PER_US);
                 let secs = wall.elapsed().as_secs_f64().max(1e-9);
                 bar.set_message(format!("{:.2} M events/s", events as f64 / secs / 1e6));
-            });
+            })?;
             bar.finish_and_clear();
             let s = &loaded.scenario;
-            let results = sim.results(&name, s.seed, &s.output.buckets_bytes, wall.elapsed().as_secs_f64());
             let files = output::write_data(&results, &dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let mut plots = Vec::new();
             if s.output.plots && !no_plots {
@@ -123,6 +163,12 @@ fn run(cmd: Command) -> Result<(), String> {
                 println!("wrote {} files to {}", files.len() + plots.len(), dir.display());
             }
             Ok(())
+        }
+        Command::Sweep { file, loads, variants, only, mut overrides, seed, out, jobs, plots, quiet } => {
+            if let Some(s) = seed {
+                overrides.push(format!("seed={s}"));
+            }
+            sweep(SweepArgs { file, loads, variants, only, overrides, out, jobs, plots, quiet })
         }
         Command::Check { scenarios, overrides } => {
             for s in &scenarios {
@@ -157,10 +203,132 @@ fn run(cmd: Command) -> Result<(), String> {
                     println!("      {:16} {}", p.name, p.doc);
                 }
             }
-            println!("queue disciplines (switch.qdisc.kind): droptail, dctcp, phantom, qcn, red, codel");
+            println!("queue disciplines (switch.qdisc.kind): droptail, dctcp, phantom, qcn, red, fq, codel");
             println!("topologies (topology.kind): dumbbell, star, leaf_spine");
             Ok(())
         }
+    }
+}
+
+struct SweepArgs {
+    file: PathBuf,
+    loads: Option<String>,
+    variants: Vec<String>,
+    only: Option<String>,
+    overrides: Vec<String>,
+    out: PathBuf,
+    jobs: Option<usize>,
+    plots: bool,
+    quiet: bool,
+}
+
+/// `ccp-sim sweep`: builds the plan, runs it with a progress bar, writes sweep.csv; fails (after
+/// every run) if any run failed.
+fn sweep(a: SweepArgs) -> Result<(), String> {
+    let mut plan = match sweep::read_sweep_file(&a.file)? {
+        Some(p) => p,
+        None => sweep::Plan { scenario: a.file.clone(), common: Vec::new(), variants: Vec::new(), loads: Vec::new() },
+    };
+    plan.common.extend(a.overrides);
+    for v in &a.variants {
+        plan.variants.push(sweep::parse_variant(v)?);
+    }
+    if plan.variants.is_empty() {
+        plan.variants.push(sweep::Variant { name: "base".into(), set: Vec::new(), loads: None });
+    }
+    if let Some(l) = &a.loads {
+        plan.loads = sweep::parse_loads(l)?;
+        for v in &mut plan.variants {
+            v.loads = None;
+        }
+    }
+    if let Some(only) = &a.only {
+        let names: Vec<&str> = only.split(',').map(str::trim).filter(|n| !n.is_empty()).collect();
+        if let Some(n) = names.iter().find(|n| !plan.variants.iter().any(|v| v.name == **n)) {
+            let known: Vec<&str> = plan.variants.iter().map(|v| v.name.as_str()).collect();
+            return Err(format!("--only: no variant `{n}` (variants: {})", known.join(", ")));
+        }
+        plan.variants.retain(|v| names.contains(&v.name.as_str()));
+    }
+    sweep::validate(&plan).map_err(|e| format!("{}: {e}", a.file.display()))?;
+    let jobs = sweep::jobs(&plan, &a.out);
+    let threads = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+
+    let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{bar:40}] {percent}% of simulated time ({elapsed}, ETA {eta}) {msg}")
+            .map_err(|e| e.to_string())?
+            .progress_chars("=> "),
+    );
+    // Runs announce their simulated length when they start; until then each counts as its
+    // scenario's default (the bar's total grows to the true sum).
+    let state = std::sync::Mutex::new((vec![0u8; jobs.len()], 0usize, 0usize)); // per job 0/1 running/2 done; done; failed
+    let label = |i: usize| format!("{}@{}", jobs[i].variant, sweep::fmt_load(jobs[i].load_pct));
+    let message = |st: &(Vec<u8>, usize, usize)| {
+        let running: Vec<String> = st.0.iter().enumerate().filter(|(_, &s)| s == 1).map(|(i, _)| label(i)).collect();
+        format!(
+            "{}/{} runs{}; running {}",
+            st.1,
+            jobs.len(),
+            if st.2 > 0 { format!(", {} FAILED", st.2) } else { String::new() },
+            running.join(" ")
+        )
+    };
+    let wall = std::time::Instant::now();
+    let outcomes = sweep::run_jobs(&plan.scenario, &jobs, threads, a.plots, &|p| match p {
+        Progress::Started { job, sim_us } => {
+            bar.inc_length(sim_us);
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            st.0[job] = 1;
+            bar.set_message(message(&st));
+        }
+        Progress::Advanced { delta_us, .. } => bar.inc(delta_us),
+        Progress::Finished { job, outcome } => {
+            let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
+            st.0[job] = 2;
+            st.1 += 1;
+            match outcome {
+                Ok(r) => bar.println(format!(
+                    "{}: {:.1} s wall, {:.2} M events/s, {}/{} flows",
+                    label(job),
+                    r.wall_s,
+                    r.events_per_s / 1e6,
+                    r.flows_completed,
+                    r.flows_total
+                )),
+                Err(e) => {
+                    st.2 += 1;
+                    bar.println(format!("ccp-sim: {e}"));
+                }
+            }
+            bar.set_message(message(&st));
+        }
+    });
+    bar.finish_and_clear();
+    let csv_path = a.out.join("sweep.csv");
+    std::fs::write(&csv_path, sweep::csv(&jobs, &outcomes)).map_err(|e| format!("{}: {e}", csv_path.display()))?;
+    let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
+    if !a.quiet {
+        println!(
+            "{} runs ({} failed) in {:.1} s wall on {} threads; wrote {}",
+            jobs.len(),
+            failed.len(),
+            wall.elapsed().as_secs_f64(),
+            threads.min(jobs.len()),
+            csv_path.display()
+        );
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} of {} runs failed (see {}):\n  {}",
+            failed.len(),
+            jobs.len(),
+            csv_path.display(),
+            failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
+        ))
     }
 }
 

@@ -11,6 +11,7 @@
 use ccp_qdisc::codel::{Codel, CodelParams};
 use ccp_qdisc::dctcp::{Dctcp, NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::droptail::DropTail;
+use ccp_qdisc::fair_queue::FairQueue;
 use ccp_qdisc::phantom::{Phantom, PhantomParams};
 use ccp_qdisc::qcn::{Qcn, QcnParams, Quantization, Sampling};
 use ccp_qdisc::red::{Red, RedParams};
@@ -184,6 +185,7 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
     let bytes_per_sec = rate_bps as f64 / BITS_PER_BYTE as f64;
     let mut q: Box<dyn Qdisc<Queued>> = match cfg {
         QdiscConfig::Droptail {} => Box::new(DropTail::new(Limit::Unlimited)),
+        QdiscConfig::Fq {} => Box::new(FairQueue::new(Limit::Unlimited)),
         QdiscConfig::Dctcp { k_pkts, k_bytes, drop_non_ect } => {
             let k = match (k_pkts, k_bytes) {
                 (Some(p), _) => Threshold::Packets(*p as usize),

@@ -25,6 +25,7 @@ pub mod abc_coexist;
 pub mod codel;
 pub mod dctcp;
 pub mod droptail;
+pub mod fair_queue;
 pub mod fifo;
 pub mod phantom;
 pub mod qcn;
