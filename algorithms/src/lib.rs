@@ -20,6 +20,7 @@ pub mod copa;
 pub mod cubic;
 pub mod dcqcn;
 pub mod dctcp;
+pub mod hpcc;
 pub mod hystart;
 pub mod inigo;
 pub mod nimbus;

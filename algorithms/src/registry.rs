@@ -14,6 +14,7 @@ pub fn all() -> &'static [AlgorithmInfo] {
         crate::cdg::INFO,
         crate::dctcp::INFO,
         crate::dcqcn::INFO,
+        crate::hpcc::INFO,
         crate::inigo::INFO,
         crate::nimbus::INFO,
         crate::abc::INFO,

@@ -99,7 +99,18 @@ pub struct SwitchConfig {
     /// BFC on every switch (`[switch.bfc]`; absent = off). Needs `queues_per_port` ≥ 2.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bfc: Option<BfcConfig>,
+    /// In-band network telemetry for HPCC (Li et al., SIGCOMM 2019, §3.1): every switch egress
+    /// appends a hop record (queue bytes, cumulative tx bytes, time, link rate) to each data
+    /// packet it transmits, up to `ccp_contract::MAX_INT_HOPS`; receivers echo the list in their
+    /// ACKs and senders pass it to the algorithm as `NetworkFeedback::Int`.
+    pub int: bool,
+    /// Bytes the INT header adds to every data packet on the wire when `int` is on (charged once
+    /// per packet, whatever the hop count; ACKs carry the echo uncharged). 80: specs/bfc.md §15.
+    pub int_overhead_bytes: u32,
 }
+
+/// Default INT header overhead per data packet, bytes (specs/bfc.md §15's HPCC baseline).
+pub const DEFAULT_INT_OVERHEAD_BYTES: u32 = 80;
 
 /// `[switch.bfc]`: backpressure flow control (specs/bfc.md §5–§6) on every switch, through
 /// [`crate::bfc`]'s hook. Present and `enabled` = installed when the scenario is built.
@@ -139,6 +150,8 @@ impl Default for SwitchConfig {
             qdisc: QdiscConfig::Droptail {},
             pfc: PfcConfig::default(),
             bfc: None,
+            int: false,
+            int_overhead_bytes: DEFAULT_INT_OVERHEAD_BYTES,
         }
     }
 }
@@ -819,6 +832,9 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
     let sw = &s.switch;
     if sw.buffer_bytes == 0 {
         return Err(l.invalid("switch.buffer_bytes", "must be > 0"));
+    }
+    if sw.int_overhead_bytes > 1000 {
+        return Err(l.invalid("switch.int_overhead_bytes", "must be ≤ 1000"));
     }
     positive(l, "switch.dt_alpha", sw.dt_alpha)?;
     if sw.admission == Admission::Static && sw.port_buffer_bytes.is_none() {

@@ -5,6 +5,7 @@
 //! its 32-bit index. Freed slots are reused, so a run allocates only while its peak number of
 //! packets in flight grows. The arena's live count is what the conservation check compares.
 
+use ccp_contract::IntPath;
 use ccp_qdisc::Ecn;
 
 use crate::time::Time;
@@ -58,6 +59,10 @@ pub struct Packet {
 #[derive(Debug, Default)]
 pub struct Arena {
     slots: Vec<Packet>,
+    /// INT records per slot (`[switch] int`; empty when INT is off, so `Packet` stays small and
+    /// the hot path pays nothing).
+    int: Vec<IntPath>,
+    int_on: bool,
     free: Vec<PacketId>,
     live: usize,
     peak: usize,
@@ -68,10 +73,22 @@ impl Arena {
         Arena::default()
     }
 
+    /// An arena whose packets carry INT records (HPCC).
+    pub fn with_int() -> Arena {
+        Arena { int_on: true, ..Arena::default() }
+    }
+
+    /// Whether packets carry INT.
+    #[inline]
+    pub fn int_on(&self) -> bool {
+        self.int_on
+    }
+
+    /// A new packet, with an empty INT record when INT is on.
     pub fn alloc(&mut self, packet: Packet) -> PacketId {
         self.live += 1;
         self.peak = self.peak.max(self.live);
-        match self.free.pop() {
+        let id = match self.free.pop() {
             Some(id) => {
                 self.slots[id as usize] = packet;
                 id
@@ -80,7 +97,26 @@ impl Arena {
                 self.slots.push(packet);
                 (self.slots.len() - 1) as PacketId
             }
+        };
+        if self.int_on {
+            match self.int.get_mut(id as usize) {
+                Some(p) => *p = IntPath::default(),
+                None => self.int.push(IntPath::default()),
+            }
         }
+        id
+    }
+
+    /// The INT a packet carries (empty when INT is off).
+    #[inline]
+    pub fn int(&self, id: PacketId) -> IntPath {
+        self.int.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// The packet's INT record, to append to or overwrite; `None` when INT is off.
+    #[inline]
+    pub fn int_mut(&mut self, id: PacketId) -> Option<&mut IntPath> {
+        self.int.get_mut(id as usize)
     }
 
     pub fn free(&mut self, id: PacketId) {

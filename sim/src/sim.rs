@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use ccp_contract::{AlgorithmFactory, Choice, Limits, ReportPolicy};
+use ccp_contract::{AlgorithmFactory, Choice, IntHop, Limits, ReportPolicy};
 use ccp_qdisc::{DropReason, Ecn, Outputs};
 
 use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario};
 use crate::event::{Event, EventQueue};
 use crate::hook::{HashQueues, HookPacket, QueueControl, SwitchHook};
-use crate::packet::{Arena, PacketId, Queued};
+use crate::packet::{Arena, Kind, PacketId, Queued};
 use crate::rng::{Rng, Stream};
 use crate::stats::{Counters, Samples};
 use crate::switch::{make_qdisc, BufferPolicy, EgressQueue, Port, SwitchState};
@@ -142,7 +142,10 @@ impl Sim {
         let s = &loaded.scenario;
         let topo = Topology::build(&s.topology);
         let end = (s.duration_ms * PS_PER_MS as f64) as Time;
-        let tp = TransportParams::from_config(&s.transport);
+        let mut tp = TransportParams::from_config(&s.transport);
+        if s.switch.int {
+            tp.int_overhead = s.switch.int_overhead_bytes;
+        }
         let mut flows: Vec<FlowSpec> = workload::explicit(&s.workload.flows);
         if let Some(r) = &s.workload.random {
             let cdf = SizeCdf::load(&loaded.base_dir().join(&r.cdf))?;
@@ -227,7 +230,7 @@ impl Sim {
         let samples = Samples::new(from_us(s.output.sample_interval_us), monitored, names, topo.switches.len());
         Ok(Sim {
             q: EventQueue::new(),
-            arena: Arena::new(),
+            arena: if s.switch.int { Arena::with_int() } else { Arena::new() },
             topo,
             ports,
             routes,
@@ -528,8 +531,23 @@ impl Sim {
             NodeKind::Switch(s) => self.switch_dequeue(s, port),
         };
         let Some(id) = id else { return };
-        let wire = self.arena.get(id).wire_bytes;
+        let (wire, kind) = {
+            let pk = self.arena.get(id);
+            (pk.wire_bytes, pk.kind)
+        };
         let p = &mut self.ports[port as usize];
+        if kind == Kind::Data && matches!(self.topo.nodes[node as usize], NodeKind::Switch(_)) {
+            // INT (HPCC §3.1): this egress's queue after the packet left, the bytes it sent
+            // before it, the time and the rate; beyond MAX_INT_HOPS hops the record is full.
+            if let Some(int) = self.arena.int_mut(id) {
+                int.push(IntHop {
+                    queue_bytes: p.queued_bytes,
+                    tx_bytes: p.stats.tx_bytes,
+                    ts_ns: to_ns(self.q.now()),
+                    rate_bps: p.rate_bps,
+                });
+            }
+        }
         let t = tx_time(wire, p.rate_bps);
         p.busy = true;
         p.stats.tx_bytes += u64::from(wire);

@@ -49,7 +49,7 @@ fn to_line(r: &Report) -> String {
         Some(NetworkFeedback::Qcn { fb_quantized, q_off_bytes, q_delta_bytes }) => {
             (Some(fb_quantized), Some(q_off_bytes), Some(q_delta_bytes))
         }
-        None => (None, None, None),
+        Some(NetworkFeedback::Int(_)) | None => (None, None, None),
     };
     [
         r.now_us.to_string(),

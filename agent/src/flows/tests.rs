@@ -235,7 +235,7 @@ impl ccp_contract::Algorithm for Recording {
                 self.cwnd *= 1.0 - f64::from(fb_quantized) / 128.0;
                 ccp_contract::Action::cwnd(self.cwnd)
             }
-            None => ccp_contract::Action::default(),
+            Some(ccp_contract::NetworkFeedback::Int(_)) | None => ccp_contract::Action::default(),
         }
     }
 }

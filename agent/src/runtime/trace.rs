@@ -83,8 +83,10 @@ impl FlowTrace {
         if self.failed {
             return;
         }
-        let qcn = r.feedback.map(|fb| match fb {
-            NetworkFeedback::Qcn { fb_quantized, q_off_bytes, q_delta_bytes } => (fb_quantized, q_off_bytes, q_delta_bytes),
+        let qcn = r.feedback.and_then(|fb| match fb {
+            NetworkFeedback::Qcn { fb_quantized, q_off_bytes, q_delta_bytes } => Some((fb_quantized, q_off_bytes, q_delta_bytes)),
+            // The agent's datapaths carry no INT; a trace line has no columns for it.
+            NetworkFeedback::Int(_) => None,
         });
         let line = Line {
             t_us: r.now_us,

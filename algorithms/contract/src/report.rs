@@ -17,6 +17,10 @@ pub enum Urgent {
 }
 
 /// Congestion feedback carried by the network itself rather than by ACKs.
+///
+/// `Int` makes this about 270 bytes: kept inline on purpose (the type is `Copy`, a report carries at
+/// most one, and boxing would put an allocation on the simulator's per-ACK path).
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum NetworkFeedback {
     /// A QCN congestion notification (IEEE 802.1Qau style) for this flow.
@@ -28,6 +32,74 @@ pub enum NetworkFeedback {
         /// Queue change since the last sample, bytes.
         q_delta_bytes: i64,
     },
+    /// In-band network telemetry echoed in an ACK: one record per switch egress the data packet
+    /// crossed, as HPCC uses it (Li et al., "HPCC: High Precision Congestion Control", SIGCOMM
+    /// 2019, §3.1 and Fig. 4). The datapath passes the INT of the latest ACK it saw.
+    Int(IntPath),
+}
+
+/// The most switch hops an [`IntPath`] records (HPCC's INT header holds a bounded hop list; a
+/// datacenter path is at most a handful of hops).
+pub const MAX_INT_HOPS: usize = 8;
+
+/// One switch egress's INT record (HPCC §3.1, Fig. 4: qLen, txBytes, ts, B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IntHop {
+    /// Bytes queued at the egress port when the packet left.
+    pub queue_bytes: u64,
+    /// Cumulative bytes the egress port has sent (HPCC's txBytes).
+    pub tx_bytes: u64,
+    /// The switch's clock when the packet left, nanoseconds.
+    pub ts_ns: u64,
+    /// The egress link's rate, bits per second (HPCC's B).
+    pub rate_bps: u64,
+}
+
+/// The INT records of one packet's path, in hop order; fixed size so that feedback stays `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IntPath {
+    hops: [IntHop; MAX_INT_HOPS],
+    count: u8,
+}
+
+impl IntPath {
+    /// A path with these hops; `None` when there are more than [`MAX_INT_HOPS`].
+    pub fn new(hops: &[IntHop]) -> Option<Self> {
+        if hops.len() > MAX_INT_HOPS {
+            return None;
+        }
+        let mut p = IntPath::default();
+        p.hops[..hops.len()].copy_from_slice(hops);
+        p.count = hops.len() as u8;
+        Some(p)
+    }
+
+    /// Appends a hop; false (and nothing recorded) when the path already holds [`MAX_INT_HOPS`].
+    pub fn push(&mut self, hop: IntHop) -> bool {
+        let n = usize::from(self.count);
+        if n >= MAX_INT_HOPS {
+            return false;
+        }
+        self.hops[n] = hop;
+        self.count += 1;
+        true
+    }
+
+    /// The recorded hops, in path order.
+    #[inline]
+    pub fn hops(&self) -> &[IntHop] {
+        &self.hops[..usize::from(self.count)]
+    }
+
+    #[inline]
+    pub fn len(&self) -> usize {
+        usize::from(self.count)
+    }
+
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
 }
 
 /// RTT statistics over the samples taken in one report interval.
@@ -135,5 +207,26 @@ impl Report {
     #[inline]
     pub fn has_loss(&self) -> bool {
         self.lost_pkts > 0 || self.timeouts > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn int_path_holds_at_most_max_hops() {
+        let hop = |i: u64| IntHop { queue_bytes: i, tx_bytes: 10 * i, ts_ns: 100 * i, rate_bps: 100_000_000_000 };
+        let hops: Vec<IntHop> = (0..=MAX_INT_HOPS as u64).map(hop).collect();
+        assert!(IntPath::new(&hops).is_none(), "nine hops are refused");
+        let mut p = IntPath::new(&hops[..MAX_INT_HOPS]).unwrap();
+        assert_eq!(p.hops(), &hops[..MAX_INT_HOPS]);
+        assert!(!p.push(hop(9)), "a full path takes no more hops");
+        assert_eq!(p.len(), MAX_INT_HOPS);
+        let mut q = IntPath::default();
+        assert!(q.is_empty() && q.hops().is_empty());
+        assert!(q.push(hop(1)) && q.push(hop(2)));
+        assert_eq!(q.hops(), &hops[1..3]);
+        assert_eq!(IntPath::new(&[]).unwrap(), IntPath::default());
     }
 }

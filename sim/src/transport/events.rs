@@ -1,7 +1,7 @@
 //! The transport's events: flows starting, NICs pulling packets, data and ACKs arriving,
 //! delayed-ACK, retransmission and pacing timers, and BFC's per-queue pause.
 
-use ccp_contract::{FlowStart, Urgent};
+use ccp_contract::{FlowStart, NetworkFeedback, Urgent};
 use ccp_qdisc::Ecn;
 
 use super::*;
@@ -113,7 +113,7 @@ impl Sim {
         }
         let (seg, retx) = st.snd.next_segment(now, tp.mss)?;
         let payload = st.snd.payload(seg, tp.mss);
-        let wire = payload + tp.header;
+        let wire = payload + tp.header + tp.int_overhead;
         st.snd.on_transmit(seg, retx, now, tp.mss, wire);
         if retx {
             flow.retransmits += 1;
@@ -151,11 +151,28 @@ impl Sim {
     /// A packet reached host `h`.
     pub(crate) fn host_receive(&mut self, _h: u32, id: PacketId) {
         let p = *self.arena.get(id);
+        let int = self.arena.int_on().then(|| self.arena.int(id));
         self.arena.free(id);
         self.counters.delivered += 1;
+        if let Some(int) = int {
+            self.take_int(&p, int);
+        }
         match p.kind {
             Kind::Data => self.on_data(&p),
             Kind::Ack => self.on_ack(&p),
+        }
+    }
+
+    /// INT (`[switch] int`): the receiver keeps a data packet's records for the ACKs it sends;
+    /// the sender hands an ACK's records to the controller with the next report (with per-ACK
+    /// reporting, this ACK's).
+    fn take_int(&mut self, p: &Packet, int: ccp_contract::IntPath) {
+        let flow = &mut self.flows[p.flow as usize];
+        let Some(st) = flow.state.as_mut() else { return };
+        match p.kind {
+            Kind::Data => st.rcv.int = int,
+            Kind::Ack if !flow.sender_done && !int.is_empty() => st.cc.set_feedback(NetworkFeedback::Int(int)),
+            Kind::Ack => {}
         }
     }
 
@@ -179,6 +196,9 @@ impl Sim {
             hash: flow.hash.rotate_left(16),
         };
         let id = self.arena.alloc(packet);
+        if let Some(int) = self.arena.int_mut(id) {
+            *int = flow.state.as_ref().map_or_else(Default::default, |st| st.rcv.int);
+        }
         self.counters.injected += 1;
         self.counters.acks += 1;
         let host = &mut self.hosts[flow.spec.dst as usize];

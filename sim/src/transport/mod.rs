@@ -60,6 +60,8 @@ pub struct TransportParams {
     pub delack_segments: u32,
     pub delack_timeout: Time,
     pub ecn: bool,
+    /// Bytes the INT header adds to each data packet (`[switch] int`; 0 when INT is off).
+    pub int_overhead: u32,
 }
 
 impl TransportParams {
@@ -76,6 +78,7 @@ impl TransportParams {
             delack_segments: c.delayed_ack_segments,
             delack_timeout: from_us(c.delayed_ack_timeout_us),
             ecn: c.ecn,
+            int_overhead: 0,
         }
     }
 }
@@ -148,6 +151,8 @@ pub struct Receiver {
     pending_ts: Time,
     delack_deadline: Option<Time>,
     delack_armed: bool,
+    /// The INT of the last data packet received (`[switch] int`), echoed in every ACK.
+    int: ccp_contract::IntPath,
 }
 
 /// Live state of a started, unfinished flow.
