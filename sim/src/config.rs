@@ -273,11 +273,18 @@ pub struct PfcConfig {
     pub xoff_bytes: u64,
     /// Resume when they fall to this.
     pub xon_bytes: u64,
+    /// A dynamic threshold instead (the datacenter baselines' PFC, specs/bfc.md §15: 11 % of the
+    /// free buffer): pause when an ingress holds more than this fraction of the shared buffer
+    /// still free, resume `resume_offset_bytes` below that (HPCC's ns-3 switch MMU: free >> shift
+    /// to pause, 3 KB below it to resume). `xoff_bytes`/`xon_bytes` are then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_fraction: Option<f64>,
+    pub resume_offset_bytes: u64,
 }
 
 impl Default for PfcConfig {
     fn default() -> Self {
-        PfcConfig { enabled: false, xoff_bytes: 200_000, xon_bytes: 180_000 }
+        PfcConfig { enabled: false, xoff_bytes: 200_000, xon_bytes: 180_000, free_fraction: None, resume_offset_bytes: 3_000 }
     }
 }
 
@@ -899,7 +906,12 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
         }
         QdiscConfig::Droptail {} | QdiscConfig::Fq {} => {}
     }
-    if sw.pfc.enabled && sw.pfc.xon_bytes > sw.pfc.xoff_bytes {
+    if let Some(f) = sw.pfc.free_fraction {
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(l.invalid("switch.pfc.free_fraction", "must be in (0, 1]"));
+        }
+    }
+    if sw.pfc.enabled && sw.pfc.free_fraction.is_none() && sw.pfc.xon_bytes > sw.pfc.xoff_bytes {
         return Err(l.invalid("switch.pfc.xon_bytes", "must not exceed xoff_bytes"));
     }
     if let Some(b) = sw.bfc.as_ref().filter(|b| b.enabled) {

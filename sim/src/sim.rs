@@ -412,9 +412,11 @@ impl Sim {
         let sw = &mut self.switches[s as usize];
         sw.buffer_used = sw.buffer_used.checked_add_signed(bytes).expect("buffer accounting");
         sw.peak_buffer = sw.peak_buffer.max(sw.buffer_used);
+        let used = sw.buffer_used;
         let e = &mut self.ports[egress as usize];
         e.queued_bytes = e.queued_bytes.checked_add_signed(bytes).expect("port accounting");
-        let Some((xoff, xon)) = self.buffer.pfc else { return };
+        let Some(pfc) = self.buffer.pfc else { return };
+        let (xoff, xon) = pfc.at(self.buffer.buffer_bytes, used);
         let now = self.q.now();
         let i = &mut self.ports[ingress as usize];
         i.ingress_bytes = i.ingress_bytes.checked_add_signed(bytes).expect("ingress accounting");

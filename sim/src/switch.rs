@@ -145,8 +145,30 @@ pub struct BufferPolicy {
     pub admission: Admission,
     pub dt_alpha: f64,
     pub port_limit: u64,
-    /// (XOFF, XON) bytes per ingress, when PFC is on.
-    pub pfc: Option<(u64, u64)>,
+    /// The PAUSE thresholds per ingress, when PFC is on.
+    pub pfc: Option<PfcThresholds>,
+}
+
+/// When an ingress pauses its upstream and when it resumes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum PfcThresholds {
+    /// Fixed XOFF and XON, bytes.
+    Static { xoff: u64, xon: u64 },
+    /// XOFF = `fraction` × the shared buffer still free; XON = XOFF − `resume_offset`.
+    Dynamic { fraction: f64, resume_offset: u64 },
+}
+
+impl PfcThresholds {
+    /// (XOFF, XON) bytes for a switch of `buffer_bytes` holding `used`.
+    pub fn at(&self, buffer_bytes: u64, used: u64) -> (u64, u64) {
+        match *self {
+            PfcThresholds::Static { xoff, xon } => (xoff, xon),
+            PfcThresholds::Dynamic { fraction, resume_offset } => {
+                let xoff = (fraction * buffer_bytes.saturating_sub(used) as f64) as u64;
+                (xoff, xoff.saturating_sub(resume_offset))
+            }
+        }
+    }
 }
 
 impl BufferPolicy {
@@ -156,7 +178,10 @@ impl BufferPolicy {
             admission: cfg.admission,
             dt_alpha: cfg.dt_alpha,
             port_limit: cfg.port_buffer_bytes.unwrap_or(cfg.buffer_bytes),
-            pfc: cfg.pfc.enabled.then_some((cfg.pfc.xoff_bytes, cfg.pfc.xon_bytes)),
+            pfc: cfg.pfc.enabled.then(|| match cfg.pfc.free_fraction {
+                Some(fraction) => PfcThresholds::Dynamic { fraction, resume_offset: cfg.pfc.resume_offset_bytes },
+                None => PfcThresholds::Static { xoff: cfg.pfc.xoff_bytes, xon: cfg.pfc.xon_bytes },
+            }),
         }
     }
 
@@ -259,8 +284,17 @@ mod tests {
         assert!(!p.admits(90_000, 10_000, 1500));
         let s = BufferPolicy { admission: Admission::Static, port_limit: 3000, ..p };
         assert!(s.admits(0, 1500, 1500) && !s.admits(0, 1501, 1500));
-        let pfc = BufferPolicy { pfc: Some((10, 5)), ..p };
+        let pfc = BufferPolicy { pfc: Some(PfcThresholds::Static { xoff: 10, xon: 5 }), ..p };
         assert!(pfc.admits(90_000, 90_000, 1500) && !pfc.admits(99_000, 0, 1500));
+    }
+
+    #[test]
+    fn dynamic_pfc_pauses_at_a_fraction_of_the_free_buffer() {
+        let d = PfcThresholds::Dynamic { fraction: 0.11, resume_offset: 3_000 };
+        assert_eq!(d.at(12_000_000, 0), (1_320_000, 1_317_000), "11 % of an empty 12 MB buffer");
+        assert_eq!(d.at(12_000_000, 10_000_000), (220_000, 217_000), "the threshold falls as the buffer fills");
+        assert_eq!(d.at(12_000_000, 12_000_000), (0, 0), "a full buffer pauses every ingress holding anything");
+        assert_eq!(PfcThresholds::Static { xoff: 10, xon: 5 }.at(100, 90), (10, 5));
     }
 
     #[test]

@@ -170,6 +170,12 @@ bursts = 1
     assert_eq!(lossless.flows_completed, 8);
     let paused: u64 = sim.ports.iter().map(|p| p.stats.pfc_paused_time).sum();
     assert!(paused > 0, "host NICs were paused");
+    // The dynamic threshold (11 % of the free buffer, the datacenter baselines' PFC): 8 ingresses
+    // at XOFF ≤ 0.11 × free plus headroom leave the buffer room, so the incast stays lossless.
+    let (_, dynamic) = common::run(&common::scenario(&incast("[switch.pfc]\nenabled = true\nfree_fraction = 0.11")));
+    assert_eq!(dynamic.counters.dropped_buffer, 0);
+    assert!(dynamic.counters.pfc_frames > 0);
+    assert_eq!(dynamic.flows_completed, 8);
 }
 
 #[test]
