@@ -27,6 +27,7 @@ pub mod packet;
 pub mod rng;
 pub mod sim;
 pub mod stats;
+pub mod sweep;
 pub mod switch;
 pub mod time;
 pub mod topology;
@@ -38,11 +39,19 @@ pub use sim::Sim;
 pub use stats::Results;
 
 /// Runs a loaded scenario to completion without progress output, and collects
-/// its results (the library entry point tests and sweeps use).
+/// its results (the library entry point tests use).
 pub fn run_loaded(loaded: &Loaded) -> Result<Results, String> {
+    run_loaded_with(loaded, |_, _, _| {})
+}
+
+/// Runs a loaded scenario to completion and collects its results, calling
+/// `progress(now, end, events)` every few thousand events (`ccp-sim run`'s and `ccp-sim sweep`'s
+/// progress bars).
+pub fn run_loaded_with(loaded: &Loaded, mut progress: impl FnMut(time::Time, time::Time, u64)) -> Result<Results, String> {
     let mut sim = Sim::new(loaded)?;
+    let end = sim.end;
     let wall = std::time::Instant::now();
-    sim.run(|_, _| {});
+    sim.run(|now, events| progress(now, end, events));
     let s = &loaded.scenario;
     Ok(sim.results(&loaded.name(), s.seed, &s.output.buckets_bytes, wall.elapsed().as_secs_f64()))
 }

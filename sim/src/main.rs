@@ -84,7 +84,7 @@ enum Command {
         /// Also draw each run's plots.
         #[arg(long)]
         plots: bool,
-        /// No progress bar and no table on stdout.
+        /// No progress bar, per-run lines or summary line.
         #[arg(long, short)]
         quiet: bool,
     },
@@ -227,9 +227,15 @@ struct SweepArgs {
 fn sweep(a: SweepArgs) -> Result<(), String> {
     let mut plan = match sweep::read_sweep_file(&a.file)? {
         Some(p) => p,
-        None => sweep::Plan { scenario: a.file.clone(), common: Vec::new(), variants: Vec::new(), loads: Vec::new() },
+        None => sweep::Plan {
+            scenario: a.file.clone(),
+            common: Vec::new(),
+            last: Vec::new(),
+            variants: Vec::new(),
+            loads: Vec::new(),
+        },
     };
-    plan.common.extend(a.overrides);
+    plan.last = a.overrides;
     for v in &a.variants {
         plan.variants.push(sweep::parse_variant(v)?);
     }
@@ -255,14 +261,18 @@ fn sweep(a: SweepArgs) -> Result<(), String> {
     let threads = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
 
-    let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(0) };
+    // The bar counts simulated µs over every run (each run's duration_ms; a run whose file does not
+    // load counts 0 and fails when it starts).
+    let total_us: u64 = jobs
+        .iter()
+        .map(|j| config::load(&plan.scenario, &j.overrides).map_or(0, |l| (l.scenario.duration_ms * 1000.0) as u64))
+        .sum();
+    let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(total_us) };
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{bar:40}] {percent}% of simulated time ({elapsed}, ETA {eta}) {msg}")
             .map_err(|e| e.to_string())?
             .progress_chars("=> "),
     );
-    // Runs announce their simulated length when they start; until then each counts as its
-    // scenario's default (the bar's total grows to the true sum).
     let state = std::sync::Mutex::new((vec![0u8; jobs.len()], 0usize, 0usize)); // per job 0/1 running/2 done; done; failed
     let label = |i: usize| format!("{}@{}", jobs[i].variant, sweep::fmt_load(jobs[i].load_pct));
     let message = |st: &(Vec<u8>, usize, usize)| {
@@ -277,8 +287,7 @@ fn sweep(a: SweepArgs) -> Result<(), String> {
     };
     let wall = std::time::Instant::now();
     let outcomes = sweep::run_jobs(&plan.scenario, &jobs, threads, a.plots, &|p| match p {
-        Progress::Started { job, sim_us } => {
-            bar.inc_length(sim_us);
+        Progress::Started { job, .. } => {
             let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
             st.0[job] = 1;
             bar.set_message(message(&st));

@@ -178,7 +178,7 @@ impl BufferPolicy {
             admission: cfg.admission,
             dt_alpha: cfg.dt_alpha,
             port_limit: cfg.port_buffer_bytes.unwrap_or(cfg.buffer_bytes),
-            pfc: cfg.pfc.enabled.then(|| match cfg.pfc.free_fraction {
+            pfc: cfg.pfc.enabled.then_some(match cfg.pfc.free_fraction {
                 Some(fraction) => PfcThresholds::Dynamic { fraction, resume_offset: cfg.pfc.resume_offset_bytes },
                 None => PfcThresholds::Static { xoff: cfg.pfc.xoff_bytes, xon: cfg.pfc.xon_bytes },
             }),

@@ -13,6 +13,24 @@ fn shipped_scenarios_build() {
     files.sort();
     assert!(files.len() >= 5);
     for f in files {
+        // Sweep files (`ccp-sim sweep`): every variant's first run loads and builds.
+        if let Some(plan) = ccp_sim::sweep::read_sweep_file(&f).unwrap_or_else(|e| panic!("{e}")) {
+            ccp_sim::sweep::validate(&plan).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let jobs = ccp_sim::sweep::jobs(&plan, Path::new("/nonexistent"));
+            for v in &plan.variants {
+                let job = jobs.iter().find(|j| j.variant == v.name).unwrap();
+                let loaded = match ccp_sim::config::load(&plan.scenario, &job.overrides) {
+                    Ok(l) => l,
+                    Err(e) if e.to_string().contains("does not exist") && e.to_string().contains("shared/workloads") => {
+                        eprintln!("skipping {} {}: {e}", f.display(), v.name);
+                        continue;
+                    }
+                    Err(e) => panic!("{} variant {}: {e}", f.display(), v.name),
+                };
+                ccp_sim::Sim::new(&loaded).unwrap_or_else(|e| panic!("{} variant {}: {e}", f.display(), v.name));
+            }
+            continue;
+        }
         let loaded = match ccp_sim::config::load(&f, &[]) {
             Ok(l) => l,
             // The random-workload scenarios read shared/workloads beside the repository.
