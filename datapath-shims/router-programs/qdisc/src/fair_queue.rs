@@ -105,17 +105,24 @@ impl<P: Packet> Qdisc<P> for FairQueue<P> {
     }
 
     fn dequeue(&mut self, now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
-        // A scheduler serves only packets that had arrived by `now`; packets arrive in time
-        // order, so if no backlogged flow's head is ready, nothing is.
-        let ready = self.active.iter().any(|&s| self.queues[s].head_enqueued_at().is_some_and(|t| t <= now));
-        if !ready {
-            return None;
-        }
+        // A scheduler serves only packets that had arrived by `now`. A whole round of flows
+        // whose heads have not arrived (the rotations undo each other) means nothing is ready;
+        // an arrived head is served within two visits (a quantum covers any packet), so this
+        // stays O(1) per packet in the usual case instead of scanning every flow first.
+        let mut unready = 0;
         loop {
             let s = *self.active.front()?;
             let head = self.queues[s].head_len_bytes()?;
             let arrived = self.queues[s].head_enqueued_at().is_some_and(|t| t <= now);
-            if arrived {
+            if !arrived {
+                unready += 1;
+                if unready >= self.active.len() {
+                    self.active.rotate_left(1);
+                    self.granted = false;
+                    return None;
+                }
+            } else {
+                unready = 0;
                 if !self.granted {
                     self.deficit[s] = self.deficit[s].saturating_add(QUANTUM_BYTES);
                     self.granted = true;
