@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/setup.sh
+# Incremental caches roughly double the target directory and a clean run never reuses them.
+export CARGO_INCREMENTAL=0
+df -h . | sed 's/^/test.sh: disk: /'
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads=2
 cargo clippy --workspace --all-targets --locked -- -D warnings
