@@ -1,7 +1,8 @@
 //! The algorithm registry: every algorithm by name, with its parameters and paper reference.
-//! A new algorithm is one module plus one line in `all()`.
+//! A new algorithm is one module plus one line in `all()`. Algorithms written outside Rust join
+//! through a scheme provider (`py:` for Python, registered by the binaries that embed it).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, RwLock};
 
 use ccp_contract::{AlgorithmFactory, AlgorithmInfo, Choice, ParamError};
 
@@ -28,16 +29,48 @@ pub fn all() -> &'static [AlgorithmInfo] {
     ALL
 }
 
+/// Resolves an algorithm name that carries a scheme (`py:path/to/cc.py:Class`) to its descriptor.
+/// The error says why it could not be loaded, in the user's terms.
+pub type SchemeProvider = fn(name: &str) -> Result<&'static AlgorithmInfo, String>;
+
+fn schemes() -> &'static RwLock<Vec<(&'static str, SchemeProvider)>> {
+    static SCHEMES: OnceLock<RwLock<Vec<(&'static str, SchemeProvider)>>> = OnceLock::new();
+    SCHEMES.get_or_init(|| RwLock::new(Vec::new()))
+}
+
+/// Makes names of the form `{scheme}:…` resolve through `provider` in every lookup below: how an
+/// algorithm hosted outside this crate (Python, `ccp-python`) joins the registry. A binary
+/// registers its schemes once at start; registering a scheme again replaces its provider.
+pub fn register_scheme(scheme: &'static str, provider: SchemeProvider) {
+    let mut all = schemes().write().unwrap_or_else(|e| e.into_inner());
+    all.retain(|(s, _)| *s != scheme);
+    all.push((scheme, provider));
+}
+
+/// The provider for `name`'s scheme, if it has one that is registered.
+fn scheme_of(name: &str) -> Option<SchemeProvider> {
+    let (scheme, _) = name.split_once(':')?;
+    schemes().read().unwrap_or_else(|e| e.into_inner()).iter().find(|(s, _)| *s == scheme).map(|(_, p)| *p)
+}
+
+/// Looks `name` up: a native algorithm, or one a registered scheme provides.
+pub fn resolve(name: &str) -> Result<&'static AlgorithmInfo, ParamError> {
+    if let Some(info) = all().iter().find(|a| a.name == name) {
+        return Ok(info);
+    }
+    match scheme_of(name) {
+        Some(provider) => provider(name).map_err(|reason| ParamError::Unavailable { name: name.to_string(), reason }),
+        None => Err(ParamError::UnknownAlgorithm { name: name.to_string(), known: all().iter().map(|a| a.name).collect() }),
+    }
+}
+
 pub fn find(name: &str) -> Option<&'static AlgorithmInfo> {
-    all().iter().find(|a| a.name == name)
+    resolve(name).ok()
 }
 
 /// Looks `name` up and validates `table` as its parameters.
 pub fn configure(name: &str, table: &toml::Table) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    match find(name) {
-        Some(info) => info.configure(table),
-        None => Err(ParamError::UnknownAlgorithm { name: name.to_string(), known: all().iter().map(|a| a.name).collect() }),
-    }
+    resolve(name)?.configure(table)
 }
 
 /// Validates `params` for `name` and makes the choice a controller runs.

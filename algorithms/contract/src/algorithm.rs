@@ -58,6 +58,31 @@ pub struct StateVar {
     pub value: f64,
 }
 
+/// Why a call into an algorithm hosted in another runtime (an embedded interpreter) failed.
+/// Native algorithms never produce one: their only failure is a panic.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallError {
+    /// The hosted code raised; the message carries its traceback.
+    Raised(String),
+    /// The call returned something that is not an action.
+    WrongType(String),
+    /// The call ran past its time budget and was abandoned; the instance is rebuilt.
+    TimedOut { budget_us: u64 },
+    /// The host could not run the call now (its interpreter is still busy with an abandoned call).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallError::Raised(m) => write!(f, "raised: {m}"),
+            CallError::WrongType(m) => write!(f, "returned the wrong type: {m}"),
+            CallError::TimedOut { budget_us } => write!(f, "ran past its {budget_us} µs budget and was abandoned"),
+            CallError::Unavailable(m) => write!(f, "could not run: {m}"),
+        }
+    }
+}
+
 /// A congestion control algorithm instance controlling one flow.
 ///
 /// Implementations must be deterministic functions of their inputs. They may panic or return
@@ -75,6 +100,17 @@ pub trait Algorithm: Send {
     /// Named internal state for observability (e.g. `ssthresh_bytes`, `alpha`). Optional.
     fn state(&self) -> Vec<StateVar> {
         Vec::new()
+    }
+
+    /// What the controller calls instead of [`Algorithm::init`]: an algorithm hosted in another
+    /// runtime overrides this to report a failure that is not a panic. Native ones never do.
+    fn try_init(&mut self, start: &FlowStart) -> Result<Action, CallError> {
+        Ok(self.init(start))
+    }
+
+    /// What the controller calls instead of [`Algorithm::on_report`] (see [`Algorithm::try_init`]).
+    fn try_on_report(&mut self, report: &Report) -> Result<Action, CallError> {
+        Ok(self.on_report(report))
     }
 }
 

@@ -8,6 +8,8 @@
 //!   MSS so the flow can never stall, windows and rates within the datapath's registers, report
 //!   intervals within the limits);
 //! - a panic rebuilds the algorithm, seeded from the flow's last sane state;
+//! - a hosted algorithm's failed call ([`CallError`]: it raised, returned the wrong type, ran past
+//!   its time budget) is a fault too; one that was abandoned mid-call is rebuilt like a panic;
 //! - more than `max_faults` faults within `fault_window_us` replace the algorithm with the fallback.
 //!
 //! The report policy is kept in the datapath's own terms: a per-RTT policy goes to a datapath
@@ -21,7 +23,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
 use crate::action::{Action, Pacing, ReportPolicy};
-use crate::algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};
+use crate::algorithm::{Algorithm, AlgorithmFactory, CallError, FlowStart, Seed, StateVar};
 use crate::limits::{Limits, INTERVAL_BEFORE_RTT_US, MAX_REPORT_ACKED_PKTS, MAX_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
 use crate::report::Report;
 use crate::settings::{Capabilities, Command, PacingCommand, Settings};
@@ -61,6 +63,8 @@ impl std::fmt::Debug for Choice {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Fault {
     Panicked(String),
+    /// A hosted algorithm's call failed without a panic.
+    Call(CallError),
     InvalidCwnd(f64),
     InvalidPacingRate(f64),
     InvalidReportRtts(f64),
@@ -70,6 +74,7 @@ impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fault::Panicked(m) => write!(f, "panicked: {m}"),
+            Fault::Call(e) => write!(f, "{e}"),
             Fault::InvalidCwnd(v) => write!(f, "returned an invalid cwnd {v}"),
             Fault::InvalidPacingRate(v) => write!(f, "returned an invalid pacing rate {v}"),
             Fault::InvalidReportRtts(v) => write!(f, "returned an invalid per-RTT report policy {v}"),
@@ -158,7 +163,7 @@ impl Controller {
         };
         c.settings.report = c.in_datapath_terms(c.report_policy).unwrap_or(c.settings.report);
         let start = FlowStart { mss_bytes: mss, ..start.clone() };
-        let mut outcome = c.run(now_us, |alg| alg.init(&start));
+        let mut outcome = c.run(now_us, |alg| alg.try_init(&start));
         outcome.command = c.settings.changes_from(None);
         (c, outcome)
     }
@@ -206,7 +211,7 @@ impl Controller {
             self.min_rtt_us = Some(self.min_rtt_us.map_or(rtt.min_us, |m| m.min(rtt.min_us)));
         }
         self.last_report = Some(report.clone());
-        let mut outcome = self.run(now_us, |alg| alg.on_report(report));
+        let mut outcome = self.run(now_us, |alg| alg.try_on_report(report));
         // An interval standing in for a per-RTT policy follows the RTT even when the algorithm
         // says nothing new; within an eighth it is not worth a message.
         if outcome.command.report.is_none() && !self.caps.per_rtt_reports {
@@ -228,7 +233,7 @@ impl Controller {
         self.algorithm = self.choice.factory.create();
         self.faults.clear();
         let start = self.seeded_start();
-        self.run(now_us, |alg| alg.init(&start))
+        self.run(now_us, |alg| alg.try_init(&start))
     }
 
     fn seed(&self) -> Seed {
@@ -255,25 +260,38 @@ impl Controller {
     }
 
     /// Runs one algorithm call under containment and applies its action.
-    fn run(&mut self, now_us: u64, call: impl FnOnce(&mut dyn Algorithm) -> Action) -> Outcome {
+    fn run(&mut self, now_us: u64, call: impl FnOnce(&mut dyn Algorithm) -> Result<Action, CallError>) -> Outcome {
         let entry = self.settings;
         let result = catch_unwind(AssertUnwindSafe(|| call(self.algorithm.as_mut())));
         let mut outcome = Outcome::default();
-        match result {
-            Ok(action) => match self.sanitize(&action) {
-                Ok(clamped) => outcome.clamped = clamped,
-                Err(fault) => outcome.fault = Some(fault),
-            },
-            Err(payload) => {
-                outcome.fault = Some(Fault::Panicked(panic_message(payload.as_ref())));
-                // The instance's state is suspect after a panic: start a fresh one from the
-                // flow's last sane state.
-                outcome.restarted = true;
-                self.algorithm = self.choice.factory.create();
-                let start = self.seeded_start();
-                if let Ok(action) = catch_unwind(AssertUnwindSafe(|| self.algorithm.init(&start))) {
-                    outcome.clamped += self.sanitize(&action).unwrap_or(0);
+        let rebuild = match result {
+            Ok(Ok(action)) => {
+                match self.sanitize(&action) {
+                    Ok(clamped) => outcome.clamped = clamped,
+                    Err(fault) => outcome.fault = Some(fault),
                 }
+                false
+            }
+            Ok(Err(error)) => {
+                // An abandoned call may still be changing the instance: only a fresh one is sane.
+                // After an exception, a wrong type or a busy host the instance is intact.
+                let abandoned = matches!(error, CallError::TimedOut { .. });
+                outcome.fault = Some(Fault::Call(error));
+                abandoned
+            }
+            Err(payload) => {
+                // The instance's state is suspect after a panic.
+                outcome.fault = Some(Fault::Panicked(panic_message(payload.as_ref())));
+                true
+            }
+        };
+        if rebuild {
+            // A fresh instance from the flow's last sane state.
+            outcome.restarted = true;
+            self.algorithm = self.choice.factory.create();
+            let start = self.seeded_start();
+            if let Ok(Ok(action)) = catch_unwind(AssertUnwindSafe(|| self.algorithm.try_init(&start))) {
+                outcome.clamped += self.sanitize(&action).unwrap_or(0);
             }
         }
         if outcome.fault.is_some() {

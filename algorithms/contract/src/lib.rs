@@ -44,7 +44,7 @@ pub mod report;
 pub mod settings;
 
 pub use action::{Action, Pacing, ReportPolicy};
-pub use algorithm::{Algorithm, AlgorithmFactory, FlowStart, Seed, StateVar};
+pub use algorithm::{Algorithm, AlgorithmFactory, CallError, FlowStart, Seed, StateVar};
 pub use controller::{Choice, Controller, Fault, Outcome};
 pub use descriptor::AlgorithmInfo;
 pub use limits::{Limits, MAX_REPORT_INTERVAL_US, MIN_CWND_PKTS, MIN_REPORT_INTERVAL_US};

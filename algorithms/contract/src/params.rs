@@ -248,6 +248,8 @@ impl fmt::Display for ParamValue {
 pub enum ParamError {
     #[error("unknown algorithm {name:?} (known: {})", known.join(", "))]
     UnknownAlgorithm { name: String, known: Vec<&'static str> },
+    #[error("algorithm {name:?} could not be loaded: {reason}")]
+    Unavailable { name: String, reason: String },
     #[error("{algorithm}: unknown parameter {param:?} (known: {})", if known.is_empty() { "none".to_string() } else { known.join(", ") })]
     UnknownParam { algorithm: String, param: String, known: Vec<&'static str> },
     #[error("{algorithm}: parameter {param:?} must be {expected}, found {found}")]

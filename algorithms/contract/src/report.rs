@@ -4,9 +4,14 @@
 //! per-ACK measurements into one `Report` per interval, or sends one early when something urgent
 //! happens. Algorithms see nothing else: no sockets, no clocks, no datapath types. Time arrives in
 //! `now_us`, on the datapath's own clock.
+//!
+//! Reports serialise (serde) so a run can be recorded and replayed through any algorithm.
+
+use serde::{Deserialize, Serialize};
 
 /// Why a report was sent before its interval elapsed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Urgent {
     /// Packets were newly marked lost (fast retransmit / SACK-based detection).
     Loss,
@@ -21,7 +26,8 @@ pub enum Urgent {
 /// `Int` makes this about 270 bytes: kept inline on purpose (the type is `Copy`, a report carries at
 /// most one, and boxing would put an allocation on the simulator's per-ACK path).
 #[allow(clippy::large_enum_variant)]
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum NetworkFeedback {
     /// A QCN congestion notification (IEEE 802.1Qau style) for this flow.
     Qcn {
@@ -43,7 +49,7 @@ pub enum NetworkFeedback {
 pub const MAX_INT_HOPS: usize = 8;
 
 /// One switch egress's INT record (HPCC §3.1, Fig. 4: qLen, txBytes, ts, B).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct IntHop {
     /// Bytes queued at the egress port when the packet left.
     pub queue_bytes: u64,
@@ -56,10 +62,24 @@ pub struct IntHop {
 }
 
 /// The INT records of one packet's path, in hop order; fixed size so that feedback stays `Copy`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "Vec<IntHop>", into = "Vec<IntHop>")]
 pub struct IntPath {
     hops: [IntHop; MAX_INT_HOPS],
     count: u8,
+}
+
+impl TryFrom<Vec<IntHop>> for IntPath {
+    type Error = String;
+    fn try_from(hops: Vec<IntHop>) -> Result<Self, String> {
+        IntPath::new(&hops).ok_or_else(|| format!("{} INT hops; at most {MAX_INT_HOPS}", hops.len()))
+    }
+}
+
+impl From<IntPath> for Vec<IntHop> {
+    fn from(p: IntPath) -> Self {
+        p.hops().to_vec()
+    }
 }
 
 impl IntPath {
@@ -103,7 +123,7 @@ impl IntPath {
 }
 
 /// RTT statistics over the samples taken in one report interval.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RttStats {
     pub min_us: u64,
     pub max_us: u64,
@@ -121,7 +141,8 @@ pub struct RttStats {
 ///
 /// Counters (`acked_*`, `lost_pkts`, `ce_*`, ...) cover only the interval; gauges
 /// (`inflight_bytes`, `cwnd_bytes`, ...) are the values at the end of the interval.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Report {
     /// Datapath clock at the end of the interval, microseconds. Monotonic per flow.
     pub now_us: u64,

@@ -10,6 +10,7 @@ use crate::PacketWindow;
 enum Step {
     Act(Action),
     Panic,
+    Fail(CallError),
 }
 
 /// The script position is shared by every instance a factory makes, so a restarted algorithm
@@ -26,12 +27,16 @@ impl Algorithm for Scripted {
     fn init(&mut self, start: &FlowStart) -> Action {
         Action::cwnd(start.seed.as_ref().map_or(10_000.0, |s| s.cwnd_bytes as f64))
     }
-    fn on_report(&mut self, _: &Report) -> Action {
+    fn on_report(&mut self, r: &Report) -> Action {
+        self.try_on_report(r).expect("a scripted failure reaches the controller through try_on_report")
+    }
+    fn try_on_report(&mut self, _: &Report) -> Result<Action, CallError> {
         let at = self.at.fetch_add(1, Ordering::SeqCst);
         let step = self.steps.get(at).cloned().unwrap_or(Step::Act(Action::default()));
         match step {
-            Step::Act(a) => a,
+            Step::Act(a) => Ok(a),
             Step::Panic => panic!("scripted panic"),
+            Step::Fail(e) => Err(e),
         }
     }
     fn state(&self) -> Vec<StateVar> {
@@ -210,6 +215,33 @@ fn panic_keeps_window_restarts_then_falls_back() {
     assert_eq!(c.total_faults(), 4);
     // And the fallback now drives the flow.
     assert_eq!(c.on_report(&report(11), 11).command.cwnd_bytes, Some(31_000));
+}
+
+#[test]
+fn a_hosted_call_that_fails_is_a_fault_and_only_an_abandoned_one_rebuilds() {
+    let raised = CallError::Raised("Traceback: ZeroDivisionError".into());
+    let timed_out = CallError::TimedOut { budget_us: 10_000 };
+    let (mut c, _) = start(vec![
+        Step::Act(Action::cwnd(30_000.0)),
+        Step::Fail(raised.clone()),
+        Step::Fail(CallError::WrongType("int".into())),
+        Step::Fail(timed_out.clone()),
+        Step::Fail(CallError::Unavailable("busy".into())),
+    ]);
+    c.on_report(&report(1), 1);
+    let out = c.on_report(&report(2), 2);
+    assert_eq!(out.fault, Some(Fault::Call(raised)));
+    assert!(!out.restarted, "an exception leaves the instance intact: it carries on");
+    assert_eq!(out.command, Command::default(), "the flow keeps its last sane settings");
+    assert!(!c.on_report(&report(3), 3).restarted);
+    let out = c.on_report(&report(4), 4);
+    assert_eq!(out.fault, Some(Fault::Call(timed_out)));
+    assert!(out.restarted, "an abandoned call may still be changing the instance: it is rebuilt");
+    assert_eq!(c.cwnd_bytes(), 30_000);
+    // The fourth fault within the window hands the flow to the fallback, as a panic would.
+    let out = c.on_report(&report(5), 5);
+    assert_eq!(out.fell_back_to, Some("additive"));
+    assert_eq!(c.cwnd_bytes(), 30_000);
 }
 
 #[test]
