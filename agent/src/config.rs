@@ -3,6 +3,10 @@
 //! Syntax and type errors come from the TOML parser with line and column. Semantic errors
 //! (unknown algorithm, bad parameter, empty match) name the section and the line too, so
 //! `ccp-agent check-config` can point at the bad line.
+//!
+//! A Python algorithm (`py:path/to/file.py:Class`) named with a relative path is relative to the
+//! configuration file's folder, not to wherever the agent was started from: every `py:` name
+//! (default, rules, fallback, `[algorithms."py:…"]`) is made absolute when the file is loaded.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -253,6 +257,8 @@ pub struct AgentConfig {
 struct Source<'a> {
     name: &'a str,
     text: &'a str,
+    /// What a relative `py:` path is relative to.
+    base: &'a Path,
 }
 
 impl Source<'_> {
@@ -266,6 +272,21 @@ impl Source<'_> {
 
     fn err(&self, span: std::ops::Range<usize>, message: impl Into<String>) -> ConfigError {
         ConfigError { location: self.line_of(span), message: message.into() }
+    }
+
+    /// `name` with a `py:` path made absolute against `base`; other names as they are.
+    fn absolute(&self, name: &str, span: std::ops::Range<usize>) -> Result<String, ConfigError> {
+        if !name.starts_with("py:") {
+            return Ok(name.to_string());
+        }
+        ccp_python::loader::absolute_name(name, self.base).map_err(|e| {
+            self.err(span, format!("algorithm {name:?}: {e} (a relative path is relative to {})", self.base.display()))
+        })
+    }
+
+    fn absolute_spanned(&self, name: &mut Spanned<String>) -> Result<(), ConfigError> {
+        *name = Spanned::new(name.span(), self.absolute(name.get_ref(), name.span())?);
+        Ok(())
     }
 }
 
@@ -289,7 +310,9 @@ impl AgentConfig {
         let mut file = crate::permissions::open_trusted_file(path).map_err(err)?;
         let mut text = String::new();
         file.read_to_string(&mut text).map_err(|e| err(format!("cannot read: {e}")))?;
-        Self::parse(&path.display().to_string(), &text, overrides)
+        let dir = std::path::absolute(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let dir = dir.parent().unwrap_or(Path::new("/"));
+        Self::parse_in(&path.display().to_string(), &text, dir, overrides)
     }
 
     /// The built-in defaults (no file), with overrides.
@@ -297,8 +320,16 @@ impl AgentConfig {
         Self::parse("<built-in defaults>", "", overrides)
     }
 
+    /// `text` as a configuration named `name`, relative `py:` paths relative to the working
+    /// directory.
     pub fn parse(name: &str, text: &str, overrides: &Overrides) -> Result<AgentConfig, ConfigError> {
-        let src = Source { name, text };
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        Self::parse_in(name, text, &cwd, overrides)
+    }
+
+    /// `text` as a configuration named `name`, relative `py:` paths relative to `base`.
+    pub fn parse_in(name: &str, text: &str, base: &Path, overrides: &Overrides) -> Result<AgentConfig, ConfigError> {
+        let src = Source { name, text, base };
         let file: ConfigFile = toml::from_str(text).map_err(|e| {
             let location = e.span().map_or_else(|| name.to_string(), |s| src.line_of(s));
             ConfigError { location, message: e.message().to_string() }
@@ -353,13 +384,19 @@ impl AgentConfig {
                 format!("reports.interval_us = {interval} is out of range [{MIN_REPORT_INTERVAL_US}, {MAX_REPORT_INTERVAL_US}]"),
             ));
         }
+        src.absolute_spanned(&mut file.default.algorithm)?;
+        src.absolute_spanned(&mut file.safety.fallback_algorithm)?;
+        for r in &mut file.rules {
+            src.absolute_spanned(&mut r.algorithm)?;
+        }
+        file.algorithms = std::mem::take(&mut file.algorithms)
+            .into_iter()
+            .map(|(alg, table)| Ok((src.absolute(&alg, table.span())?, table)))
+            .collect::<Result<_, ConfigError>>()?;
         // Every parameter table is validated, used by a rule or not, so a typo is caught at load
         // time rather than when a hot swap first reaches for that algorithm.
         for (alg, table) in &file.algorithms {
-            let Some(info) = registry::find(alg) else {
-                let known: Vec<_> = registry::all().iter().map(|a| a.name).collect();
-                return Err(src.err(table.span(), format!("[algorithms.{alg}]: unknown algorithm (known: {})", known.join(", "))));
-            };
+            let info = registry::resolve(alg).map_err(|e| src.err(table.span(), format!("[algorithms.{alg}]: {e}")))?;
             info.configure(table.get_ref()).map_err(|e| src.err(table.span(), format!("[algorithms.{alg}]: {e}")))?;
         }
         let configure = |name: &Spanned<String>,
@@ -372,7 +409,9 @@ impl AgentConfig {
             registry::choose(name.get_ref(), params, origin).map_err(|e| {
                 // Point at the algorithm name, or at the parameter table that holds the values.
                 let span = match (&e, extra, file.algorithms.get(name.get_ref())) {
-                    (ccp_contract::ParamError::UnknownAlgorithm { .. }, _, _) => name.span(),
+                    (ccp_contract::ParamError::UnknownAlgorithm { .. } | ccp_contract::ParamError::Unavailable { .. }, _, _) => {
+                        name.span()
+                    }
                     (_, Some(t), _) if t.span() != (0..0) => t.span(),
                     (_, _, Some(t)) => t.span(),
                     _ => name.span(),

@@ -44,7 +44,7 @@ use crate::datapath::latch::Latch;
 use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
 use crate::log_limit::LogLimit;
 use crate::rules::Policy;
-use crate::runtime::{CnmTrace, FlowTrace};
+use crate::runtime::{CnmTrace, FlowTrace, ReportRecord};
 
 /// A flow: the index of its datapath adapter and the adapter's reference.
 pub type FlowKey = (usize, FlowRef);
@@ -236,6 +236,8 @@ pub struct FlowTable {
     apply_errors_log: LogLimit,
     /// Where each (adapter, peer)'s next round of retries starts (`retry_peer`).
     retry_cursor: HashMap<(usize, u32), u32>,
+    /// `--record-reports`: every report a controller is given, as given.
+    pub record: Option<ReportRecord>,
 }
 
 /// How an apply went, as far as retrying goes.
@@ -265,6 +267,7 @@ impl FlowTable {
             dormant: HashMap::new(),
             apply_errors_log: LogLimit::default(),
             retry_cursor: HashMap::new(),
+            record: None,
         }
     }
 
@@ -334,6 +337,9 @@ impl FlowTable {
                 f.totals.lost_pkts += report.lost_pkts;
                 f.totals.ce_pkts += report.ce_pkts;
                 f.totals.timeouts += u64::from(report.timeouts);
+                if let Some(r) = self.record.as_mut() {
+                    r.record(f.id, &report);
+                }
                 let outcome = f.controller.on_report(&report, now_us);
                 if let Some(t) = trace {
                     t.record(now_us, f.id, &report, &f.controller, None);
@@ -495,6 +501,9 @@ impl FlowTable {
         }
         f.given_now_us = report.now_us;
         self.counters.feedback_reports += 1;
+        if let Some(r) = self.record.as_mut() {
+            r.record(f.id, &report);
+        }
         let outcome = f.controller.on_report(&report, now_us);
         let sent = self.counters.commands_sent;
         self.account(key, adapter, &outcome);

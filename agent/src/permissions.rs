@@ -12,7 +12,9 @@
 //!
 //! The configuration file is read only when nobody but root or the agent's own user can have
 //! written it: [`open_trusted_file`] refuses a file (after symbolic links) that another user owns
-//! or that group or others may write, and one whose directory they could replace it in.
+//! or that group or others may write, and one whose directory they could replace it in. A Python
+//! algorithm file passes the same check ([`check_python_file`]) before it is loaded, because
+//! loading it runs it with the agent's privileges.
 
 use std::ffi::CString;
 use std::io;
@@ -107,6 +109,17 @@ pub fn check_socket_dir(dir: &Path, group: Option<u32>) -> anyhow::Result<()> {
 /// not block (a FIFO is refused, not waited on). `Err` is a message naming the path, its owner
 /// and mode and what to do; an I/O failure (no such file) reads "cannot read: …".
 pub fn open_trusted_file(path: &Path) -> Result<std::fs::File, String> {
+    open_trusted(path, "configuration file")
+}
+
+/// [`check_trusted_file`] for a Python algorithm file (`py:FILE:Class`), which the agent
+/// executes when it loads the class: set as `ccp_python::loader::set_file_check`.
+pub fn check_python_file(path: &Path) -> Result<(), String> {
+    open_trusted(path, "Python algorithm file").map(drop)
+}
+
+/// [`open_trusted_file`] for a file of `kind` ("configuration file"), as errors name it.
+fn open_trusted(path: &Path, kind: &str) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;
     let real = std::fs::canonicalize(path).map_err(|e| format!("cannot read: {e}"))?;
     let shown = match std::path::absolute(path) {
@@ -115,7 +128,7 @@ pub fn open_trusted_file(path: &Path) -> Result<std::fs::File, String> {
     };
     if let Some(dir) = real.parent() {
         let meta = std::fs::metadata(dir).map_err(|e| format!("cannot read: {}: {e}", dir.display()))?;
-        check_trusted_dir(&shown, dir, &meta)?;
+        check_trusted_dir(kind, &shown, dir, &meta)?;
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -123,7 +136,7 @@ pub fn open_trusted_file(path: &Path) -> Result<std::fs::File, String> {
         .open(&real)
         .map_err(|e| format!("cannot read: {e}"))?;
     let meta = file.metadata().map_err(|e| format!("cannot read: {e}"))?;
-    check_trusted_meta(&shown, &real, &meta)?;
+    check_trusted_meta(kind, &shown, &real, &meta)?;
     Ok(file)
 }
 
@@ -143,9 +156,9 @@ fn euid() -> u32 {
 }
 
 /// `shown`: the path as given (and its target); `real`: the file itself, for the fix.
-fn check_trusted_meta(shown: &str, real: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+fn check_trusted_meta(kind: &str, shown: &str, real: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     let mode = meta.mode() & 0o7777;
-    let what = format!("configuration file {shown} (owner uid {}, mode {mode:04o})", meta.uid());
+    let what = format!("{kind} {shown} (owner uid {}, mode {mode:04o})", meta.uid());
     if !meta.is_file() {
         return Err(format!("refusing {what}: it is not a regular file"));
     }
@@ -173,13 +186,13 @@ fn check_trusted_meta(shown: &str, real: &Path, meta: &std::fs::Metadata) -> Res
     Ok(())
 }
 
-fn check_trusted_dir(shown: &str, dir: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+fn check_trusted_dir(kind: &str, shown: &str, dir: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
     let mode = meta.mode() & 0o7777;
-    let what = format!("configuration file {shown}: its directory {} (owner uid {}, mode {mode:04o})", dir.display(), meta.uid());
+    let what = format!("{kind} {shown}: its directory {} (owner uid {}, mode {mode:04o})", dir.display(), meta.uid());
     let euid = euid();
     if meta.uid() != 0 && meta.uid() != euid {
         return Err(format!(
-            "refusing {what} belongs to another user (uid {}), who could replace the file. Fix: keep the configuration \
+            "refusing {what} belongs to another user (uid {}), who could replace the file. Fix: keep the {kind} \
              in a directory of root's (or the agent's user's), such as /etc/ccp-agent",
             meta.uid()
         ));
@@ -438,6 +451,29 @@ mod tests {
         chown(&dir, 65534, 65534).unwrap();
         let e = check_trusted_file(&g).unwrap_err();
         assert!(e.contains("its directory") && e.contains("owner uid 65534"), "{e}");
+    }
+
+    #[test]
+    fn a_python_file_is_checked_like_a_config_and_named_as_such() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("cc");
+        std::fs::create_dir(&dir).unwrap();
+        let f = dir.join("mine.py");
+        std::fs::write(&f, "class Mine: pass\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        check_python_file(&f).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o664)).unwrap();
+        let e = check_python_file(&f).unwrap_err();
+        assert!(e.starts_with("refusing Python algorithm file") && e.contains("group-writable"), "{e}");
+        assert!(e.contains(&format!("chmod go-w {}", f.display())), "says how to fix it: {e}");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = check_python_file(&f).unwrap_err();
+        assert!(e.contains("its directory") && e.contains("without the sticky bit"), "{e}");
+        assert!(e.contains(&format!("chmod go-w {}", dir.display())), "{e}");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        check_python_file(&f).expect("a sticky directory is fine");
+        assert!(check_python_file(&dir).unwrap_err().contains("not a regular file"));
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! way for every scheme.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
 use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
@@ -26,15 +27,51 @@ use crate::config::{check_cc_name, ClassifySpec, QdiscSpec, ReceiverSpec, Scheme
 pub enum Cc {
     /// A congestion control the kernel has (cubic, bbr, reno, or any registered one).
     Kernel(String),
-    /// An algorithm of `ccp-agent`; flows select the agent's eBPF congestion control.
+    /// An algorithm of `ccp-agent`; flows select the agent's eBPF congestion control. A Python
+    /// class is `py:/absolute/path.py:Class` ([`absolute_agent_cc`] makes a configuration's
+    /// relative path absolute).
     Agent(String),
 }
 
+/// The prefix of an agent scheme naming a Python algorithm, `agent:py:path/to/file.py:Class`.
+const AGENT_PY: &str = "agent:py:";
+
+/// `py:PATH:Class`'s path and class, checked as far as the lab can: the agent (started with
+/// `--algorithm` the whole name) loads the class and says what is wrong with it.
+fn python_parts(name: &str) -> Result<(&str, &str), String> {
+    let how = "write agent:py:path/to/file.py:ClassName (the path relative to the experiment file)";
+    let (path, class) = name.strip_prefix("py:").and_then(|r| r.rsplit_once(':')).ok_or_else(|| format!("{name:?}: {how}"))?;
+    let is_ident = class.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && class.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if path.is_empty() || !is_ident {
+        return Err(format!("{name:?}: {how}"));
+    }
+    Ok((path, class))
+}
+
+/// A scheme's `cc` with a Python algorithm's relative path made absolute against `dir` (the
+/// experiment file's directory): the agent runs with another working directory. Other `cc`
+/// values are returned as they are.
+pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
+    let Some(name) = cc.strip_prefix("agent:") else { return Ok(cc.to_string()) };
+    if !cc.starts_with(AGENT_PY) {
+        return Ok(cc.to_string());
+    }
+    let (path, class) = python_parts(name)?;
+    let full = dir.join(path);
+    let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
+    Ok(format!("agent:py:{}:{class}", full.display()))
+}
+
 impl Cc {
-    /// Parses `kernel:<cc>` or `agent:<algorithm>`.
+    /// Parses `kernel:<cc>`, `agent:<algorithm>` or `agent:py:<file.py>:<Class>`.
     pub fn parse(s: &str) -> Result<Cc, String> {
         let (kind, name) =
             s.split_once(':').ok_or_else(|| format!("{s:?}: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))?;
+        if s.starts_with(AGENT_PY) {
+            python_parts(name)?;
+            return Ok(Cc::Agent(name.to_string()));
+        }
         check_cc_name("", name).map_err(|(_, m)| m)?;
         match kind {
             "kernel" => Ok(Cc::Kernel(name.to_string())),
@@ -380,6 +417,13 @@ mod tests {
         assert!(Cc::parse("kernel:").is_err());
         assert!(Cc::parse("kernel:averyveryverylongname").is_err());
         assert!(Cc::parse("sim:cubic").unwrap_err().contains("not a scheme kind"));
+        assert_eq!(Cc::parse("agent:py:/cc/my.py:My_CC2"), Ok(Cc::Agent("py:/cc/my.py:My_CC2".into())));
+        assert_eq!(Cc::parse("agent:py:/a:b/my.py:X"), Ok(Cc::Agent("py:/a:b/my.py:X".into())));
+        for bad in
+            ["agent:py:my.py", "agent:py::X", "agent:py:my.py:", "agent:py:my.py:2X", "agent:py:my.py:A-B", "kernel:py:x.py:X"]
+        {
+            assert!(Cc::parse(bad).is_err(), "{bad}");
+        }
     }
 
     fn abc_spec(eta: f64, capacity: &str, lookahead_ms: Option<f64>) -> QdiscSpec {
@@ -487,5 +531,24 @@ mod tests {
         assert_eq!(s.params, vec!["init_cwnd_pkts=10".to_string()]);
         assert_eq!(s.sender_sysctls, vec![("net.ipv4.tcp_ecn".to_string(), "1".to_string())]);
         assert!(s.describe().contains("agent abc") && s.describe().contains("abc eta 0.98"));
+    }
+
+    #[test]
+    fn a_python_algorithm_is_made_absolute_against_the_experiment_directory() {
+        let dir = std::env::temp_dir().join(format!("ccp-lab-py-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("cc")).unwrap();
+        std::fs::write(dir.join("cc/mine.py"), "class Mine: pass\n").unwrap();
+        let abs = dir.canonicalize().unwrap().join("cc/mine.py");
+        let want = format!("agent:py:{}:Mine", abs.display());
+        assert_eq!(absolute_agent_cc("agent:py:cc/mine.py:Mine", &dir), Ok(want.clone()));
+        assert_eq!(absolute_agent_cc("agent:py:./cc/../cc/mine.py:Mine", &dir), Ok(want.clone()));
+        assert_eq!(absolute_agent_cc(&want, Path::new("/elsewhere")), Ok(want.clone()), "absolute stays");
+        assert_eq!(Cc::parse(&want), Ok(Cc::Agent(want["agent:".len()..].to_string())));
+        let e = absolute_agent_cc("agent:py:cc/none.py:Mine", &dir).unwrap_err();
+        assert!(e.contains("cc/none.py"), "{e}");
+        for other in ["agent:cubic", "kernel:bbr"] {
+            assert_eq!(absolute_agent_cc(other, &dir).as_deref(), Ok(other), "not Python: as it is");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -592,7 +592,8 @@ pub fn load_str(file: &Path, text: &str, overrides: &[String]) -> Result<Loaded,
             .map_err(|e| ConfigError::Syntax { file: name.clone(), message: format!("after --set overrides: {e}") })?
     };
     let keys = overrides.iter().map(|o| o.split('=').next().unwrap_or("").trim().to_string()).collect();
-    let loaded = Loaded { scenario, file: file.to_path_buf(), text: text.to_string(), overrides: keys };
+    let mut loaded = Loaded { scenario, file: file.to_path_buf(), text: text.to_string(), overrides: keys };
+    absolute_python_names(&mut loaded)?;
     validate(&loaded)?;
     Ok(loaded)
 }
@@ -755,12 +756,48 @@ fn non_negative(l: &Loaded, key: &str, v: f64) -> Result<(), ConfigError> {
 /// Largest per-sender delay accepted, µs (10 s).
 pub const MAX_HOST_DELAY_US: f64 = 10_000_000.0;
 
+/// Makes every Python algorithm's path (`py:path/to/file.py:Class`) absolute, a relative one
+/// relative to the scenario file's directory as the CDF's is, so the same scenario runs from
+/// anywhere (and its results name the file run).
+fn absolute_python_names(l: &mut Loaded) -> Result<(), ConfigError> {
+    let base = l.base_dir();
+    let w = &mut l.scenario.workload;
+    let mut names: Vec<(String, &mut String)> = vec![("cc".into(), &mut l.scenario.cc.algorithm)];
+    for (i, f) in w.flows.iter_mut().enumerate() {
+        if let Some(c) = f.cc.as_mut() {
+            names.push((format!("workload.flows[{i}].cc"), &mut c.algorithm));
+        }
+    }
+    if let Some(c) = w.random.as_mut().and_then(|r| r.cc.as_mut()) {
+        names.push(("workload.random.cc".into(), &mut c.algorithm));
+    }
+    if let Some(c) = w.incast.as_mut().and_then(|r| r.cc.as_mut()) {
+        names.push(("workload.incast.cc".into(), &mut c.algorithm));
+    }
+    let mut failed = None;
+    for (table, name) in names {
+        if name.starts_with("py:") {
+            match ccp_python::loader::absolute_name(name, &base) {
+                Ok(abs) => *name = abs,
+                Err(e) => {
+                    failed = Some((table, format!("{name}: {e}")));
+                    break;
+                }
+            }
+        }
+    }
+    match failed {
+        Some((table, e)) => Err(l.invalid(&format!("{table}.algorithm"), e)),
+        None => Ok(()),
+    }
+}
+
 /// An algorithm name and its parameters, checked by the registry; errors name
 /// `{table}.algorithm` or `{table}.params`.
 fn check_algorithm(l: &Loaded, table: &str, algorithm: &str, params: &toml::Table) -> Result<(), ConfigError> {
     if let Err(e) = ccp_algorithms::registry::configure(algorithm, params) {
         let leaf = match &e {
-            ccp_contract::ParamError::UnknownAlgorithm { .. } => "algorithm",
+            ccp_contract::ParamError::UnknownAlgorithm { .. } | ccp_contract::ParamError::Unavailable { .. } => "algorithm",
             _ => "params",
         };
         return Err(l.invalid(&format!("{table}.{leaf}"), e.to_string()));

@@ -24,6 +24,7 @@ pub mod event;
 pub mod hook;
 pub mod output;
 pub mod packet;
+pub mod record;
 pub mod rng;
 pub mod sim;
 pub mod stats;
@@ -47,11 +48,25 @@ pub fn run_loaded(loaded: &Loaded) -> Result<Results, String> {
 /// Runs a loaded scenario to completion and collects its results, calling
 /// `progress(now, end, events)` every few thousand events (`ccp-sim run`'s and `ccp-sim sweep`'s
 /// progress bars).
-pub fn run_loaded_with(loaded: &Loaded, mut progress: impl FnMut(time::Time, time::Time, u64)) -> Result<Results, String> {
+pub fn run_loaded_with(loaded: &Loaded, progress: impl FnMut(time::Time, time::Time, u64)) -> Result<Results, String> {
+    run_loaded_recording(loaded, None, progress)
+}
+
+/// As [`run_loaded_with`], writing every report a flow's algorithm is given to `record`
+/// (`ccp-sim run --record-reports`).
+pub fn run_loaded_recording(
+    loaded: &Loaded,
+    record: Option<record::ReportRecord>,
+    mut progress: impl FnMut(time::Time, time::Time, u64),
+) -> Result<Results, String> {
     let mut sim = Sim::new(loaded)?;
+    sim.record = record;
     let end = sim.end;
     let wall = std::time::Instant::now();
     sim.run(|now, events| progress(now, end, events));
+    if let Some(r) = sim.record.as_mut() {
+        r.finish()?;
+    }
     let s = &loaded.scenario;
     Ok(sim.results(&loaded.name(), s.seed, &s.output.buckets_bytes, wall.elapsed().as_secs_f64()))
 }

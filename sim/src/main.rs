@@ -47,6 +47,11 @@ enum Command {
         /// Print the JSON summary on stdout instead of the table.
         #[arg(long)]
         json: bool,
+        /// Record every report a flow's algorithm is given in FILE, one JSON line each:
+        /// {"flow": INDEX, "report": REPORT} (ccp-agent run --record-reports's format). Created
+        /// mode 0600; a symbolic link is refused.
+        #[arg(long, value_name = "FILE")]
+        record_reports: Option<PathBuf>,
     },
     /// Run a scenario over loads × variants in parallel: a directory per run and one sweep.csv
     /// (per variant, load and size bucket: FCT slowdown p50/p99/mean, flows, wall time, events/s).
@@ -106,6 +111,8 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Scenarios may name Python algorithms, `py:path/to/file.py:Class`.
+    ccp_python::register();
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
@@ -118,7 +125,7 @@ fn main() -> ExitCode {
 
 fn run(cmd: Command) -> Result<(), String> {
     match cmd {
-        Command::Run { scenario, out, seed, mut overrides, no_plots, quiet, json } => {
+        Command::Run { scenario, out, seed, mut overrides, no_plots, quiet, json, record_reports } => {
             if let Some(s) = seed {
                 overrides.push(format!("seed={s}"));
             }
@@ -139,8 +146,9 @@ fn run(cmd: Command) -> Result<(), String> {
                 b.set_prefix(name.clone());
                 b
             };
+            let record = record_reports.as_deref().map(ccp_sim::record::ReportRecord::create).transpose()?;
             let wall = std::time::Instant::now();
-            let results = ccp_sim::run_loaded_with(&loaded, |now, end, events| {
+            let results = ccp_sim::run_loaded_recording(&loaded, record, |now, end, events| {
                 bar.set_length(to_us(end));
                 bar.set_position(now / PS_PER_US);
                 let secs = wall.elapsed().as_secs_f64().max(1e-9);

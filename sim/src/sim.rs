@@ -112,6 +112,8 @@ pub struct Sim {
     pub(crate) unfinished: usize,
     has_unbounded: bool,
     pub(crate) stopped_early: bool,
+    /// Every report given to a flow's algorithm, when recording (`--record-reports`).
+    pub record: Option<crate::record::ReportRecord>,
 }
 
 /// 64-bit mix (the SplitMix64 finalizer), for hashing flows onto ECMP paths and queues.
@@ -255,6 +257,7 @@ impl Sim {
             unfinished: 0,
             has_unbounded: false,
             stopped_early: false,
+            record: None,
         })
     }
 

@@ -95,6 +95,16 @@ fn table(pairs: Vec<(String, toml::Value)>) -> toml::Table {
     pairs.into_iter().collect()
 }
 
+/// A Python algorithm's path made absolute against this client's working directory: the agent
+/// runs elsewhere (as a service, from `/`), so a relative path would mean another file there.
+fn absolute(algorithm: String) -> anyhow::Result<String> {
+    if !algorithm.starts_with("py:") {
+        return Ok(algorithm);
+    }
+    let cwd = std::env::current_dir()?;
+    ccp_python::loader::absolute_name(&algorithm, &cwd).map_err(|e| anyhow::anyhow!("{algorithm}: {e}"))
+}
+
 fn request(cmd: CtlCommand) -> anyhow::Result<Request> {
     Ok(match cmd {
         CtlCommand::Status { summary, offset, limit } => Request::Status { summary, offset: Some(offset), limit },
@@ -105,13 +115,15 @@ fn request(cmd: CtlCommand) -> anyhow::Result<Request> {
             } else if s.all {
                 Target::All
             } else {
-                let spec: MatchSpec =
+                let mut spec: MatchSpec =
                     toml::Value::Table(table(s.matches)).try_into().map_err(|e| anyhow::anyhow!("--match: {}", e.message()))?;
+                // Flows run Python algorithms under their absolute names.
+                spec.algorithm = spec.algorithm.map(absolute).transpose()?;
                 Target::Match(spec)
             };
-            Request::Swap { target, algorithm: s.algorithm, params: table(s.params) }
+            Request::Swap { target, algorithm: absolute(s.algorithm)?, params: table(s.params) }
         }
-        CtlCommand::Default { algorithm, params } => Request::Default { algorithm, params: table(params) },
+        CtlCommand::Default { algorithm, params } => Request::Default { algorithm: absolute(algorithm)?, params: table(params) },
         CtlCommand::Reload { apply_existing } => Request::Reload { apply_existing },
         CtlCommand::Attach(a) => Request::Attach { spec: a.selection() },
         CtlCommand::Detach(d) => Request::Detach { spec: d.selection() },
@@ -138,14 +150,27 @@ pub fn ctl(args: CtlArgs) -> anyhow::Result<()> {
             println!("swapped {ids} flow(s) to {algorithm}");
         }
         Request::Default { algorithm, .. } => println!("new flows that no rule matches now get {algorithm}"),
-        Request::Reload { .. } => println!(
-            "reloaded {}: default {}, {} rule(s); {} existing flow(s) swapped ({})",
-            r["config"].as_str().unwrap_or("?"),
-            r["default"].as_str().unwrap_or("?"),
-            r["rules"],
-            r["swapped"].as_array().map_or(0, Vec::len),
-            r["note"].as_str().unwrap_or(""),
-        ),
+        Request::Reload { .. } => {
+            let names = |key: &str| -> Vec<String> {
+                r[key].as_array().map_or_else(Vec::new, |a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+            };
+            println!(
+                "reloaded {}: default {}, {} rule(s); {} existing flow(s) swapped ({})",
+                r["config"].as_str().unwrap_or("no configuration file"),
+                r["default"].as_str().unwrap_or("?"),
+                r["rules"],
+                r["swapped"].as_array().map_or(0, Vec::len),
+                r["note"].as_str().unwrap_or(""),
+            );
+            let (all, changed) = (names("python_reloaded"), names("python_changed"));
+            if !all.is_empty() {
+                println!("Python algorithms resolved again: {}", all.join(", "));
+                println!(
+                    "  changed (new flows get the new version): {}",
+                    if changed.is_empty() { "none".into() } else { changed.join(", ") }
+                );
+            }
+        }
         Request::Attach { .. } => return print_outcome("attach", &serde_json::from_value(r)?),
         Request::Detach { .. } => return print_outcome("detach", &serde_json::from_value(r)?),
     }
@@ -261,6 +286,39 @@ mod tests {
         assert_eq!(m.dst_port, Some(5201));
         assert_eq!(m.algorithm.as_deref(), Some("reno"));
         assert_eq!(params["g"], toml::Value::Float(0.125));
+    }
+
+    #[test]
+    fn a_relative_python_algorithm_is_sent_absolute() {
+        // Tests run in the package's directory, agent/.
+        let reno = std::env::current_dir().unwrap().join("../algorithms/python/examples/reno.py").canonicalize().unwrap();
+        let want = format!("py:{}:Reno", reno.display());
+        let r = request(CtlCommand::Swap(SwapArgs {
+            flow: Some(3),
+            all: false,
+            matches: Vec::new(),
+            algorithm: "py:../algorithms/python/examples/reno.py:Reno".into(),
+            params: Vec::new(),
+        }))
+        .unwrap();
+        let Request::Swap { algorithm, .. } = r else { panic!("{r:?}") };
+        assert_eq!(algorithm, want);
+        let relative = toml::Value::String("py:../algorithms/python/examples/reno.py:Reno".into());
+        let r = swap(&[("algorithm", relative)]).unwrap();
+        let Request::Swap { target: Target::Match(m), .. } = r else { panic!("{r:?}") };
+        assert_eq!(m.algorithm.as_deref(), Some(want.as_str()), "--match algorithm= names the flows' algorithm as they run it");
+        let r = request(CtlCommand::Default {
+            algorithm: "py:../algorithms/python/examples/./reno.py:Reno".into(),
+            params: Vec::new(),
+        })
+        .unwrap();
+        let Request::Default { algorithm, .. } = r else { panic!("{r:?}") };
+        assert_eq!(algorithm, want);
+        let e = request(CtlCommand::Default { algorithm: "py:no/such.py:Reno".into(), params: Vec::new() }).unwrap_err();
+        assert!(e.to_string().contains("no/such.py"), "{e}");
+        // Native names go as they are.
+        let r = request(CtlCommand::Default { algorithm: "cubic".into(), params: Vec::new() }).unwrap();
+        assert!(matches!(r, Request::Default { algorithm, .. } if algorithm == "cubic"));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::datapath::{self, Kind, OpenContext};
 use crate::install::InstallPaths;
 use crate::metrics::MetricsServer;
 use crate::permissions::resolve_group;
-use crate::runtime::{FlowTrace, Runtime, Services};
+use crate::runtime::{FlowTrace, ReportRecord, Runtime, Services};
 use attach::{AttachArgs, DetachArgs, Direct};
 use ctl::CtlArgs;
 
@@ -61,6 +61,9 @@ pub enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Only this algorithm: a native name, or a Python class `py:path/to/file.py:Class`
+        /// (the path relative to the working directory), which the full list does not show.
+        name: Option<String>,
     },
     /// Validate a configuration file and report the first error with its line.
     CheckConfig {
@@ -128,6 +131,17 @@ pub struct RunArgs {
     /// algorithm's state) to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace_flows: Option<PathBuf>,
+
+    /// Record every report given to an algorithm in FILE, one JSON line each:
+    /// {"flow": ID, "report": REPORT}, REPORT as ccp_contract::Report serialises (for replaying a
+    /// run through any algorithm). Created mode 0600; a symbolic link is refused.
+    #[arg(long, value_name = "FILE")]
+    pub record_reports: Option<PathBuf>,
+
+    /// Time budget of each call into a Python algorithm (`py:` names), ms: a call past it is
+    /// abandoned and counts as the algorithm's fault.
+    #[arg(long, value_name = "MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub python_call_budget_ms: u64,
 
     /// Receive QCN congestion notification messages (CNMs) on this UDP address, e.g.
     /// 0.0.0.0:7470, and deliver each to its flow at once. Needs --cnm-allow-from (or [cnm]
@@ -212,10 +226,12 @@ fn init_logging(filter: Option<&str>, format: LogFormat) {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_level.as_deref(), cli.log_format);
+    enable_python();
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Ctl(args) => ctl::ctl(args),
-        Command::Algorithms { json } => {
+        Command::Algorithms { json, name: Some(name) } => crate::catalog::algorithm(&name, json).map(|out| print!("{out}")),
+        Command::Algorithms { json, name: None } => {
             if json {
                 println!("{}", serde_json::to_string_pretty(&crate::catalog::algorithms_json()).unwrap_or_default());
             } else {
@@ -238,6 +254,14 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Makes `py:file.py:Class` names resolve wherever an algorithm is named. The agent usually runs
+/// as root and loading a class executes its file, so each file must first pass the check a
+/// configuration file does (`permissions::check_python_file`).
+fn enable_python() {
+    ccp_python::loader::set_file_check(crate::permissions::check_python_file);
+    ccp_python::register();
+}
+
 /// The configuration file in use: the one given, else the default path if it exists.
 fn config_path(given: Option<&Path>) -> Option<PathBuf> {
     given.map(Path::to_path_buf).or_else(|| Path::new(DEFAULT_CONFIG_PATH).exists().then(|| PathBuf::from(DEFAULT_CONFIG_PATH)))
@@ -251,8 +275,18 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> anyhow::Result<Age
 }
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
+    ccp_python::set_call_budget(std::time::Duration::from_millis(args.python_call_budget_ms));
+    // A Python algorithm's path on the command line is relative to the working directory; the
+    // configuration's own are relative to its folder (`AgentConfig::load`).
+    let algorithm = match args.algorithm {
+        Some(a) if a.starts_with("py:") => Some(
+            ccp_python::loader::absolute_name(&a, &std::env::current_dir()?)
+                .map_err(|e| anyhow::anyhow!("--algorithm {a}: {e}"))?,
+        ),
+        a => a,
+    };
     let overrides = Overrides {
-        algorithm: args.algorithm,
+        algorithm,
         params: args.params,
         datapath: args.datapath,
         ipc_dir: args.ipc_dir,
@@ -284,10 +318,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let metrics = cfg.metrics_listen.map(MetricsServer::bind).transpose()?;
     let trace = args.trace_flows.as_deref().map(FlowTrace::create).transpose()?;
+    let record = args.record_reports.as_deref().map(ReportRecord::create).transpose()?;
     let cnm = cfg.cnm.as_ref().map(CnmListener::bind).transpose()?;
     let datapath = datapath::open(&cfg.datapath, &OpenContext { limits: cfg.limits.clone() })
         .with_context(|| format!("{} datapath", cfg.datapath.kind))?;
-    let services = Services { control, metrics, trace, cnm, reload_from: path.map(|p| (p, overrides)) };
+    let services = Services { control, metrics, trace, record, cnm, reload_from: path.map(|p| (p, overrides)) };
     let mut rt = Runtime::new(&cfg, vec![datapath], services)?;
     rt.run()
 }
@@ -343,6 +378,27 @@ mod tests {
         assert_eq!(parse_param("mode=\"delay\"").unwrap(), ("mode".into(), toml::Value::String("delay".into())));
         assert!(parse_param("novalue").is_err());
         assert!(parse_param("=1").is_err());
+    }
+
+    #[test]
+    fn run_takes_a_python_call_budget_in_range_and_a_report_record() {
+        let run = |extra: &[&str]| {
+            let cli = Cli::try_parse_from(["ccp-agent", "run"].iter().chain(extra)).map_err(|e| e.to_string())?;
+            let Command::Run(r) = cli.command else { panic!("not run") };
+            Ok::<_, String>(r)
+        };
+        assert_eq!(run(&[]).unwrap().python_call_budget_ms, 10, "the default is ccp_python's");
+        assert_eq!(ccp_python::DEFAULT_CALL_BUDGET, std::time::Duration::from_millis(10));
+        assert_eq!(run(&["--python-call-budget-ms", "250"]).unwrap().python_call_budget_ms, 250);
+        assert_eq!(run(&["--python-call-budget-ms", "10000"]).unwrap().python_call_budget_ms, 10_000);
+        for bad in ["0", "10001", "-1", "ten"] {
+            let e = run(&[&format!("--python-call-budget-ms={bad}")]).unwrap_err();
+            assert!(e.contains("--python-call-budget-ms"), "{bad}: {e}");
+        }
+        let r = run(&["--record-reports", "/tmp/r.jsonl"]).unwrap();
+        assert_eq!(r.record_reports, Some(PathBuf::from("/tmp/r.jsonl")));
+        let cli = Cli::try_parse_from(["ccp-agent", "algorithms", "--json", "py:x.py:X"]).unwrap();
+        assert!(matches!(cli.command, Command::Algorithms { json: true, name: Some(n) } if n == "py:x.py:X"));
     }
 
     #[test]

@@ -244,3 +244,57 @@ fn a_pacing_floor_that_would_let_a_flow_stall_is_refused() {
     assert!(parse("[safety]\nmin_pacing_rate_bytes_per_s = 1500\n").is_ok());
     assert!(parse("[safety]\nmin_pacing_rate_bytes_per_s = 2000000000\n").is_err());
 }
+
+/// The example Reno class, copied into `dir` (whose files a configuration there names relatively).
+fn python_reno_in(dir: &Path) -> PathBuf {
+    ccp_python::register();
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/python/examples/reno.py");
+    let f = dir.join("my_reno.py");
+    std::fs::copy(example, &f).unwrap();
+    f.canonicalize().unwrap()
+}
+
+#[test]
+fn python_algorithms_in_a_config_are_relative_to_its_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = python_reno_in(dir.path());
+    let name = format!("py:{}:Reno", file.display());
+    let cfg = dir.path().join("agent.toml");
+    std::fs::write(
+        &cfg,
+        "[default]\nalgorithm = \"py:my_reno.py:Reno\"\n\
+         [algorithms.\"py:./my_reno.py:Reno\"]\nbeta = 0.7\n\
+         [[rules]]\nname = \"web\"\nmatch = { dst_port = 80 }\nalgorithm = \"py:my_reno.py:Reno\"\nparams = { init_cwnd_pkts = 20 }\n",
+    )
+    .unwrap();
+    // Loaded from elsewhere: the working directory plays no part.
+    let c = AgentConfig::load(&cfg, &Overrides::default()).unwrap();
+    assert_eq!(c.policy.default.algorithm(), name);
+    assert_eq!(c.policy.default.params.get("beta"), Some(&toml::Value::Float(0.7)), "the table applies to both spellings");
+    assert_eq!(c.policy.rules[0].choice.algorithm(), name);
+    assert_eq!(c.policy.rules[0].choice.params.get("init_cwnd_pkts"), Some(&toml::Value::Integer(20)));
+    assert!(c.algorithm_params.contains_key(&name), "ctl swap finds the table by the absolute name");
+
+    std::fs::write(&cfg, "[default]\nalgorithm = \"py:missing.py:Reno\"\n").unwrap();
+    let e = AgentConfig::load(&cfg, &Overrides::default()).unwrap_err().to_string();
+    assert!(e.contains(&format!("{}:2", cfg.display())) && e.contains("missing.py"), "file, line and path: {e}");
+    assert!(e.contains(&dir.path().canonicalize().unwrap().display().to_string()), "says what it is relative to: {e}");
+}
+
+#[test]
+fn a_python_class_declared_parameter_is_validated() {
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("py:{}:Reno", python_reno_in(dir.path()).display());
+    let with = |params: Vec<(String, toml::Value)>| {
+        let ov = Overrides { algorithm: Some(name.clone()), params, ..Overrides::default() };
+        AgentConfig::defaults(&ov)
+    };
+    let c = with(vec![("beta".into(), toml::Value::Float(0.8))]).unwrap();
+    assert_eq!(c.policy.default.algorithm(), name);
+    assert_eq!(c.policy.default.params.get("beta"), Some(&toml::Value::Float(0.8)));
+    // Declared `Param("beta", 0.5, min=0.01, max=0.99)`: out of range is refused, naming it.
+    let e = with(vec![("beta".into(), toml::Value::Float(1.5))]).unwrap_err().to_string();
+    assert!(e.contains("default algorithm") && e.contains("\"beta\" = 1.5 is out of range"), "{e}");
+    let e = with(vec![("no_such".into(), toml::Value::Integer(1))]).unwrap_err().to_string();
+    assert!(e.contains("no_such") && e.contains("init_cwnd_pkts"), "unknown, listing the known ones: {e}");
+}

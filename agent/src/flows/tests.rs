@@ -446,3 +446,23 @@ impl Datapath for Gate<'_> {
         self.inner.peer_name(p)
     }
 }
+
+#[test]
+fn the_report_record_holds_every_report_the_algorithm_was_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("reports.jsonl");
+    let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
+    t.record = Some(ReportRecord::create(&path).unwrap());
+    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), 100_000, None);
+    t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
+    t.handle(0, &mut dp, report_at(FLOW, 5_010_000, 3000), 110_000, None);
+    t.handle(0, &mut dp, report_at(FlowRef { peer: 9, sid: 9 }, 5_010_000, 1), 110_000, None);
+    t.record.as_mut().unwrap().flush();
+    let id = t.get(&(0, FLOW)).unwrap().id;
+    let lines: Vec<crate::runtime::RecordedReport> =
+        std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let given = seen.0.lock().unwrap().clone();
+    assert_eq!(given.len(), 3, "two datapath reports and one of network feedback; none for an unknown flow");
+    assert_eq!(lines, given.into_iter().map(|report| crate::runtime::RecordedReport { flow: id, report }).collect::<Vec<_>>());
+}

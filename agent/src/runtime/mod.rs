@@ -6,7 +6,8 @@
 //! housekeeping and the table retries what could not be applied; once a second it forgets flows
 //! that have been silent longer than the idle timeout (they are adopted again if they report).
 //! The same loop serves the control socket (`ops.rs`: status, swaps, reloads, attach/detach),
-//! the optional metrics endpoint, the optional per-report flow trace (`trace.rs`), and the
+//! the optional metrics endpoint, the optional per-report flow trace and report record
+//! (`trace.rs`), and the
 //! optional CNM listener (`crate::cnm`): each CNM that names a flow is delivered to it at once,
 //! after the reports its datapath already queued, and the decision is applied before the loop
 //! moves on. At most `max_per_pass` CNMs are read per pass; when more may be waiting the loop
@@ -38,7 +39,7 @@ use crate::datapath::{Datapath, DatapathEvent};
 pub use crate::flows::{Counters, FlowStatus};
 use crate::flows::{FeedbackEvent, FlowTable, Lookup};
 use crate::metrics::MetricsServer;
-pub use trace::{CnmTrace, FlowTrace};
+pub use trace::{create_private, CnmTrace, FlowTrace, RecordedReport, ReportRecord};
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
@@ -58,6 +59,8 @@ pub struct Services {
     pub control: Option<ControlServer>,
     pub metrics: Option<MetricsServer>,
     pub trace: Option<FlowTrace>,
+    /// Every report given to an algorithm (`--record-reports`); the flow table writes it.
+    pub record: Option<ReportRecord>,
     /// Congestion notification messages from QCN congestion points.
     pub cnm: Option<CnmListener>,
     /// Where `reload` re-reads the configuration from, with the command line's overrides.
@@ -80,6 +83,8 @@ pub struct Runtime {
     pending: Vec<bool>,
     /// Attach and detach requests, run off the loop.
     jobs: jobs::Jobs,
+    /// The version of each Python algorithm in the policy, for `reload` to tell which changed.
+    python_versions: std::collections::BTreeMap<&'static str, usize>,
 }
 
 impl Runtime {
@@ -106,6 +111,7 @@ impl Runtime {
         let jobs = jobs::Jobs::new(poll.registry()).context("creating the job waker")?;
         let mut flows = FlowTable::new(config.policy.clone(), config.limits.clone(), config.flow_idle_timeout.as_micros() as u64);
         flows.set_flow_limits(config.flow_limits);
+        flows.record = services.record.take();
         Ok(Runtime {
             poll,
             signals,
@@ -119,6 +125,7 @@ impl Runtime {
             notices: Vec::new(),
             pending: vec![false; n_datapaths],
             jobs,
+            python_versions: ops::python_versions(&config.policy),
         })
     }
 
@@ -205,6 +212,9 @@ impl Runtime {
         if let Some(t) = self.services.trace.as_mut() {
             t.flush();
         }
+        if let Some(r) = self.flows.record.as_mut() {
+            r.flush();
+        }
         self.log_summary();
         Ok(())
     }
@@ -283,6 +293,9 @@ impl Runtime {
         }
         if let Some(t) = self.services.trace.as_mut() {
             t.flush();
+        }
+        if let Some(r) = self.flows.record.as_mut() {
+            r.flush();
         }
         if let Some(c) = self.services.control.as_mut() {
             c.tick(self.poll.registry(), Instant::now());

@@ -1,5 +1,9 @@
 //! Operating a running agent: control-socket requests (status, swap, default, reload,
 //! attach/detach), and the metrics endpoint's text.
+//!
+//! `reload` re-reads the configuration file, and with or without one resolves every Python
+//! algorithm (`py:`) of the policy again: a changed file is a new version of its class, which
+//! new flows get from then on (existing ones only with `apply_existing`).
 
 use mio::Token;
 use serde_json::json;
@@ -13,8 +17,38 @@ use crate::control::server::ControlServer;
 use crate::datapath::Selection;
 use crate::flows::FlowKey;
 use crate::metrics::{by_label, render, Family};
-use crate::rules::Matcher;
+use crate::rules::{Matcher, Policy, Rule};
 use ccp_contract::Choice;
+
+/// The version of each Python algorithm `policy` names: the address of the descriptor its
+/// file resolves to now (a changed file resolves to a new one).
+pub(super) fn python_versions(policy: &Policy) -> std::collections::BTreeMap<&'static str, usize> {
+    let choices = [&policy.default, &policy.fallback].into_iter().chain(policy.rules.iter().map(|r| &r.choice));
+    choices
+        .filter(|c| c.algorithm().starts_with("py:"))
+        .filter_map(|c| {
+            let info = ccp_algorithms::registry::resolve(c.algorithm()).ok()?;
+            Some((c.algorithm(), info as *const ccp_contract::AlgorithmInfo as usize))
+        })
+        .collect()
+}
+
+/// `policy` with every Python algorithm's choice made again from its file as it is now.
+fn reresolve_python(policy: &Policy) -> Result<Policy, String> {
+    let again = |c: &Choice| -> Result<Choice, String> {
+        if !c.algorithm().starts_with("py:") {
+            return Ok(c.clone());
+        }
+        ccp_algorithms::registry::choose(c.algorithm(), c.params.clone(), c.origin.clone())
+            .map_err(|e| format!("{} ({}): {e}", c.algorithm(), c.origin))
+    };
+    let rules = policy
+        .rules
+        .iter()
+        .map(|r| Ok(Rule { name: r.name.clone(), matcher: r.matcher.clone(), choice: again(&r.choice)? }))
+        .collect::<Result<_, String>>()?;
+    Ok(Policy { default: again(&policy.default)?, rules, fallback: again(&policy.fallback)? })
+}
 
 /// A `match` from the control socket as a rule matcher, plus the optional current-algorithm filter.
 fn matcher_of(spec: &MatchSpec) -> Result<(Matcher, Option<String>), String> {
@@ -152,39 +186,72 @@ impl Runtime {
         self.flows.swap(keys, choose, &mut self.datapaths, now_us)
     }
 
-    fn reload(&mut self, apply_existing: bool) -> Response {
-        let Some((path, overrides)) = self.services.reload_from.clone() else {
-            return Response::error(
-                "the agent was started without a configuration file (--config or /etc/ccp-agent/agent.toml): nothing to reload",
-            );
+    /// Re-reads the configuration file, if the agent has one; either way every Python algorithm
+    /// of the policy is resolved again (the response lists them, and those whose file changed).
+    pub(super) fn reload(&mut self, apply_existing: bool) -> Response {
+        let from = self.services.reload_from.clone();
+        let policy = match &from {
+            Some((path, overrides)) => match AgentConfig::load(path, overrides) {
+                Ok(cfg) => {
+                    self.flows.limits = cfg.limits;
+                    self.flows.set_flow_limits(cfg.flow_limits);
+                    self.flows.idle_timeout_us = cfg.flow_idle_timeout.as_micros() as u64;
+                    self.algorithm_params = cfg.algorithm_params;
+                    cfg.policy
+                }
+                Err(e) => return Response::error(format!("reload refused, the running configuration stays: {e}")),
+            },
+            None if self.python_versions.is_empty() => {
+                return Response::error(
+                    "the agent was started without a configuration file (--config or /etc/ccp-agent/agent.toml) and its \
+                     policy names no Python algorithm: nothing to reload",
+                )
+            }
+            None => match reresolve_python(&self.flows.policy) {
+                Ok(p) => p,
+                Err(e) => return Response::error(format!("reload refused, the running policy stays: {e}")),
+            },
         };
-        let cfg = match AgentConfig::load(&path, &overrides) {
-            Ok(c) => c,
-            Err(e) => return Response::error(format!("reload refused, the running configuration stays: {e}")),
-        };
-        self.flows.policy = cfg.policy;
-        self.flows.limits = cfg.limits;
-        self.flows.set_flow_limits(cfg.flow_limits);
-        self.flows.idle_timeout_us = cfg.flow_idle_timeout.as_micros() as u64;
-        self.algorithm_params = cfg.algorithm_params;
+        let versions = python_versions(&policy);
+        let changed: Vec<&'static str> =
+            versions.iter().filter(|(n, v)| self.python_versions.get(*n) != Some(*v)).map(|(n, _)| *n).collect();
+        self.flows.policy = policy;
+        self.python_versions = versions;
         let mut swapped = Vec::new();
         if apply_existing {
+            let policy = self.flows.policy.clone();
             let keys: Vec<_> = self
                 .flows
                 .iter()
-                .filter(|(_, f)| !self.flows.policy.select(&f.info).same_setup(f.controller.choice()))
+                .filter(|(_, f)| {
+                    let now = policy.select(&f.info);
+                    !now.same_setup(f.controller.choice()) || changed.contains(&now.algorithm())
+                })
                 .map(|(k, _)| *k)
                 .collect();
-            let policy = self.flows.policy.clone();
             swapped = self.swap_flows(&keys, |f| policy.select(&f.info).clone());
         }
-        info!(config = %path.display(), rules = self.flows.policy.rules.len(), swapped = swapped.len(), "configuration reloaded");
+        let python: Vec<&str> = self.python_versions.keys().copied().collect();
+        let config = from.as_ref().map(|(p, _)| p.display().to_string());
+        info!(
+            config = config.as_deref().unwrap_or("none"),
+            rules = self.flows.policy.rules.len(),
+            python = python.len(),
+            python_changed = changed.len(),
+            swapped = swapped.len(),
+            "policy reloaded"
+        );
         Response::ok(json!({
-            "config": path,
+            "config": config,
             "default": self.flows.policy.default.algorithm(),
             "rules": self.flows.policy.rules.len(),
+            "python_reloaded": python,
+            "python_changed": changed,
             "swapped": swapped,
-            "note": "datapath, control, metrics and cnm settings take effect at the next start",
+            "note": match from {
+                Some(_) => "datapath, control, metrics and cnm settings take effect at the next start",
+                None => "no configuration file: only the Python algorithms were resolved again",
+            },
         }))
     }
 

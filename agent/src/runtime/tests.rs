@@ -117,3 +117,129 @@ fn every_service_has_a_token_of_its_own() {
         assert!(a.0 > 1 << 31, "{a:?} could be a datapath's");
     }
 }
+
+#[test]
+fn reload_without_a_config_file_gives_new_flows_a_changed_python_class() {
+    ccp_python::register();
+    // About reloading, not speed: a call budget no loaded test machine misses.
+    ccp_python::set_call_budget(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("w.py");
+    let source = |w: u32| {
+        format!(
+            "from ccp_agent import Action, Algorithm\nclass W(Algorithm):\n    def init(self, flow):\n        return \
+             Action({w}.0)\n    def on_report(self, r):\n        return Action({w}.0)\n"
+        )
+    };
+    std::fs::write(&file, source(30_000)).unwrap();
+    let name = format!("py:{}:W", file.canonicalize().unwrap().display());
+    let config = AgentConfig::defaults(&Overrides { algorithm: Some(name.clone()), ..Overrides::default() }).unwrap();
+    let mut rt = Runtime::new(&config, Vec::new(), Services::default()).unwrap();
+    let window = |c: &ccp_contract::Choice| c.factory.create().try_init(&ccp_contract::FlowStart::new(1000, 10_000)).unwrap();
+    assert_eq!(window(&rt.flows.policy.default).cwnd_bytes, Some(30_000.0));
+    let running = rt.flows.policy.default.clone();
+
+    let r = rt.reload(false);
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.result["config"], serde_json::Value::Null);
+    assert_eq!(r.result["python_reloaded"], serde_json::json!([name]));
+    assert_eq!(r.result["python_changed"], serde_json::json!([]), "an unchanged file is the same version");
+
+    std::fs::write(&file, source(40_000)).unwrap();
+    let r = rt.reload(false);
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.result["python_changed"], serde_json::json!([name]));
+    assert_eq!(r.result["swapped"], serde_json::json!([]));
+    assert_eq!(window(&rt.flows.policy.default).cwnd_bytes, Some(40_000.0), "new flows get the changed class");
+    assert_eq!(window(&running).cwnd_bytes, Some(30_000.0), "what running flows were built from is kept");
+
+    // A broken file refuses the reload and keeps the running policy.
+    std::fs::write(&file, "class W(:\n").unwrap();
+    let r = rt.reload(false);
+    assert!(!r.ok && r.error.as_deref().unwrap_or("").contains("reload refused"), "{r:?}");
+    assert_eq!(window(&rt.flows.policy.default).cwnd_bytes, Some(40_000.0));
+
+    // Nothing Python and no configuration file: nothing to reload, as before.
+    let native = AgentConfig::defaults(&Overrides::default()).unwrap();
+    let mut rt = Runtime::new(&native, Vec::new(), Services::default()).unwrap();
+    let r = rt.reload(false);
+    assert!(!r.ok && r.error.as_deref().unwrap_or("").contains("nothing to reload"), "{r:?}");
+}
+
+/// A datapath that only takes settings: flows are started by hand.
+struct Quiet;
+
+impl Datapath for Quiet {
+    fn describe(&self) -> String {
+        "quiet".into()
+    }
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            max_cwnd_bytes: 1 << 32,
+            max_rate_bytes_per_s: 1 << 32,
+            can_clear_pacing: true,
+            per_rtt_reports: false,
+            cwnd_packets: None,
+        }
+    }
+    fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
+        Ok(())
+    }
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize) -> usize {
+        0
+    }
+    fn apply(&mut self, _: FlowRef, _: &Settings, _: &Command) -> Result<(), ApplyError> {
+        Ok(())
+    }
+    fn peer_name(&self, _: u32) -> String {
+        "quiet".into()
+    }
+}
+
+#[test]
+fn reload_of_a_config_gives_a_changed_python_class_to_new_flows_and_with_apply_existing_to_all() {
+    ccp_python::register();
+    ccp_python::set_call_budget(Duration::from_secs(2));
+    let dir = tempfile::tempdir().unwrap();
+    let write = |w: u32| {
+        let text = format!(
+            "from ccp_agent import Action, Algorithm\nclass W(Algorithm):\n    def init(self, flow):\n        return \
+             Action({w}.0)\n    def on_report(self, r):\n        return Action({w}.0)\n"
+        );
+        std::fs::write(dir.path().join("w.py"), text).unwrap();
+    };
+    write(30_000);
+    let file = dir.path().join("agent.toml");
+    std::fs::write(&file, "[default]\nalgorithm = \"py:w.py:W\"\n").unwrap();
+    let config = AgentConfig::load(&file, &Overrides::default()).unwrap();
+    let services = Services { reload_from: Some((file.clone(), Overrides::default())), ..Services::default() };
+    let mut rt = Runtime::new(&config, vec![Box::new(Quiet)], services).unwrap();
+    let start = |rt: &mut Runtime, sid: u32| {
+        let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, ..FlowInfo::default() };
+        rt.flows.handle(
+            0,
+            rt.datapaths[0].as_mut(),
+            DatapathEvent::FlowStarted { flow: FlowRef { peer: 0, sid }, info },
+            0,
+            None,
+        );
+    };
+    let windows = |rt: &Runtime| -> Vec<u64> { rt.flows.iter().map(|(_, f)| f.controller.cwnd_bytes()).collect() };
+    start(&mut rt, 1);
+    assert_eq!(windows(&rt), [30_000]);
+
+    write(40_000);
+    let r = rt.reload(false);
+    assert!(r.ok, "{r:?}");
+    assert_eq!(r.result["python_changed"].as_array().unwrap().len(), 1, "{r:?}");
+    start(&mut rt, 2);
+    assert_eq!(windows(&rt), [30_000, 40_000], "the running flow keeps its class; the new one gets the changed one");
+
+    write(50_000);
+    let r = rt.reload(true);
+    assert_eq!(r.result["swapped"].as_array().unwrap().len(), 2, "{r:?}");
+    assert_eq!(windows(&rt), [50_000, 50_000], "apply_existing moves every flow of a changed class");
+    let r = rt.reload(true);
+    assert_eq!(r.result["python_changed"], serde_json::json!([]));
+    assert_eq!(r.result["swapped"], serde_json::json!([]), "an unchanged class moves nobody: {r:?}");
+}

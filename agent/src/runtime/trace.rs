@@ -8,9 +8,17 @@
 //! when a CNM brought it, `cnm_cpid`, `cnm_read_to_action_us` (the datagram read to the flow's
 //! decision applied) and `cnm_sample_to_read_us` (the congestion point's sample to the read, for
 //! a congestion point on this host's clock). Lines without feedback have none of these keys.
+//!
+//! `--record-reports FILE` ([`ReportRecord`]): one line per report an algorithm is given,
+//! `{"flow": ID, "report": REPORT}` with the report exactly as `ccp_contract::Report` serialises,
+//! so a run can be replayed through any algorithm. Buffered and flushed like the trace.
+//!
+//! Both files are created mode 0600 and never through a symbolic link ([`create_private`]): the
+//! agent usually runs as root, and the files show every flow's traffic.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 use anyhow::Context;
@@ -73,7 +81,7 @@ struct Line<'a> {
 
 impl FlowTrace {
     pub fn create(path: &Path) -> anyhow::Result<FlowTrace> {
-        let f = File::create(path).with_context(|| format!("creating flow trace {}", path.display()))?;
+        let f = create_private(path).with_context(|| format!("creating flow trace {}", path.display()))?;
         Ok(FlowTrace { out: BufWriter::new(f), failed: false })
     }
 
@@ -138,5 +146,128 @@ impl FlowTrace {
                 self.failed = true;
             }
         }
+    }
+}
+
+/// Creates (or truncates) `path` for writing, mode 0600 (an existing file is made 0600 too),
+/// refusing a symbolic link in its place: whoever could write the directory could otherwise
+/// point it at a file the agent would overwrite.
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => std::io::Error::other("it is a symbolic link; refusing to follow it"),
+            _ => e,
+        })?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(f)
+}
+
+/// `--record-reports FILE`: see the module docs.
+pub struct ReportRecord {
+    out: BufWriter<File>,
+    failed: bool,
+}
+
+/// One line of a report record.
+#[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct RecordedReport {
+    pub flow: u64,
+    pub report: Report,
+}
+
+impl ReportRecord {
+    pub fn create(path: &Path) -> anyhow::Result<ReportRecord> {
+        let f = create_private(path).with_context(|| format!("creating report record {}", path.display()))?;
+        Ok(ReportRecord { out: BufWriter::new(f), failed: false })
+    }
+
+    /// One line: `report` as flow `flow`'s algorithm is given it.
+    pub fn record(&mut self, flow: u64, report: &Report) {
+        if self.failed {
+            return;
+        }
+        #[derive(Serialize)]
+        struct Line<'a> {
+            flow: u64,
+            report: &'a Report,
+        }
+        let written = serde_json::to_writer(&mut self.out, &Line { flow, report })
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.out.write_all(b"\n"));
+        if let Err(e) = written {
+            warn!(error = %e, "report record write failed; recording stops");
+            self.failed = true;
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if !self.failed {
+            if let Err(e) = self.out.flush() {
+                warn!(error = %e, "report record flush failed; recording stops");
+                self.failed = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccp_contract::{RttStats, Urgent};
+    use std::io::BufRead;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn recorded_reports_read_back_as_the_reports_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reports.jsonl");
+        let mut rec = ReportRecord::create(&path).unwrap();
+        let a = Report { now_us: 10_000, mss_bytes: 1448, acked_bytes: 14_480, acked_pkts: 10, ..Report::default() };
+        let b = Report {
+            now_us: 20_000,
+            lost_pkts: 2,
+            urgent: Some(Urgent::Loss),
+            rtt: Some(RttStats { min_us: 900, max_us: 2_000, srtt_us: 1_200, ..RttStats::default() }),
+            send_rate_bytes_per_s: Some(1_000_000),
+            ..a.clone()
+        };
+        rec.record(7, &a);
+        rec.record(u64::MAX, &b);
+        rec.flush();
+        assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+        let lines: Vec<String> = std::io::BufReader::new(File::open(&path).unwrap()).lines().map(Result::unwrap).collect();
+        assert_eq!(lines.len(), 2);
+        let back: Vec<RecordedReport> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(back, vec![RecordedReport { flow: 7, report: a.clone() }, RecordedReport { flow: u64::MAX, report: b }]);
+        // Exactly two keys, and the report alone parses as a ccp_contract::Report.
+        let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+        assert_eq!(v.as_object().unwrap().len(), 2, "{v}");
+        assert_eq!(serde_json::from_value::<Report>(v["report"].clone()).unwrap(), a);
+    }
+
+    #[test]
+    fn record_files_are_private_and_never_followed_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = dir.path().join("old.jsonl");
+        std::fs::write(&old, "stale\n").unwrap();
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o666)).unwrap();
+        ReportRecord::create(&old).unwrap();
+        assert_eq!(std::fs::metadata(&old).unwrap().mode() & 0o777, 0o600, "an existing file is made private");
+        assert_eq!(std::fs::read(&old).unwrap(), b"", "and truncated");
+        let target = dir.path().join("target");
+        std::fs::write(&target, "keep").unwrap();
+        let link = dir.path().join("link.jsonl");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        for e in [ReportRecord::create(&link).err().unwrap(), FlowTrace::create(&link).err().unwrap()] {
+            let e = format!("{e:#}");
+            assert!(e.contains("symbolic link") && e.contains(&link.display().to_string()), "{e}");
+        }
+        assert_eq!(std::fs::read(&target).unwrap(), b"keep", "the link's target is untouched");
     }
 }

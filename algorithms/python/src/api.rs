@@ -559,5 +559,8 @@ pub fn ccp_agent(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MIN_CWND_PKTS", ccp_contract::MIN_CWND_PKTS)?;
     let base = CString::new(include_str!("../python/ccp_agent_base.py")).expect("no NUL in the base source");
     m.py().run(&base, Some(&m.dict()), None)?;
+    // Listed like the classes added above, for `from ccp_agent import *` (the wheel's package
+    // re-exports the extension module that way).
+    m.index()?.append("Algorithm")?;
     Ok(())
 }

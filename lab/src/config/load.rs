@@ -32,11 +32,16 @@ pub fn load(path: &Path) -> Result<Loaded> {
 /// Parses and validates experiment text (`path` names it in errors and anchors relative paths).
 pub fn parse(path: &Path, text: &str) -> Result<Loaded> {
     let index = TomlIndex::new(text);
-    let experiment: Experiment = toml::from_str(text).map_err(|e| {
+    let mut experiment: Experiment = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
         Error::Config { file: path.to_path_buf(), line, key: index.path_at(line), message: e.message().trim().to_string() }
     })?;
     let fail = |key: String, message: String| Error::Config { file: path.to_path_buf(), line: index.locate(&key), key, message };
+    // A Python algorithm's path (`agent:py:file.py:Class`) is relative to this file's directory.
+    let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    for (i, s) in experiment.schemes.iter_mut().enumerate() {
+        s.cc = crate::scheme::absolute_agent_cc(&s.cc, &base).map_err(|m| fail(format!("schemes[{i}].cc"), m))?;
+    }
     validate(&experiment).map_err(|(k, m)| fail(k, m))?;
     let name = match &experiment.name {
         Some(n) => n.clone(),
@@ -227,6 +232,29 @@ cc = "kernel:cubic"
         assert_eq!(key, "schemes[0].receiver.threshold_pct");
         let (_, _, m) = err(&format!("{MINIMAL}receiver = {{ kind = \"rfc9999\" }}\n"));
         assert!(m.contains("rfc9999"), "{m}");
+    }
+
+    #[test]
+    fn an_agent_python_scheme_is_relative_to_the_experiment_file() {
+        let dir = std::env::temp_dir().join(format!("ccp-lab-load-py-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("mine.py"), "class Mine: pass\n").unwrap();
+        let text = MINIMAL.replace("cc = \"kernel:cubic\"", "cc = \"agent:py:mine.py:Mine\"");
+        let l = parse(&dir.join("x.toml"), &text).unwrap();
+        let want = format!("agent:py:{}:Mine", dir.canonicalize().unwrap().join("mine.py").display());
+        assert_eq!(l.experiment.schemes[0].cc, want);
+        let scheme = crate::scheme::Scheme::from_spec(&l.experiment.schemes[0]).unwrap();
+        assert_eq!(scheme.cc, crate::scheme::Cc::Agent(want["agent:".len()..].to_string()), "what --algorithm gets");
+        let text = MINIMAL.replace("cc = \"kernel:cubic\"", "cc = \"agent:py:missing.py:Mine\"");
+        match parse(&dir.join("x.toml"), &text) {
+            Err(Error::Config { key, message, line, .. }) => {
+                assert_eq!(key, "schemes[0].cc");
+                assert_eq!(line, text.lines().position(|l| l.contains("missing.py")).unwrap() + 1);
+                assert!(message.contains("missing.py"), "{message}");
+            }
+            other => panic!("expected a config error, got {other:?}"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

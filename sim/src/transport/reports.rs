@@ -52,6 +52,9 @@ impl Sim {
             srtt: st.snd.srtt,
         };
         let report = st.cc.build_report(now, &g);
+        if let Some(r) = self.record.as_mut() {
+            r.record(u64::from(f), &report);
+        }
         let outcome = st.cc.decide(&report, now);
         self.counters.reports += 1;
         self.count_outcome(&outcome);
