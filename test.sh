@@ -11,3 +11,5 @@ df -h . | sed 's/^/test.sh: disk: /'
 cargo build --workspace --all-targets --locked
 cargo test --workspace --locked -- --test-threads=2
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The ccp_agent Python package (maturin wheel) and its pytest suite.
+./scripts/python-package.sh

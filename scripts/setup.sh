@@ -10,6 +10,7 @@ APT_PACKAGES=(
     iproute2 iperf3 ethtool          # network tests (ethtool: veth offloads off for DPDK's vdevs)
     libdpdk-dev dpdk                 # the DPDK datapath (ccp-dpdk): DPDK 22.11 with net_af_xdp/net_af_packet
     fonts-dejavu-core                # label font for ccp-router's PNG plots (demo)
+    python3-dev python3-venv         # Python algorithms: libpython for the agent (pyo3), the wheel's venv
 )
 
 missing=()

@@ -143,6 +143,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "MS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub python_call_budget_ms: u64,
 
+    /// Where Python algorithm calls run. inline: on the agent's loop (half the CPU per report);
+    /// a runaway loop is still interrupted at its budget, but Python blocked inside C
+    /// (time.sleep, blocking I/O) blocks the agent with it. thread: on the interpreter's own
+    /// thread; the agent waits at most the budget whatever the code does.
+    #[arg(long, value_name = "MODE", default_value = "inline", value_parser = ["inline", "thread"])]
+    pub python_isolation: String,
+
     /// Receive QCN congestion notification messages (CNMs) on this UDP address, e.g.
     /// 0.0.0.0:7470, and deliver each to its flow at once. Needs --cnm-allow-from (or [cnm]
     /// allow_from). Off by default.
@@ -276,6 +283,10 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> anyhow::Result<Age
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     ccp_python::set_call_budget(std::time::Duration::from_millis(args.python_call_budget_ms));
+    ccp_python::set_isolation(match args.python_isolation.as_str() {
+        "thread" => ccp_python::Isolation::Thread,
+        _ => ccp_python::Isolation::Inline,
+    });
     // A Python algorithm's path on the command line is relative to the working directory; the
     // configuration's own are relative to its folder (`AgentConfig::load`).
     let algorithm = match args.algorithm {
@@ -395,6 +406,9 @@ mod tests {
             let e = run(&[&format!("--python-call-budget-ms={bad}")]).unwrap_err();
             assert!(e.contains("--python-call-budget-ms"), "{bad}: {e}");
         }
+        assert_eq!(run(&[]).unwrap().python_isolation, "inline");
+        assert_eq!(run(&["--python-isolation", "thread"]).unwrap().python_isolation, "thread");
+        assert!(run(&["--python-isolation", "fork"]).unwrap_err().contains("--python-isolation"));
         let r = run(&["--record-reports", "/tmp/r.jsonl"]).unwrap();
         assert_eq!(r.record_reports, Some(PathBuf::from("/tmp/r.jsonl")));
         let cli = Cli::try_parse_from(["ccp-agent", "algorithms", "--json", "py:x.py:X"]).unwrap();

@@ -8,6 +8,7 @@ mod hardening;
 mod hotswap;
 mod inigo;
 mod nimbus;
+mod python;
 mod support;
 
 use std::path::PathBuf;

@@ -1,0 +1,202 @@
+//! Python algorithms (`py:file.py:Class`, issue 20) steering real kernel TCP flows through the
+//! link emulator (20 ms, 50 Mbit/s, 100 packets): the shipped Reno behaves as Reno (one MSS per
+//! RTT, halving on loss), a live flow
+//! swaps to Python and back seeded with its window, and a Python loop that never ends leaves
+//! the flow on the fallback while the agent keeps answering.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ccp_agent::control::client::call;
+use ccp_agent::control::protocol::{Request, Target};
+
+use super::support::*;
+
+const RATE_MBPS: f64 = 50.0;
+
+fn example(file: &str, class: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/python/examples").join(file);
+    format!("py:{}:{class}", path.canonicalize().unwrap().display())
+}
+
+fn trace_lines(trace: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(trace).expect("flow trace").lines().map(|l| serde_json::from_str(l).expect("trace line")).collect()
+}
+
+/// The lines of the flow that carried the most data (iperf3's data connection).
+fn data_flow(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    let mut acked: std::collections::BTreeMap<u64, u64> = Default::default();
+    for l in lines {
+        *acked.entry(l["flow"].as_u64().unwrap()).or_default() += l["acked_bytes"].as_u64().unwrap();
+    }
+    let flow = acked.iter().max_by_key(|(_, a)| **a).map(|(f, _)| *f).expect("no flow in the trace");
+    lines.iter().filter(|l| l["flow"].as_u64() == Some(flow)).collect()
+}
+
+fn u(l: &serde_json::Value, k: &str) -> u64 {
+    l[k].as_u64().unwrap_or_else(|| panic!("{k} in {l}"))
+}
+
+#[test]
+fn a_python_reno_steers_a_kernel_flow_as_reno() {
+    if skip_without_root("a_python_reno_steers_a_kernel_flow_as_reno") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag("py");
+    let router = Router::start(&format!("ccpebpf-{tag}"), 10, RATE_MBPS as u32, 100);
+    let reno = example("reno.py", "Reno");
+    let setup = AgentSetup::new(&tag, &format!("[default]\nalgorithm = \"{reno}\"\n"));
+    let trace = setup.trace_path();
+    let record = trace.with_file_name("reports.jsonl");
+    let agent =
+        setup.start_with("info", &["--trace-flows", trace.to_str().unwrap(), "--record-reports", record.to_str().unwrap()]);
+    let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
+    let iv = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 6, &setup.name).finish();
+    let stopped = agent.stop();
+    assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
+    assert!(!stopped.log.contains("fault contained"), "no fault:\n{}", stopped.log);
+
+    let lines = trace_lines(&trace);
+    let flow = data_flow(&lines);
+    assert!(flow.iter().all(|l| l["algorithm"] == reno.as_str()), "every report went to the Python Reno");
+    // iperf3 sets its congestion control on a socket that exists, so the datapath hands the
+    // flow over seeded with its window (for native Reno too), and Reno starts in congestion
+    // avoidance: one MSS per round trip until the first loss.
+    let first_loss = flow.iter().position(|l| u(l, "lost_pkts") > 0 || u(l, "sacked_bytes") > 0).unwrap_or(flow.len());
+    let stretch = &flow[..first_loss];
+    assert!(stretch.len() >= 20, "{} reports before the first loss", stretch.len());
+    let (t0, w0) = (u(stretch[0], "t_us"), u(stretch[0], "commanded_cwnd_bytes"));
+    // Round trips elapsed, each report's interval over its own smoothed RTT (the queue grows).
+    let rtts: f64 = stretch.windows(2).map(|w| (u(w[1], "t_us") - u(w[0], "t_us")) as f64 / u(w[1], "srtt_us") as f64).sum();
+    let grown = u(stretch.last().unwrap(), "commanded_cwnd_bytes") - w0;
+    let mss_per_rtt = grown as f64 / 1448.0 / rtts;
+    // Halving on loss: the commanded window after each loss report against the one before.
+    let mut cuts = vec![];
+    for w in flow.windows(2) {
+        let (before, after) = (u(w[0], "commanded_cwnd_bytes") as f64, u(w[1], "commanded_cwnd_bytes") as f64);
+        if u(w[1], "lost_pkts") > 0 && w[1]["urgent"] != "timeout" && after < before {
+            cuts.push(after / before);
+        }
+    }
+    if std::env::var_os("CCP_DEBUG_TRACE").is_some() {
+        for l in flow.iter().take(60) {
+            eprintln!("{} {} {} {}", u(l, "t_us") - t0, u(l, "commanded_cwnd_bytes"), u(l, "cwnd_bytes"), u(l, "acked_bytes"));
+        }
+    }
+    let goodput = mean_between(&iv, 1.0, 6.0);
+    eprintln!("py Reno on a kernel flow: +{mss_per_rtt:.2} MSS per RTT, cuts {cuts:.3?}, goodput {goodput:.1} Mbit/s");
+    assert!((0.7..=1.3).contains(&mss_per_rtt), "congestion avoidance adds {mss_per_rtt:.2} MSS per RTT");
+    assert!(!cuts.is_empty(), "no loss event in 6 s through a 100-packet buffer");
+    assert!(cuts.iter().take(3).all(|r| (0.45..=0.55).contains(r)), "halving on loss: {cuts:?}");
+    assert!(goodput >= 0.8 * RATE_MBPS, "goodput {goodput:.1} Mbit/s of {RATE_MBPS}");
+
+    // The recording holds each report the algorithm saw: as many as the trace has lines.
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(recorded.lines().count(), lines.len());
+    for l in recorded.lines() {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        serde_json::from_value::<ccp_contract::Report>(v["report"].clone()).expect("a report");
+    }
+    // CCP_KEEP_RECORDING=FILE keeps it (algorithms/python/tests/data/kernel-reno.jsonl is one).
+    if let Some(keep) = std::env::var_os("CCP_KEEP_RECORDING") {
+        std::fs::copy(&record, PathBuf::from(keep)).unwrap();
+    }
+}
+
+#[test]
+fn a_live_kernel_flow_swaps_to_python_and_back_seeded_with_its_window() {
+    if skip_without_root("a_live_kernel_flow_swaps_to_python_and_back_seeded_with_its_window") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag("pyswap");
+    let router = Router::start(&format!("ccpebpf-{tag}"), 10, RATE_MBPS as u32, 100);
+    let setup = AgentSetup::new(&tag, "[default]\nalgorithm = \"cubic\"\n");
+    let trace = setup.trace_path();
+    let agent = setup.start_with("info", &["--trace-flows", trace.to_str().unwrap()]);
+    let socket = setup.control_socket();
+    let reno = example("reno.py", "Reno");
+    let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
+    let client = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 6, &setup.name);
+    let swap = |algorithm: &str| {
+        let r = call(&socket, &Request::Swap { target: Target::All, algorithm: algorithm.into(), params: toml::Table::new() })
+            .expect("swap");
+        assert!(r.ok, "swap to {algorithm}: {r:?}");
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    swap(&reno);
+    std::thread::sleep(Duration::from_secs(2));
+    swap("cubic");
+    let iv = client.finish();
+    let stopped = agent.stop();
+    assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
+
+    let lines = trace_lines(&trace);
+    let flow = data_flow(&lines);
+    let names: Vec<&str> = flow.iter().map(|l| l["algorithm"].as_str().unwrap()).collect();
+    let to_py = names.iter().position(|n| *n == reno).expect("the flow never ran the Python Reno");
+    let back = to_py + names[to_py..].iter().position(|n| *n == "cubic").expect("never swapped back");
+    assert!(back - to_py >= 20, "Python steered {} reports", back - to_py);
+    // Seeded: Python Reno starts from the window Cubic left, not from scratch.
+    let (before, first) = (u(flow[to_py - 1], "commanded_cwnd_bytes") as f64, u(flow[to_py], "commanded_cwnd_bytes") as f64);
+    assert!((0.9..=1.3).contains(&(first / before)), "window {before} before the swap, {first} after");
+    let goodput = mean_between(&iv, 1.0, 6.0);
+    eprintln!("cubic -> py Reno -> cubic: window {before} -> {first}, goodput {goodput:.1} Mbit/s");
+    assert!(goodput >= 0.7 * RATE_MBPS, "goodput {goodput:.1} Mbit/s through both swaps");
+}
+
+#[test]
+fn a_python_loop_that_never_ends_leaves_the_flow_on_the_fallback_and_the_agent_answering() {
+    if skip_without_root("a_python_loop_that_never_ends_leaves_the_flow_on_the_fallback_and_the_agent_answering") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag("pyloop");
+    let router = Router::start(&format!("ccpebpf-{tag}"), 10, RATE_MBPS as u32, 100);
+    let code = tempfile::tempdir().unwrap();
+    let path = code.path().join("looping.py");
+    std::fs::write(
+        &path,
+        "from ccp_agent import Action, Algorithm\n\
+         class Looping(Algorithm):\n    \
+             def init(self, flow):\n        self.cwnd = float(flow.start_cwnd_bytes)\n        return Action(self.cwnd)\n    \
+             def on_report(self, report):\n        \
+                 if report.acked_bytes > 0:\n            while True:\n                pass\n        \
+                 return None\n",
+    )
+    .unwrap();
+    let looping = format!("py:{}:Looping", path.display());
+    let setup = AgentSetup::new(&tag, &format!("[default]\nalgorithm = \"{looping}\"\n"));
+    let trace = setup.trace_path();
+    let agent = setup.start_with("info", &["--trace-flows", trace.to_str().unwrap()]);
+    let socket = setup.control_socket();
+    let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
+    let client = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name);
+    // The agent answers its control socket throughout.
+    let mut slowest = Duration::ZERO;
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(4) {
+        let t = Instant::now();
+        let r = call(&socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
+        assert!(r.ok);
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let iv = client.finish();
+    let stopped = agent.stop();
+    assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
+    assert!(
+        stopped.log.contains("budget") && stopped.log.contains("algorithm replaced after repeated faults"),
+        "{}",
+        stopped.log
+    );
+
+    let lines = trace_lines(&trace);
+    let flow = data_flow(&lines);
+    assert_eq!(flow.last().unwrap()["algorithm"], "reno", "the flow ends on the fallback");
+    let goodput = mean_between(&iv, 2.0, 5.0);
+    eprintln!("looping Python: status answered within {slowest:?}; goodput on the fallback {goodput:.1} Mbit/s");
+    assert!(slowest < Duration::from_millis(500), "status took {slowest:?}");
+    assert!(goodput >= 0.5 * RATE_MBPS, "goodput {goodput:.1} Mbit/s");
+}
