@@ -6,7 +6,7 @@
 //! `Isolation::Thread` the caller spins briefly for the interpreter's answer), so flows per core
 //! come from CPU time: a flow reporting every 10 ms costs 100 reports a second.
 //!
-//!     cargo bench -p ccp-python --bench per_report [-- --json FILE]
+//!     cargo bench -p ccp-python --bench per_report [-- --json results/python/bench.json]
 
 #[path = "../tests/common/mod.rs"]
 mod common;
@@ -57,7 +57,11 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() {
     use ccp_python::Isolation;
-    let json = std::env::args().skip_while(|a| a != "--json").nth(1);
+    // Relative to the workspace (cargo runs benches in the package's folder).
+    let json = std::env::args()
+        .skip_while(|a| a != "--json")
+        .nth(1)
+        .map(|p| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(p));
     ccp_python::set_call_budget(Duration::from_secs(1));
     let reports = synthetic_reports(REPORTS, 7);
     let python = example("reno.py", "Reno");
@@ -100,7 +104,8 @@ fn main() {
             "native_ns_wall": nw, "native_ns_cpu": nc,
             "python": rows,
         });
-        std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap() + "\n").unwrap();
-        println!("wrote {path}");
+        std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap() + "\n")
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        println!("wrote {}", path.display());
     }
 }

@@ -55,18 +55,19 @@ class Reno(Algorithm):
         return Action(self.cwnd_bytes)
 
     def on_report(self, report):
-        ece = self.ecn and (report.ce_bytes > 0 or report.ece_acks > 0)
         self.observe(report)
-        if ece and not report.has_loss():
-            if self.loss_is_new_event(report.now_us):
-                self.reduce(report.now_us)
-        elif report.timeouts > 0:
-            self.timeout(report.now_us, report.inflight_bytes)
-        elif report.lost_pkts > 0:
-            if self.loss_is_new_event(report.now_us):
-                self.reduce(report.now_us)
-        elif not self.in_recovery(report.now_us) and not report.app_limited:
-            self.grow(report.acked_bytes)
+        now_us = report.now_us
+        lost, timeouts = report.lost_pkts, report.timeouts
+        if self.ecn and (report.ce_bytes > 0 or report.ece_acks > 0) and lost == 0 and timeouts == 0:
+            if self.loss_is_new_event(now_us):
+                self.reduce(now_us)
+        elif timeouts > 0:
+            self.timeout(now_us, report.inflight_bytes)
+        elif lost > 0:
+            if self.loss_is_new_event(now_us):
+                self.reduce(now_us)
+        elif now_us >= self.recovery_until_us and not report.app_limited:
+            self.grow(float(report.acked_bytes))
         return Action(self.cwnd_bytes)
 
     def state(self):
@@ -77,10 +78,12 @@ class Reno(Algorithm):
 
     def observe(self, report):
         if report.mss_bytes > 0:
-            self.mss = report.mss()
-            self.cwnd_bytes = max(self.cwnd_bytes, self.min_cwnd())
-        if report.rtt is not None:
-            self.srtt_us = max(report.rtt.srtt_us, 1)
+            self.mss = float(report.mss_bytes)
+            if self.cwnd_bytes < MIN_CWND_PKTS * self.mss:
+                self.cwnd_bytes = MIN_CWND_PKTS * self.mss
+        rtt = report.rtt
+        if rtt is not None:
+            self.srtt_us = max(rtt.srtt_us, 1)
         self.recovery_left_bytes = max(self.recovery_left_bytes - float(report.acked_bytes), 0.0)
         self.inflight_bytes = report.inflight_bytes
 
@@ -107,8 +110,7 @@ class Reno(Algorithm):
         self.recovery_until_us = now_us + self.srtt_us
         self.recovery_left_bytes = 0.0
 
-    def grow(self, acked_bytes):
-        acked = float(acked_bytes)
+    def grow(self, acked):
         if self.cwnd_bytes < self.ssthresh_bytes:
             # Slow start up to ssthresh; the rest of the report's bytes go to avoidance.
             step = min(acked, self.ssthresh_bytes - self.cwnd_bytes)

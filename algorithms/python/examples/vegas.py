@@ -93,7 +93,7 @@ class Vegas(Reno):
     def end_round(self, acked_bytes):
         mss = self.mss
         if self.round_samples < MIN_ROUND_SAMPLES or self.base_rtt_us == 0 or self.round_min_rtt_us is None:
-            self.grow(acked_bytes)
+            self.grow(float(acked_bytes))
             return
         rtt = float(max(self.round_min_rtt_us, self.base_rtt_us))
         base = float(self.base_rtt_us)

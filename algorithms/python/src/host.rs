@@ -427,13 +427,13 @@ impl Interpreter {
                 self.instances.insert(instance, obj.clone().unbind());
                 let flow =
                     Py::new(py, PyFlowStart::from_start(py, &start).map_err(|e| raised(py, e))?).map_err(|e| raised(py, e))?;
-                let out = obj.call_method1("init", (flow,)).map_err(|e| raised(py, e))?;
+                let out = obj.call_method1(pyo3::intern!(py, "init"), (flow,)).map_err(|e| raised(py, e))?;
                 action_of(&out, "init").map(Done::Action)
             }
             Work::Report { instance, report } => {
                 let obj = self.instance(py, instance)?;
                 let r = Py::new(py, PyReport::from_report(py, &report).map_err(|e| raised(py, e))?).map_err(|e| raised(py, e))?;
-                let out = obj.call_method1("on_report", (r,)).map_err(|e| raised(py, e))?;
+                let out = obj.call_method1(pyo3::intern!(py, "on_report"), (r,)).map_err(|e| raised(py, e))?;
                 action_of(&out, "on_report").map(Done::Action)
             }
             Work::State { instance } => {
