@@ -3,26 +3,17 @@
 //! flow its index in the scenario: the line format of `ccp-agent run --record-reports`, so a
 //! simulated run replays through any algorithm as a real one does.
 //!
-//! Written through a buffer flushed once a second (of wall time) and at the end. The file is
-//! created mode 0600 and never through a symbolic link, as the agent creates its own.
+//! Written through a buffer flushed once a second (of wall time) and at the end.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use ccp_contract::Report;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 const FLUSH_EVERY: Duration = Duration::from_secs(1);
-
-/// One line of a report record.
-#[derive(Debug, Serialize, Deserialize, PartialEq)]
-pub struct RecordedReport {
-    pub flow: u64,
-    pub report: Report,
-}
 
 pub struct ReportRecord {
     path: PathBuf,
@@ -35,18 +26,7 @@ pub struct ReportRecord {
 impl ReportRecord {
     pub fn create(path: &Path) -> Result<ReportRecord, String> {
         let err = |e: std::io::Error| format!("creating report record {}: {e}", path.display());
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => err(std::io::Error::other("it is a symbolic link; refusing to follow it")),
-                _ => err(e),
-            })?;
-        f.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(err)?;
+        let f = File::create(path).map_err(err)?;
         Ok(ReportRecord { path: path.to_path_buf(), out: BufWriter::new(f), flushed: Instant::now(), error: None })
     }
 

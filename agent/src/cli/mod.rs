@@ -147,8 +147,8 @@ pub struct RunArgs {
     /// a runaway loop is still interrupted at its budget, but Python blocked inside C
     /// (time.sleep, blocking I/O) blocks the agent with it. thread: on the interpreter's own
     /// thread; the agent waits at most the budget whatever the code does.
-    #[arg(long, value_name = "MODE", default_value = "inline", value_parser = ["inline", "thread"])]
-    pub python_isolation: String,
+    #[arg(long, value_name = "MODE", value_enum, default_value_t = PythonIsolation::Inline)]
+    pub python_isolation: PythonIsolation,
 
     /// Receive QCN congestion notification messages (CNMs) on this UDP address, e.g.
     /// 0.0.0.0:7470, and deliver each to its flow at once. Needs --cnm-allow-from (or [cnm]
@@ -274,6 +274,13 @@ fn config_path(given: Option<&Path>) -> Option<PathBuf> {
     given.map(Path::to_path_buf).or_else(|| Path::new(DEFAULT_CONFIG_PATH).exists().then(|| PathBuf::from(DEFAULT_CONFIG_PATH)))
 }
 
+/// `run --python-isolation`: where Python algorithm calls run (`ccp_python::Isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PythonIsolation {
+    Inline,
+    Thread,
+}
+
 fn load_config(path: Option<&Path>, overrides: &Overrides) -> anyhow::Result<AgentConfig> {
     Ok(match config_path(path) {
         Some(p) => AgentConfig::load(&p, overrides)?,
@@ -283,9 +290,9 @@ fn load_config(path: Option<&Path>, overrides: &Overrides) -> anyhow::Result<Age
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     ccp_python::set_call_budget(std::time::Duration::from_millis(args.python_call_budget_ms));
-    ccp_python::set_isolation(match args.python_isolation.as_str() {
-        "thread" => ccp_python::Isolation::Thread,
-        _ => ccp_python::Isolation::Inline,
+    ccp_python::set_isolation(match args.python_isolation {
+        PythonIsolation::Thread => ccp_python::Isolation::Thread,
+        PythonIsolation::Inline => ccp_python::Isolation::Inline,
     });
     // A Python algorithm's path on the command line is relative to the working directory; the
     // configuration's own are relative to its folder (`AgentConfig::load`).
@@ -406,8 +413,8 @@ mod tests {
             let e = run(&[&format!("--python-call-budget-ms={bad}")]).unwrap_err();
             assert!(e.contains("--python-call-budget-ms"), "{bad}: {e}");
         }
-        assert_eq!(run(&[]).unwrap().python_isolation, "inline");
-        assert_eq!(run(&["--python-isolation", "thread"]).unwrap().python_isolation, "thread");
+        assert_eq!(run(&[]).unwrap().python_isolation, PythonIsolation::Inline);
+        assert_eq!(run(&["--python-isolation", "thread"]).unwrap().python_isolation, PythonIsolation::Thread);
         assert!(run(&["--python-isolation", "fork"]).unwrap_err().contains("--python-isolation"));
         let r = run(&["--record-reports", "/tmp/r.jsonl"]).unwrap();
         assert_eq!(r.record_reports, Some(PathBuf::from("/tmp/r.jsonl")));

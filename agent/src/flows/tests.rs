@@ -460,9 +460,9 @@ fn the_report_record_holds_every_report_the_algorithm_was_given() {
     t.handle(0, &mut dp, report_at(FlowRef { peer: 9, sid: 9 }, 5_010_000, 1), 110_000, None);
     t.record.as_mut().unwrap().flush();
     let id = t.get(&(0, FLOW)).unwrap().id;
-    let lines: Vec<crate::runtime::RecordedReport> =
+    let lines: Vec<ccp_contract::RecordedReport> =
         std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let given = seen.0.lock().unwrap().clone();
     assert_eq!(given.len(), 3, "two datapath reports and one of network feedback; none for an unknown flow");
-    assert_eq!(lines, given.into_iter().map(|report| crate::runtime::RecordedReport { flow: id, report }).collect::<Vec<_>>());
+    assert_eq!(lines, given.into_iter().map(|report| ccp_contract::RecordedReport { flow: id, report }).collect::<Vec<_>>());
 }

@@ -39,7 +39,7 @@ use crate::datapath::{Datapath, DatapathEvent};
 pub use crate::flows::{Counters, FlowStatus};
 use crate::flows::{FeedbackEvent, FlowTable, Lookup};
 use crate::metrics::MetricsServer;
-pub use trace::{create_private, CnmTrace, FlowTrace, RecordedReport, ReportRecord};
+pub use trace::{create_private, CnmTrace, FlowTrace, ReportRecord};
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);

@@ -174,13 +174,6 @@ pub struct ReportRecord {
     failed: bool,
 }
 
-/// One line of a report record.
-#[derive(Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct RecordedReport {
-    pub flow: u64,
-    pub report: Report,
-}
-
 impl ReportRecord {
     pub fn create(path: &Path) -> anyhow::Result<ReportRecord> {
         let f = create_private(path).with_context(|| format!("creating report record {}", path.display()))?;
@@ -243,8 +236,14 @@ mod tests {
         assert_eq!(std::fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
         let lines: Vec<String> = std::io::BufReader::new(File::open(&path).unwrap()).lines().map(Result::unwrap).collect();
         assert_eq!(lines.len(), 2);
-        let back: Vec<RecordedReport> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert_eq!(back, vec![RecordedReport { flow: 7, report: a.clone() }, RecordedReport { flow: u64::MAX, report: b }]);
+        let back: Vec<ccp_contract::RecordedReport> = lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(
+            back,
+            vec![
+                ccp_contract::RecordedReport { flow: 7, report: a.clone() },
+                ccp_contract::RecordedReport { flow: u64::MAX, report: b }
+            ]
+        );
         // Exactly two keys, and the report alone parses as a ccp_contract::Report.
         let v: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
         assert_eq!(v.as_object().unwrap().len(), 2, "{v}");

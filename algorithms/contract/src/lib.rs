@@ -49,5 +49,5 @@ pub use controller::{Choice, Controller, Fault, Outcome};
 pub use descriptor::AlgorithmInfo;
 pub use limits::{Limits, MAX_REPORT_INTERVAL_US, MIN_CWND_PKTS, MIN_REPORT_INTERVAL_US};
 pub use params::{Bound, ParamError, ParamKind, ParamSpec, ParamValue, Params};
-pub use report::{IntHop, IntPath, NetworkFeedback, Report, RttStats, Urgent, MAX_INT_HOPS};
+pub use report::{IntHop, IntPath, NetworkFeedback, RecordedReport, Report, RttStats, Urgent, MAX_INT_HOPS};
 pub use settings::{Capabilities, Command, PacingCommand, PacketWindow, Settings};

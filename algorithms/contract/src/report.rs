@@ -200,6 +200,17 @@ pub struct Report {
     pub feedback: Option<NetworkFeedback>,
 }
 
+/// One line of a report recording (`ccp-agent run --record-reports`, `ccp-sim run
+/// --record-reports`), JSON: the report as the flow's algorithm was given it, so a recorded run
+/// replays through any algorithm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedReport {
+    /// The flow: the agent's flow id, or the simulator's flow index.
+    pub flow: u64,
+    pub report: Report,
+}
+
 impl Report {
     /// The MSS as f64, never zero (a zero MSS from a broken datapath would poison divisions).
     #[inline]

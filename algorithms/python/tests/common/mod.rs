@@ -100,19 +100,13 @@ pub fn synthetic_reports(n: usize, seed: u64) -> Vec<Report> {
     out
 }
 
-/// One JSON line of a recording (`ccp-agent run --record-reports`, `ccp-sim … --record-reports`).
-#[derive(serde::Deserialize)]
-pub struct Recorded {
-    pub flow: u64,
-    pub report: Report,
-}
-
-/// The report sequences of a recording, per flow, in order.
+/// The report sequences of a recording (`--record-reports`), per flow, in order.
 pub fn recording(path: &Path) -> Vec<(u64, Vec<Report>)> {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut flows: Vec<(u64, Vec<Report>)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
-        let r: Recorded = serde_json::from_str(line).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), i + 1));
+        let r: ccp_contract::RecordedReport =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{}:{}: {e}", path.display(), i + 1));
         match flows.iter_mut().find(|(f, _)| *f == r.flow) {
             Some((_, v)) => v.push(r.report),
             None => flows.push((r.flow, vec![r.report])),
