@@ -369,8 +369,11 @@ const WATCH_EVERY: Duration = Duration::from_millis(5);
 /// running one, every [`REAP_RETRY`] while it runs, and says once when one runs on for long.
 fn watchdog(shared: Arc<Shared>) {
     let mut warned_for = 0;
+    // The call last interrupted, and when: the same call is interrupted again only every
+    // REAP_RETRY, while a new call past its budget is interrupted as soon as it is seen.
+    let mut last_raise: Option<(u64, Instant)> = None;
     loop {
-        let running = {
+        let overdue = {
             let mut c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
             match c.started {
                 Some(t) if t.elapsed() >= c.budget => {
@@ -380,28 +383,29 @@ fn watchdog(shared: Arc<Shared>) {
                 _ => None,
             }
         };
-        let Some((seq, ran)) = running else {
-            std::thread::sleep((call_budget() / 4).clamp(Duration::from_micros(500), WATCH_EVERY));
-            continue;
-        };
-        // Attaching waits for the running call to yield the interpreter (every 5 ms of
-        // bytecode); the call cannot end meanwhile, since it ends attached.
-        Python::attach(|_py| {
-            let c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
-            if c.seq == seq && c.abandoned {
-                // SAFETY: attached; the exception type is a static borrowed reference.
-                unsafe { pyo3::ffi::PyThreadState_SetAsyncExc(c.ident as _, pyo3::ffi::PyExc_TimeoutError) };
+        if let Some((seq, ran)) = overdue {
+            if last_raise.is_none_or(|(s, t)| s != seq || t.elapsed() >= REAP_RETRY) {
+                // Attaching waits for the running call to yield the interpreter (every 5 ms of
+                // bytecode); the call cannot end meanwhile, since it ends attached.
+                Python::attach(|_py| {
+                    let c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
+                    if c.seq == seq && c.abandoned {
+                        // SAFETY: attached; the exception type is a static borrowed reference.
+                        unsafe { pyo3::ffi::PyThreadState_SetAsyncExc(c.ident as _, pyo3::ffi::PyExc_TimeoutError) };
+                    }
+                });
+                last_raise = Some((seq, Instant::now()));
             }
-        });
-        if warned_for != seq && ran > Duration::from_secs(1) {
-            warned_for = seq;
-            tracing::warn!(
-                "a Python call abandoned past its budget is still running after {} ms (it catches TimeoutError or blocks in C); \
-                 Python flows fault until it ends and go to the fallback algorithm",
-                ran.as_millis()
-            );
+            if warned_for != seq && ran > Duration::from_secs(1) {
+                warned_for = seq;
+                tracing::warn!(
+                    "a Python call abandoned past its budget is still running after {} ms (it catches TimeoutError or blocks in C); \
+                     Python flows fault until it ends and go to the fallback algorithm",
+                    ran.as_millis()
+                );
+            }
         }
-        std::thread::sleep(REAP_RETRY);
+        std::thread::sleep((call_budget() / 4).clamp(Duration::from_micros(500), WATCH_EVERY));
     }
 }
 

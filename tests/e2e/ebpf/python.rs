@@ -197,6 +197,8 @@ fn a_python_loop_that_never_ends_leaves_the_flow_on_the_fallback_and_the_agent_a
     assert_eq!(flow.last().unwrap()["algorithm"], "reno", "the flow ends on the fallback");
     let goodput = mean_between(&iv, 2.0, 5.0);
     eprintln!("looping Python: status answered within {slowest:?}; goodput on the fallback {goodput:.1} Mbit/s");
-    assert!(slowest < Duration::from_millis(500), "status took {slowest:?}");
+    // At most four abandoned calls (the fourth fault hands over), each about one budget (10 ms)
+    // plus the watchdog's poll and the loop's yield of the interpreter (5 ms).
+    assert!(slowest < Duration::from_millis(150), "status took {slowest:?}");
     assert!(goodput >= 0.5 * RATE_MBPS, "goodput {goodput:.1} Mbit/s");
 }
