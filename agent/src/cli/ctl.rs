@@ -34,7 +34,7 @@ pub enum CtlCommand {
         /// Counters and the number of flows only, not every flow (fast with very many flows).
         #[arg(long)]
         summary: bool,
-        /// Flow rows from this one on (the agent answers at most 10,000 rows per request).
+        /// Flow rows from this one on (the agent answers at most 2,000 rows per request).
         #[arg(long, default_value_t = 0)]
         offset: usize,
         /// At most this many flow rows (10,000 at most).
