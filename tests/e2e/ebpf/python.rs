@@ -1,6 +1,6 @@
 //! Python algorithms (`py:file.py:Class`, issue 20) steering real kernel TCP flows through the
 //! link emulator (20 ms, 50 Mbit/s, 100 packets): the shipped Reno behaves as Reno (one MSS per
-//! RTT, halving on loss), a live flow
+//! RTT, halving on loss), the shipped Vegas keeps the queue Reno fills nearly empty, a live flow
 //! swaps to Python and back seeded with its window, and a Python loop that never ends leaves
 //! the flow on the fallback while the agent keeps answering.
 
@@ -102,6 +102,49 @@ fn a_python_reno_steers_a_kernel_flow_as_reno() {
     if let Some(keep) = std::env::var_os("CCP_KEEP_RECORDING") {
         std::fs::copy(&record, PathBuf::from(keep)).unwrap();
     }
+}
+
+/// The median smoothed RTT of the data flow from `from_us` after its first report, µs.
+fn median_srtt_after(lines: &[serde_json::Value], from_us: u64) -> u64 {
+    let flow = data_flow(lines);
+    let t0 = u(flow[0], "t_us");
+    let mut srtts: Vec<u64> =
+        flow.iter().filter(|l| u(l, "t_us") - t0 >= from_us).filter_map(|l| l["srtt_us"].as_u64()).collect();
+    assert!(srtts.len() >= 20, "{} reports after {from_us} µs", srtts.len());
+    srtts.sort_unstable();
+    srtts[srtts.len() / 2]
+}
+
+#[test]
+fn a_python_vegas_keeps_the_queue_a_reno_fills_nearly_empty() {
+    if skip_without_root("a_python_vegas_keeps_the_queue_a_reno_fills_nearly_empty") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut results = vec![];
+    for (short, class) in [("vegas", example("vegas.py", "Vegas")), ("reno", example("reno.py", "Reno"))] {
+        let tag = tag(&format!("py{short}"));
+        let router = Router::start(&format!("ccpebpf-{tag}"), 10, RATE_MBPS as u32, 100);
+        let setup = AgentSetup::new(&tag, &format!("[default]\nalgorithm = \"{class}\"\n"));
+        let trace = setup.trace_path();
+        let agent = setup.start_with("info", &["--trace-flows", trace.to_str().unwrap()]);
+        let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
+        let iv = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 8, &setup.name).finish();
+        let stopped = agent.stop();
+        assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
+        assert!(!stopped.log.contains("fault contained"), "no fault:\n{}", stopped.log);
+        let lines = trace_lines(&trace);
+        assert!(data_flow(&lines).iter().all(|l| l["algorithm"] == class.as_str()));
+        results.push((short, median_srtt_after(&lines, 4_000_000), mean_between(&iv, 2.0, 8.0)));
+    }
+    eprintln!("median srtt / goodput from 4 s: {results:?}");
+    let (vegas_srtt, vegas_goodput) = (results[0].1, results[0].2);
+    let reno_srtt = results[1].1;
+    // 20 ms of propagation; Vegas keeps 2-4 of its packets queued (under 1 ms at 50 Mbit/s),
+    // Reno fills the 100-packet buffer (23 ms when full) by then.
+    assert!(vegas_srtt < 24_000, "Vegas's median srtt {vegas_srtt} µs");
+    assert!(reno_srtt > vegas_srtt + 5_000, "Reno queues more: {reno_srtt} vs {vegas_srtt} µs");
+    assert!(vegas_goodput >= 0.7 * RATE_MBPS, "Vegas's goodput {vegas_goodput:.1} Mbit/s");
 }
 
 #[test]
