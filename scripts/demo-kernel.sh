@@ -20,7 +20,9 @@ fi
 extra=()
 [ "$QDISC" = droptail ] || extra+=(--qdisc "$QDISC" --ecn)
 mkdir -p results
-plot="results/demo-$ALG.png"
+# A Python algorithm's name (py:path/file.py:Class) holds slashes and colons: the plot is named
+# after its class.
+plot="results/demo-$(printf '%s' "${ALG##*:}" | tr -c 'A-Za-z0-9_.-' '-').png"
 "$BIN/ccp-router" demo --netns-prefix ccpdemo "${link[@]}" --delay-ms 50 --queue-pkts 250 "${extra[@]}" \
     --cc ccp --spawn "$BIN/ccp-agent --log-level warn run --datapath ebpf --algorithm $ALG" \
     --seconds "$SECS" --plot "$plot"
