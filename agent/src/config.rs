@@ -276,9 +276,6 @@ impl Source<'_> {
 
     /// `name` with a `py:` path made absolute against `base`; other names as they are.
     fn absolute(&self, name: &str, span: std::ops::Range<usize>) -> Result<String, ConfigError> {
-        if !name.starts_with("py:") {
-            return Ok(name.to_string());
-        }
         ccp_python::loader::absolute_name(name, self.base).map_err(|e| {
             self.err(span, format!("algorithm {name:?}: {e} (a relative path is relative to {})", self.base.display()))
         })

@@ -776,13 +776,11 @@ fn absolute_python_names(l: &mut Loaded) -> Result<(), ConfigError> {
     }
     let mut failed = None;
     for (table, name) in names {
-        if name.starts_with("py:") {
-            match ccp_python::loader::absolute_name(name, &base) {
-                Ok(abs) => *name = abs,
-                Err(e) => {
-                    failed = Some((table, format!("{name}: {e}")));
-                    break;
-                }
+        match ccp_python::loader::absolute_name(name, &base) {
+            Ok(abs) => *name = abs,
+            Err(e) => {
+                failed = Some((table, format!("{name}: {e}")));
+                break;
             }
         }
     }

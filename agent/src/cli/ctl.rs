@@ -98,10 +98,7 @@ fn table(pairs: Vec<(String, toml::Value)>) -> toml::Table {
 /// A Python algorithm's path made absolute against this client's working directory: the agent
 /// runs elsewhere (as a service, from `/`), so a relative path would mean another file there.
 fn absolute(algorithm: String) -> anyhow::Result<String> {
-    if !algorithm.starts_with("py:") {
-        return Ok(algorithm);
-    }
-    let cwd = std::env::current_dir()?;
+    let cwd = std::env::current_dir().unwrap_or_default();
     ccp_python::loader::absolute_name(&algorithm, &cwd).map_err(|e| anyhow::anyhow!("{algorithm}: {e}"))
 }
 

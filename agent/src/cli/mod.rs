@@ -297,11 +297,11 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     // A Python algorithm's path on the command line is relative to the working directory; the
     // configuration's own are relative to its folder (`AgentConfig::load`).
     let algorithm = match args.algorithm {
-        Some(a) if a.starts_with("py:") => Some(
-            ccp_python::loader::absolute_name(&a, &std::env::current_dir()?)
+        Some(a) => Some(
+            ccp_python::loader::absolute_name(&a, &std::env::current_dir().unwrap_or_default())
                 .map_err(|e| anyhow::anyhow!("--algorithm {a}: {e}"))?,
         ),
-        a => a,
+        None => None,
     };
     let overrides = Overrides {
         algorithm,

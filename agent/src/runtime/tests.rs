@@ -22,18 +22,21 @@ struct Flood {
 
 const FLOW: FlowRef = FlowRef { peer: 0, sid: 1 };
 
+/// What the test datapaths here can carry: bytes, wide registers, no RTT counting.
+const CAPS: Capabilities = Capabilities {
+    max_cwnd_bytes: 1 << 32,
+    max_rate_bytes_per_s: 1 << 32,
+    can_clear_pacing: true,
+    per_rtt_reports: false,
+    cwnd_packets: None,
+};
+
 impl Datapath for Flood {
     fn describe(&self) -> String {
         "flood".into()
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_cwnd_bytes: 1 << 32,
-            max_rate_bytes_per_s: 1 << 32,
-            can_clear_pacing: true,
-            per_rtt_reports: false,
-            cwnd_packets: None,
-        }
+        CAPS
     }
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {
         use std::os::fd::AsRawFd;
@@ -174,13 +177,7 @@ impl Datapath for Quiet {
         "quiet".into()
     }
     fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            max_cwnd_bytes: 1 << 32,
-            max_rate_bytes_per_s: 1 << 32,
-            can_clear_pacing: true,
-            per_rtt_reports: false,
-            cwnd_packets: None,
-        }
+        CAPS
     }
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
         Ok(())

@@ -18,8 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// RTT statistics of one report interval, µs.
-#[pyclass(module = "ccp_agent", name = "RttStats", frozen, get_all, from_py_object)]
-#[derive(Clone)]
+#[pyclass(module = "ccp_agent", name = "RttStats", frozen, get_all)]
 pub struct PyRttStats {
     pub min_us: u64,
     pub max_us: u64,
@@ -69,7 +68,7 @@ pub struct PyQcnFeedback {
 
 /// One hop of in-band network telemetry (HPCC): queue bytes, transmitted bytes, the hop's
 /// timestamp (ns) and its link rate (bit/s).
-#[pyclass(module = "ccp_agent", name = "IntHop", frozen, get_all, from_py_object)]
+#[pyclass(module = "ccp_agent", name = "IntHop", frozen, get_all)]
 #[derive(Clone)]
 pub struct PyIntHop {
     pub queue_bytes: u64,

@@ -54,9 +54,18 @@ pub fn parse(name: &str) -> Result<(&str, &str), String> {
     Ok((path, class))
 }
 
-/// The canonical name of `py:PATH:CLASS`, the path made absolute against `base` (the directory
-/// a relative path is relative to: a client's working directory, a configuration's folder).
+/// Whether `name` names a Python algorithm (`py:…`).
+pub fn is_python(name: &str) -> bool {
+    name.strip_prefix(crate::SCHEME).is_some_and(|r| r.starts_with(':'))
+}
+
+/// `name` made canonical: a `py:PATH:CLASS` with its path absolute against `base` (the directory
+/// a relative path is relative to: a client's working directory, a configuration's folder); any
+/// other name as it is.
 pub fn absolute_name(name: &str, base: &Path) -> Result<String, String> {
+    if !is_python(name) {
+        return Ok(name.to_string());
+    }
     let (path, class) = parse(name)?;
     let full = base.join(path);
     let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
@@ -155,5 +164,7 @@ mod tests {
         for bad in ["py:a.py", "py::Reno", "py:a.py:", "py:a.py:2x", "py:a.py:Re-no", "reno", "python:a.py:X"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
+        assert!(is_python("py:a.py:X") && !is_python("reno") && !is_python("python:a.py:X"));
+        assert_eq!(absolute_name("cubic", Path::new("/nowhere")).as_deref(), Ok("cubic"), "native names as they are");
     }
 }
