@@ -64,10 +64,11 @@
 use std::sync::Arc;
 
 use crate::cubic::{Cubic, CubicConfig};
+use crate::window::RenoBased;
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report,
-    ReportPolicy, StateVar,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, Param, ParamError, Params,
+    Report, ReportPolicy, StateVar,
 };
 
 /// Most chord steps per report: beyond this many segments a step covers several, which bounds the
@@ -76,76 +77,46 @@ const MAX_STEPS: f64 = 1024.0;
 /// Pacing rate multiplier over cwnd/sRTT when pacing is on (the artifact's ≈ 2·cwnd/RTT, §3.5).
 const PACING_GAIN: f64 = 2.0;
 
-const PARAMS: &[ParamSpec] = &[
-    shared::INIT_CWND_PKTS.with_doc("initial w_abc and w_cubic (§3.5: IW = 10, no slow start)"),
-    ParamSpec::float(
-        "min_cwnd_pkts",
-        5.0,
-        Bound::Inclusive(1.0),
-        Bound::Inclusive(100.0),
-        "packets",
-        "floor of w_abc under brakes (§3.5: the artifact's 5; the agent never goes below 2 MSS anyway)",
-    ),
-    ParamSpec::float(
-        "cap_extra_pkts",
-        5.0,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(100.0),
-        "packets",
-        "both windows are capped at 2·in-flight + this (§3.4; thesis 0, artifact 5; §14.11 recommends 5)",
-    ),
-    ParamSpec::bool("coexist", true, "run the Cubic window for non-ABC bottlenecks and use min(w_abc, w_cubic) (§3.4)"),
-    ParamSpec::bool("pacing", false, "pace at 2·cwnd/sRTT (§3.5: optional; ABC is ACK-clocked)"),
-    ParamSpec::float(
-        "report_rtts",
-        0.125,
-        Bound::Inclusive(0.1),
-        Bound::Inclusive(1.0),
-        "RTTs",
-        "report interval in RTTs (§10.1: every ACK, or at least every 1/8 RTT)",
-    ),
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "abc",
     summary: "ABC accel-brake sender: w ± 1 + 1/w per accelerate/brake (brake = CE), min with a Cubic window",
     reference: "Goyal et al., ABC, NSDI 2020; Goyal thesis §2.3–2.4 (specs/abc.md §3–5)",
-    params: PARAMS,
+    params: AbcConfig::PARAMS,
     build,
 };
 
-#[derive(Debug, Clone, Copy)]
-pub struct AbcConfig {
-    pub init_cwnd_pkts: f64,
-    pub min_cwnd_pkts: f64,
-    pub cap_extra_pkts: f64,
-    pub coexist: bool,
-    pub pacing: bool,
-    pub report_rtts: f64,
-}
-
-impl Default for AbcConfig {
-    fn default() -> Self {
-        AbcConfig {
-            init_cwnd_pkts: 10.0,
-            min_cwnd_pkts: 5.0,
-            cap_extra_pkts: 5.0,
-            coexist: true,
-            pacing: false,
-            report_rtts: 0.125,
-        }
+declare_params! {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct AbcConfig {
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS.with_doc("initial w_abc and w_cubic (§3.5: IW = 10, no slow start)"),
+        pub min_cwnd_pkts: f64 = Param::float(
+            5.0,
+            Bound::Inclusive(1.0),
+            Bound::Inclusive(100.0),
+            "packets",
+            "floor of w_abc under brakes (§3.5: the artifact's 5; the agent never goes below 2 MSS anyway)",
+        ),
+        pub cap_extra_pkts: f64 = Param::float(
+            5.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(100.0),
+            "packets",
+            "both windows are capped at 2·in-flight + this (§3.4; thesis 0, artifact 5; §14.11 recommends 5)",
+        ),
+        pub coexist: bool = Param::bool(true, "run the Cubic window for non-ABC bottlenecks and use min(w_abc, w_cubic) (§3.4)"),
+        pub pacing: bool = Param::bool(false, "pace at 2·cwnd/sRTT (§3.5: optional; ABC is ACK-clocked)"),
+        pub report_rtts: f64 = Param::float(
+            0.125,
+            Bound::Inclusive(0.1),
+            Bound::Inclusive(1.0),
+            "RTTs",
+            "report interval in RTTs (§10.1: every ACK, or at least every 1/8 RTT)",
+        ),
     }
 }
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let cfg = AbcConfig {
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-        min_cwnd_pkts: p.float("min_cwnd_pkts"),
-        cap_extra_pkts: p.float("cap_extra_pkts"),
-        coexist: p.bool("coexist"),
-        pacing: p.bool("pacing"),
-        report_rtts: p.float("report_rtts"),
-    };
+    let cfg = AbcConfig::from_params(p)?;
     if cfg.min_cwnd_pkts > cfg.init_cwnd_pkts {
         return Err(p.invalid("min_cwnd_pkts", format!("must not exceed init_cwnd_pkts ({})", cfg.init_cwnd_pkts)));
     }

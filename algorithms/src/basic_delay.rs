@@ -32,8 +32,8 @@ use std::sync::Arc;
 use crate::nimbus::cross_traffic::{self, CrossTrafficConfig, CrossTrafficEstimator, LinkRate, MAX_RATE_BYTES_PER_S};
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, FlowStart, Pacing, ParamError, ParamSpec, Params, Report, ReportPolicy,
-    StateVar, MIN_CWND_PKTS,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, FlowStart, Pacing, Report, ReportPolicy, StateVar,
+    MIN_CWND_PKTS,
 };
 
 /// α: the fraction of the spare capacity taken per update (paper §7.1: 0.8).
@@ -65,6 +65,18 @@ pub enum TargetDelay {
     Relative(f64),
     /// A fixed d_t, seconds.
     Absolute(f64),
+}
+
+impl TargetDelay {
+    /// The target `target_delay_ms` and `target_delay_fraction` declare: a fixed d_t when
+    /// `target_delay_ms` > 0, else relative to x_min.
+    pub fn from_params(target_delay_ms: f64, target_delay_fraction: f64) -> Self {
+        if target_delay_ms > 0.0 {
+            TargetDelay::Absolute(target_delay_ms / 1e3)
+        } else {
+            TargetDelay::Relative(target_delay_fraction)
+        }
+    }
 }
 
 /// Eq. 4 with the θ glide: the part of BasicDelay NimbusCC composes.
@@ -172,25 +184,29 @@ pub mod params {
     );
 }
 
-const PARAMS: &[ParamSpec] = &[
-    params::ALPHA,
-    params::BETA,
-    params::TARGET_DELAY_MS,
-    params::TARGET_DELAY_FRACTION,
-    shared::MU_MBIT_PER_S,
-    shared::MU_WINDOW_S,
-    shared::HEADER_BYTES,
-    params::MIN_RATE_FRACTION,
-    shared::INIT_CWND_PKTS
-        .with_doc("window before the first rate sample (RFC 6928: 10); a flow the datapath started with its own window keeps it"),
-];
+declare_params! {
+    /// BasicDelay's parameters, as declared; [`BasicDelayConfig`] is what they configure.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct BasicDelayParams {
+        pub alpha: f64 = params::ALPHA,
+        pub beta: f64 = params::BETA,
+        pub target_delay_ms: f64 = params::TARGET_DELAY_MS,
+        pub target_delay_fraction: f64 = params::TARGET_DELAY_FRACTION,
+        pub mu_mbit_per_s: f64 = shared::MU_MBIT_PER_S,
+        pub mu_window_s: f64 = shared::MU_WINDOW_S,
+        pub header_bytes: f64 = shared::HEADER_BYTES,
+        pub min_rate_fraction: f64 = params::MIN_RATE_FRACTION,
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS
+            .with_doc("window before the first rate sample (RFC 6928: 10); a flow the datapath started with its own window keeps it"),
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "basic_delay",
     summary: "BasicDelay: rate = S + alpha(mu - S - z) + beta(mu/x)(x_min + d_t - x), z from Nimbus's estimator",
     reference: "Goyal et al., Elasticity Detection, SIGCOMM 2022, §4.1 Eq. 4, §7.1 (specs/nimbus.md §6.2)",
-    params: PARAMS,
-    build,
+    params: BasicDelayParams::PARAMS,
+    build: |p| Ok(Arc::new(BasicDelayConfig::from(&BasicDelayParams::from_params(p)?))),
 };
 
 /// Converts a rate in Mbit/s to bytes/s.
@@ -221,35 +237,24 @@ pub struct BasicDelayConfig {
     pub init_cwnd_pkts: f64,
 }
 
-impl Default for BasicDelayConfig {
-    fn default() -> Self {
+impl From<&BasicDelayParams> for BasicDelayConfig {
+    fn from(p: &BasicDelayParams) -> Self {
         BasicDelayConfig {
-            alpha: ALPHA,
-            beta: BETA,
-            target: TargetDelay::Relative(TARGET_DELAY_FRACTION),
-            link_rate: LinkRate::MaxReceive { window_us: u64::MAX },
-            header_bytes: cross_traffic::HEADER_BYTES,
-            min_rate_fraction: MIN_RATE_FRACTION,
-            init_cwnd_pkts: 10.0,
+            alpha: p.alpha,
+            beta: p.beta,
+            target: TargetDelay::from_params(p.target_delay_ms, p.target_delay_fraction),
+            link_rate: link_rate(p.mu_mbit_per_s, p.mu_window_s),
+            header_bytes: p.header_bytes,
+            min_rate_fraction: p.min_rate_fraction,
+            init_cwnd_pkts: p.init_cwnd_pkts,
         }
     }
 }
 
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let d_t = p.float("target_delay_ms");
-    Ok(Arc::new(BasicDelayConfig {
-        alpha: p.float("alpha"),
-        beta: p.float("beta"),
-        target: if d_t > 0.0 {
-            TargetDelay::Absolute(d_t / 1e3)
-        } else {
-            TargetDelay::Relative(p.float("target_delay_fraction"))
-        },
-        link_rate: link_rate(p.float("mu_mbit_per_s"), p.float("mu_window_s")),
-        header_bytes: p.float("header_bytes"),
-        min_rate_fraction: p.float("min_rate_fraction"),
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    }))
+impl Default for BasicDelayConfig {
+    fn default() -> Self {
+        BasicDelayConfig::from(&BasicDelayParams::default())
+    }
 }
 
 impl AlgorithmFactory for BasicDelayConfig {

@@ -108,8 +108,8 @@ use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report,
-    ReportPolicy, StateVar, MIN_CWND_PKTS,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, Param, Report, ReportPolicy,
+    StateVar, MIN_CWND_PKTS,
 };
 
 /// STARTUP's pacing and cwnd gain, 2/ln 2 ≈ 2.885, dimensionless (tcp_bbr.c: 2885/1000).
@@ -156,66 +156,64 @@ const US_PER_S: f64 = 1e6;
 /// Mixes a flow's creation index into the seed (SplitMix64's output-mixer constant, as cdg.rs).
 const FLOW_INDEX_MIX: u64 = 0xD1B5_4A32_D192_ED03;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "high_gain",
-        HIGH_GAIN,
-        Bound::Exclusive(1.0),
-        Bound::Inclusive(10.0),
-        "",
-        "STARTUP's pacing and cwnd gain; DRAIN paces at its inverse (tcp_bbr.c: 2/ln 2 = 2.885, the smallest gain that doubles the rate every round)",
-    ),
-    ParamSpec::float(
-        "cwnd_gain",
-        CWND_GAIN,
-        Bound::Inclusive(1.0),
-        Bound::Inclusive(10.0),
-        "",
-        "PROBE_BW's window as a multiple of the BDP (tcp_bbr.c: 2)",
-    ),
-    ParamSpec::int(
-        "bw_window_rounds",
-        BW_WINDOW_ROUNDS as i64,
-        1,
-        1000,
-        "rounds",
-        "window of the bottleneck-bandwidth max filter (tcp_bbr.c: 10 round trips)",
-    ),
-    ParamSpec::float(
-        "min_rtt_window_s",
-        MIN_RTT_WINDOW_US as f64 / US_PER_S,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(3600.0),
-        "s",
-        "window of the min-RTT filter; PROBE_RTT when it passes without a matching or lower RTT (tcp_bbr.c: 10 s)",
-    ),
-    ParamSpec::float(
-        "probe_rtt_ms",
-        PROBE_RTT_US as f64 / 1e3,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(10_000.0),
-        "ms",
-        "shortest stay in PROBE_RTT at 4 packets (and at least one round); 0 = never probe RTT (tcp_bbr.c: 200 ms)",
-    ),
-    ParamSpec::float(
-        "pacing_margin",
-        PACING_MARGIN,
-        Bound::Inclusive(0.0),
-        Bound::Exclusive(1.0),
-        "",
-        "pace this fraction below pacing_gain·bandwidth (tcp_bbr.c: 0.01)",
-    ),
-    ParamSpec::int("seed", 0, 0, i64::MAX, "", "seed of the PROBE_BW starting-phase draws (mixed with the flow's creation index)"),
-    shared::INIT_CWND_PKTS,
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "bbr",
     summary: "BBR v1-like in the agent: pace at the max delivery rate over 10 rounds, cwnd 2 BDP with the 10 s min RTT, STARTUP/DRAIN/PROBE_BW/PROBE_RTT; kernel BBR remains the reference on real flows",
     reference: "Cardwell et al., BBR: Congestion-Based Congestion Control, ACM Queue 2016; draft-cardwell-iccrg-bbr-congestion-control-00; Linux tcp_bbr.c",
-    params: PARAMS,
-    build,
+    params: BbrParams::PARAMS,
+    build: |p| Ok(Arc::new(BbrFactory::new(BbrConfig::from(&BbrParams::from_params(p)?)))),
 };
+
+declare_params! {
+    /// BBR's parameters, as declared; [`BbrConfig`] is what they configure (in µs).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct BbrParams {
+        pub high_gain: f64 = Param::float(
+            HIGH_GAIN,
+            Bound::Exclusive(1.0),
+            Bound::Inclusive(10.0),
+            "",
+            "STARTUP's pacing and cwnd gain; DRAIN paces at its inverse (tcp_bbr.c: 2/ln 2 = 2.885, the smallest gain that doubles the rate every round)",
+        ),
+        pub cwnd_gain: f64 = Param::float(
+            CWND_GAIN,
+            Bound::Inclusive(1.0),
+            Bound::Inclusive(10.0),
+            "",
+            "PROBE_BW's window as a multiple of the BDP (tcp_bbr.c: 2)",
+        ),
+        pub bw_window_rounds: u64 = Param::int(
+            BW_WINDOW_ROUNDS as i64,
+            1,
+            1000,
+            "rounds",
+            "window of the bottleneck-bandwidth max filter (tcp_bbr.c: 10 round trips)",
+        ),
+        pub min_rtt_window_s: f64 = Param::float(
+            MIN_RTT_WINDOW_US as f64 / US_PER_S,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(3600.0),
+            "s",
+            "window of the min-RTT filter; PROBE_RTT when it passes without a matching or lower RTT (tcp_bbr.c: 10 s)",
+        ),
+        pub probe_rtt_ms: f64 = Param::float(
+            PROBE_RTT_US as f64 / 1e3,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(10_000.0),
+            "ms",
+            "shortest stay in PROBE_RTT at 4 packets (and at least one round); 0 = never probe RTT (tcp_bbr.c: 200 ms)",
+        ),
+        pub pacing_margin: f64 = Param::float(
+            PACING_MARGIN,
+            Bound::Inclusive(0.0),
+            Bound::Exclusive(1.0),
+            "",
+            "pace this fraction below pacing_gain·bandwidth (tcp_bbr.c: 0.01)",
+        ),
+        pub seed: u64 = Param::int(0, 0, i64::MAX, "", "seed of the PROBE_BW starting-phase draws (mixed with the flow's creation index)"),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct BbrConfig {
@@ -233,33 +231,25 @@ pub struct BbrConfig {
     pub init_cwnd_pkts: f64,
 }
 
-impl Default for BbrConfig {
-    fn default() -> Self {
+impl From<&BbrParams> for BbrConfig {
+    fn from(p: &BbrParams) -> Self {
         BbrConfig {
-            high_gain: HIGH_GAIN,
-            cwnd_gain: CWND_GAIN,
-            bw_window_rounds: BW_WINDOW_ROUNDS,
-            min_rtt_window_us: MIN_RTT_WINDOW_US,
-            probe_rtt_us: PROBE_RTT_US,
-            pacing_margin: PACING_MARGIN,
-            seed: 0,
-            init_cwnd_pkts: 10.0,
+            high_gain: p.high_gain,
+            cwnd_gain: p.cwnd_gain,
+            bw_window_rounds: p.bw_window_rounds,
+            min_rtt_window_us: (p.min_rtt_window_s * US_PER_S) as u64,
+            probe_rtt_us: (p.probe_rtt_ms * 1e3) as u64,
+            pacing_margin: p.pacing_margin,
+            seed: p.seed,
+            init_cwnd_pkts: p.init_cwnd_pkts,
         }
     }
 }
 
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let cfg = BbrConfig {
-        high_gain: p.float("high_gain"),
-        cwnd_gain: p.float("cwnd_gain"),
-        bw_window_rounds: p.int("bw_window_rounds") as u64,
-        min_rtt_window_us: (p.float("min_rtt_window_s") * US_PER_S) as u64,
-        probe_rtt_us: (p.float("probe_rtt_ms") * 1e3) as u64,
-        pacing_margin: p.float("pacing_margin"),
-        seed: p.int("seed") as u64,
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    };
-    Ok(Arc::new(BbrFactory::new(cfg)))
+impl Default for BbrConfig {
+    fn default() -> Self {
+        BbrConfig::from(&BbrParams::default())
+    }
 }
 
 /// Builds BBR flows, numbering them so that each draws its own starting phases.

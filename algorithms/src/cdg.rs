@@ -111,11 +111,11 @@ use std::sync::Arc;
 
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 
-use crate::reno::{RenoConfig, RenoWindow};
+use crate::window::{RenoBased, RenoWindow, WindowConfig};
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, ReportPolicy,
-    RttStats, StateVar,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Param, Report, ReportPolicy, RttStats,
+    StateVar,
 };
 
 /// Gradients in the moving sum, rounds (tcp_cdg `window`: 8).
@@ -158,119 +158,65 @@ const US_PER_S: f64 = 1e6;
 /// output mixer).
 const FLOW_INDEX_MIX: u64 = 0xD1B5_4A32_D192_ED03;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::int(
-        "window",
-        WINDOW_ROUNDS as i64,
-        1,
-        MAX_WINDOW_ROUNDS as i64,
-        "rounds",
-        "gradients in the moving sum (tcp_cdg: 8; Linux also requires a power of two)",
-    ),
-    ParamSpec::float(
-        "backoff_beta",
-        BACKOFF_BETA,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "window multiplier of a delay backoff (tcp_cdg: 0.7071·1024 = 724/1024; the paper: 0.7)",
-    ),
-    ParamSpec::float(
-        "backoff_factor",
-        BACKOFF_FACTOR,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0e6),
-        "1/s",
-        "backoff probability 1 − exp(−g·backoff_factor), g the summed gradient in s (tcp_cdg: 42 = 1000/(G·window), the paper's G = 3 ms)",
-    ),
-    ParamSpec::int(
-        "hystart_detect",
-        HYSTART_ACK_TRAIN | HYSTART_DELAY,
-        0,
-        HYSTART_ACK_TRAIN | HYSTART_DELAY,
-        "",
-        "slow-start exit (tcp_cdg: 3): bit 2 = delay test, on; bit 1 = ACK train, accepted but inert (reports carry no ACK times)",
-    ),
-    ParamSpec::int(
-        "use_ineff",
-        USE_INEFF,
-        0,
-        u16::MAX as i64,
-        "backoffs",
-        "ineffectual backoff detection: skip backoffs beyond this many without the RTT falling; 0 = off (tcp_cdg: 5)",
-    ),
-    ParamSpec::bool(
-        "use_shadow",
-        true,
-        "shadow window: on loss, ssthresh = max(shadow/2, cwnd/2), the shadow ignoring delay backoffs (tcp_cdg: on)",
-    ),
-    ParamSpec::bool(
-        "use_tolerance",
-        false,
-        "loss tolerance: no reduction on a loss while the gradients say the queue is not full (tcp_cdg: off; the Inigo thesis's harness: on)",
-    ),
-    ParamSpec::bool("ecn", true, "respond to ECN-Echo as to a loss, as the kernel does for tcp_cdg (RFC 3168)"),
-    ParamSpec::int("seed", 0, 0, i64::MAX, "", "seed of the backoff draws (mixed with the flow's creation index)"),
-    shared::INIT_CWND_PKTS,
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "cdg",
     summary: "CAIA Delay-Gradient: probabilistic backoff on min/max RTT gradients, shadow window, Reno growth (Linux tcp_cdg)",
     reference: "Hayes & Armitage, IFIP Networking 2011; Linux net/ipv4/tcp_cdg.c",
-    params: PARAMS,
-    build,
+    params: CdgConfig::PARAMS,
+    build: |p| Ok(Arc::new(CdgFactory::new(CdgConfig::from_params(p)?))),
 };
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CdgConfig {
-    /// Gradients in the moving sum, rounds (1..=256).
-    pub window: usize,
-    pub backoff_beta: f64,
-    /// Per second of summed gradient.
-    pub backoff_factor: f64,
-    /// tcp_cdg's bits: `HYSTART_ACK_TRAIN` (inert), `HYSTART_DELAY`.
-    pub hystart_detect: i64,
-    /// 0 = off.
-    pub use_ineff: u32,
-    pub use_shadow: bool,
-    pub use_tolerance: bool,
-    pub ecn: bool,
-    pub seed: u64,
-    pub init_cwnd_pkts: f64,
-}
-
-impl Default for CdgConfig {
-    fn default() -> Self {
-        CdgConfig {
-            window: WINDOW_ROUNDS,
-            backoff_beta: BACKOFF_BETA,
-            backoff_factor: BACKOFF_FACTOR,
-            hystart_detect: HYSTART_ACK_TRAIN | HYSTART_DELAY,
-            use_ineff: USE_INEFF as u32,
-            use_shadow: true,
-            use_tolerance: false,
-            ecn: true,
-            seed: 0,
-            init_cwnd_pkts: 10.0,
-        }
+declare_params! {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct CdgConfig {
+        pub window: usize = Param::int(
+            WINDOW_ROUNDS as i64,
+            1,
+            MAX_WINDOW_ROUNDS as i64,
+            "rounds",
+            "gradients in the moving sum (tcp_cdg: 8; Linux also requires a power of two)",
+        ),
+        pub backoff_beta: f64 = Param::float(
+            BACKOFF_BETA,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "window multiplier of a delay backoff (tcp_cdg: 0.7071·1024 = 724/1024; the paper: 0.7)",
+        ),
+        pub backoff_factor: f64 = Param::float(
+            BACKOFF_FACTOR,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0e6),
+            "1/s",
+            "backoff probability 1 − exp(−g·backoff_factor), g the summed gradient in s (tcp_cdg: 42 = 1000/(G·window), the paper's G = 3 ms)",
+        ),
+        /// tcp_cdg's bits: `HYSTART_ACK_TRAIN` (inert), `HYSTART_DELAY`.
+        pub hystart_detect: i64 = Param::int(
+            HYSTART_ACK_TRAIN | HYSTART_DELAY,
+            0,
+            HYSTART_ACK_TRAIN | HYSTART_DELAY,
+            "",
+            "slow-start exit (tcp_cdg: 3): bit 2 = delay test, on; bit 1 = ACK train, accepted but inert (reports carry no ACK times)",
+        ),
+        pub use_ineff: u32 = Param::int(
+            USE_INEFF,
+            0,
+            u16::MAX as i64,
+            "backoffs",
+            "ineffectual backoff detection: skip backoffs beyond this many without the RTT falling; 0 = off (tcp_cdg: 5)",
+        ),
+        pub use_shadow: bool = Param::bool(
+            true,
+            "shadow window: on loss, ssthresh = max(shadow/2, cwnd/2), the shadow ignoring delay backoffs (tcp_cdg: on)",
+        ),
+        pub use_tolerance: bool = Param::bool(
+            false,
+            "loss tolerance: no reduction on a loss while the gradients say the queue is not full (tcp_cdg: off; the Inigo thesis's harness: on)",
+        ),
+        pub ecn: bool = Param::bool(true, "respond to ECN-Echo as to a loss, as the kernel does for tcp_cdg (RFC 3168)"),
+        pub seed: u64 = Param::int(0, 0, i64::MAX, "", "seed of the backoff draws (mixed with the flow's creation index)"),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
-}
-
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let cfg = CdgConfig {
-        window: p.int("window") as usize,
-        backoff_beta: p.float("backoff_beta"),
-        backoff_factor: p.float("backoff_factor"),
-        hystart_detect: p.int("hystart_detect"),
-        use_ineff: p.int("use_ineff") as u32,
-        use_shadow: p.bool("use_shadow"),
-        use_tolerance: p.bool("use_tolerance"),
-        ecn: p.bool("ecn"),
-        seed: p.int("seed") as u64,
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    };
-    Ok(Arc::new(CdgFactory::new(cfg)))
 }
 
 /// Builds CDG flows, numbering them so that each draws its own stream.
@@ -466,12 +412,8 @@ impl Cdg {
         let mixed = rand_xoshiro::SplitMix64::seed_from_u64(cfg.seed ^ index.wrapping_mul(FLOW_INDEX_MIX)).next_u64();
         Cdg {
             cfg,
-            w: RenoWindow::new(RenoConfig {
-                init_cwnd_pkts: cfg.init_cwnd_pkts,
-                beta: 0.5,
-                ecn: cfg.ecn,
-                ..RenoConfig::default()
-            }),
+            // Reno's recovery; its decreases are CDG's own (`ssthresh`).
+            w: RenoWindow::new(WindowConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, beta: 0.5, recovery_by_data: true }),
             rng: rand_xoshiro::SplitMix64::seed_from_u64(mixed),
             gradients: Gradients::new(cfg.window),
             round: Round::new(0, 0),
@@ -487,11 +429,6 @@ impl Cdg {
         }
     }
 
-    /// The current window, bytes.
-    pub fn cwnd_bytes(&self) -> f64 {
-        self.w.cwnd_bytes
-    }
-
     /// Uniform in [0, 1) with 53 random bits.
     fn draw(&mut self) -> f64 {
         (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64
@@ -499,7 +436,7 @@ impl Cdg {
 
     /// tcp_cdg_ssthresh: the window after a congestion event.
     fn ssthresh(&mut self) -> f64 {
-        let (cwnd, floor) = (self.w.cwnd_bytes, self.w.min_cwnd());
+        let (cwnd, floor) = (self.w.cwnd_bytes(), self.w.min_cwnd());
         if self.state == QueueState::Backoff {
             return (cwnd * self.cfg.backoff_beta).max(floor);
         }
@@ -517,9 +454,8 @@ impl Cdg {
     /// Enters a reduction: ssthresh by tcp_cdg_ssthresh, the window to it.
     fn reduce(&mut self, now_us: u64, recovery: bool) {
         let ssthresh = self.ssthresh();
-        self.w.ssthresh_bytes = ssthresh;
-        self.w.cwnd_bytes = ssthresh;
-        self.reduction = Some(Reduction { since_us: now_us, srtt_us: self.w.srtt_us, recovery });
+        self.w.cut_to(ssthresh);
+        self.reduction = Some(Reduction { since_us: now_us, srtt_us: self.w.srtt_us(), recovery });
     }
 
     /// The end of a reduction (CA_EVENT_COMPLETE_CWR): its samples are the previous round.
@@ -527,7 +463,7 @@ impl Cdg {
         self.reduction = None;
         self.state = QueueState::Unknown;
         self.prev = self.round.rtt;
-        self.round = Round::new(now_us, self.w.srtt_us);
+        self.round = Round::new(now_us, self.w.srtt_us());
     }
 
     /// The gradient of the round just ended against the previous one, with tcp_cdg_grad's side
@@ -564,7 +500,7 @@ impl Cdg {
                 return false;
             }
         }
-        self.shadow_bytes = self.shadow_bytes.max(self.w.cwnd_bytes);
+        self.shadow_bytes = self.shadow_bytes.max(self.w.cwnd_bytes());
         self.state = QueueState::Backoff;
         self.reduce(now_us, false);
         self.backoffs += 1;
@@ -580,7 +516,7 @@ impl Cdg {
             return;
         }
         if round_min > hystart_delay_thresh_us(self.delay_min_us) {
-            self.w.ssthresh_bytes = self.w.cwnd_bytes;
+            self.w.exit_slow_start();
         }
     }
 
@@ -597,18 +533,18 @@ impl Cdg {
             };
             self.last_grad_us = grad;
             self.prev = Some(cur);
-            self.round = Round::new(r.now_us, self.w.srtt_us);
+            self.round = Round::new(r.now_us, self.w.srtt_us());
             if grad > 0 && self.backoff(grad, r.now_us) {
                 return;
             }
         }
         if r.app_limited {
-            self.shadow_bytes = self.shadow_bytes.min(self.w.cwnd_bytes);
+            self.shadow_bytes = self.shadow_bytes.min(self.w.cwnd_bytes());
             return;
         }
-        let before = self.w.cwnd_bytes;
+        let before = self.w.cwnd_bytes();
         self.w.grow(r.acked_bytes);
-        self.shadow_bytes += self.w.cwnd_bytes - before;
+        self.shadow_bytes += self.w.cwnd_bytes() - before;
     }
 
     /// A loss or an ECN-Echo.
@@ -618,7 +554,7 @@ impl Cdg {
             // Linux enters Recovery from CWR without a second ssthresh; the recovery runs from the loss.
             Some(red) if !red.recovery && !red.elapsed_srtts_at_least(r.now_us, SAME_EVENT_SRTTS) => {
                 if loss {
-                    self.reduction = Some(Reduction { since_us: r.now_us, srtt_us: self.w.srtt_us, recovery: true });
+                    self.reduction = Some(Reduction { since_us: r.now_us, srtt_us: self.w.srtt_us(), recovery: true });
                 } else if red.elapsed_srtts_at_least(r.now_us, ROUND_MIN_SRTTS) {
                     // An ECE in CWR is ignored; the period ends as without it.
                     self.complete_reduction(r.now_us);
@@ -637,10 +573,20 @@ impl Cdg {
     /// already in progress, the window to the loss window; growth resumes at once (slow start).
     fn on_timeout(&mut self) {
         if self.reduction.is_none() {
-            self.w.ssthresh_bytes = self.ssthresh();
+            let ssthresh = self.ssthresh();
+            self.w.set_ssthresh(ssthresh);
         }
         self.reduction = None;
-        self.w.cwnd_bytes = self.w.min_cwnd();
+        self.w.to_loss_window();
+    }
+}
+
+impl RenoBased for Cdg {
+    fn window(&self) -> &RenoWindow {
+        &self.w
+    }
+    fn window_mut(&mut self) -> &mut RenoWindow {
+        &mut self.w
     }
 }
 
@@ -651,12 +597,12 @@ impl Algorithm for Cdg {
 
     fn init(&mut self, start: &FlowStart) -> Action {
         self.w.start(start);
-        self.shadow_bytes = self.w.cwnd_bytes;
-        self.round = Round::new(start.now_us, self.w.srtt_us);
+        self.shadow_bytes = self.w.cwnd_bytes();
+        self.round = Round::new(start.now_us, self.w.srtt_us());
         if let Some(seed) = &start.seed {
             self.delay_min_us = seed.min_rtt_us.unwrap_or(0).min(MAX_RTT_US);
         }
-        Action::cwnd(self.w.cwnd_bytes).with_report(ReportPolicy::PerRtt { rtts: REPORT_RTTS })
+        Action::cwnd(self.w.cwnd_bytes()).with_report(ReportPolicy::PerRtt { rtts: REPORT_RTTS })
     }
 
     fn on_report(&mut self, r: &Report) -> Action {
@@ -675,14 +621,14 @@ impl Algorithm for Cdg {
         } else {
             self.cong_avoid(r);
         }
-        Action::cwnd(self.w.cwnd_bytes)
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn state(&self) -> Vec<StateVar> {
         let sum = self.gradients.sum();
         vec![
-            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes },
-            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes },
+            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes() },
+            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes() },
             StateVar { name: "shadow_bytes", value: self.shadow_bytes },
             StateVar { name: "grad_us", value: self.last_grad_us as f64 },
             StateVar { name: "gsum_min_us", value: sum.min_us as f64 },
@@ -700,7 +646,7 @@ impl Algorithm for Cdg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reno::Reno;
+    use crate::reno::{Reno, RenoConfig};
     use crate::test_support::{check_sane, reports};
     use ccp_contract::Seed;
     use proptest::prelude::*;

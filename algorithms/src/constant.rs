@@ -7,37 +7,38 @@
 use std::sync::Arc;
 
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report, StateVar,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, Param, Report, StateVar,
 };
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("cwnd_pkts", 10.0, Bound::Inclusive(2.0), Bound::Inclusive(1.0e6), "packets", "the window to hold"),
-    ParamSpec::float(
-        "rate_mbit_per_s",
-        0.0,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0e6),
-        "Mbit/s",
-        "pacing rate to hold; 0 leaves the flow unpaced",
-    ),
-];
+declare_params! {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    struct ConstantParams {
+        cwnd_pkts: f64 = Param::float(10.0, Bound::Inclusive(2.0), Bound::Inclusive(1.0e6), "packets", "the window to hold"),
+        rate_mbit_per_s: f64 = Param::float(
+            0.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0e6),
+            "Mbit/s",
+            "pacing rate to hold; 0 leaves the flow unpaced",
+        ),
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "constant",
     summary: "fixed window (and optional pacing rate); ignores feedback — for tests and calibration",
     reference: "CCP project's `const` algorithm (ccp-project/const)",
-    params: PARAMS,
-    build,
+    params: ConstantParams::PARAMS,
+    build: |p| {
+        let p = ConstantParams::from_params(p)?;
+        Ok(Arc::new(Config { cwnd_pkts: p.cwnd_pkts, rate_bytes_per_s: p.rate_mbit_per_s * 1e6 / 8.0 }))
+    },
 };
 
 #[derive(Debug, Clone)]
 struct Config {
     cwnd_pkts: f64,
     rate_bytes_per_s: f64,
-}
-
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    Ok(Arc::new(Config { cwnd_pkts: p.float("cwnd_pkts"), rate_bytes_per_s: p.float("rate_mbit_per_s") * 1e6 / 8.0 }))
 }
 
 impl AlgorithmFactory for Config {

@@ -42,8 +42,8 @@ use std::sync::Arc;
 use crate::filters::Windowed;
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report,
-    StateVar, MIN_CWND_PKTS,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, Param, Report, StateVar,
+    MIN_CWND_PKTS,
 };
 
 /// δ of the default mode (Copa §2: 0.5).
@@ -57,40 +57,41 @@ pub const PACING_GAIN: f64 = 2.0;
 /// Smoothing gain of srtt when the datapath gives none, per sample (RFC 6298: 1/8).
 const SRTT_GAIN: f64 = 0.125;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "delta",
-        DELTA,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(10.0),
-        "",
-        "delta of the target rate 1/(delta·d_q) (Copa default mode: 0.5)",
-    ),
-    ParamSpec::float(
-        "min_rtt_window_s",
-        MIN_RTT_WINDOW_US as f64 / 1e6,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(3600.0),
-        "s",
-        "window of the RTT_min filter (Copa: 10 s)",
-    ),
-    ParamSpec::float(
-        "pacing_gain",
-        PACING_GAIN,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(10.0),
-        "",
-        "pace at this times cwnd/RTT_standing (Copa: 2)",
-    ),
-    shared::INIT_CWND_PKTS,
-];
+declare_params! {
+    /// Copa's parameters, as declared; [`CopaConfig`] is what they configure.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct CopaParams {
+        pub delta: f64 = Param::float(
+            DELTA,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(10.0),
+            "",
+            "delta of the target rate 1/(delta·d_q) (Copa default mode: 0.5)",
+        ),
+        pub min_rtt_window_s: f64 = Param::float(
+            MIN_RTT_WINDOW_US as f64 / 1e6,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(3600.0),
+            "s",
+            "window of the RTT_min filter (Copa: 10 s)",
+        ),
+        pub pacing_gain: f64 = Param::float(
+            PACING_GAIN,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(10.0),
+            "",
+            "pace at this times cwnd/RTT_standing (Copa: 2)",
+        ),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "copa",
     summary: "Copa default mode: move cwnd toward the target rate 1/(delta·d_q) with a velocity that doubles",
     reference: "Arun, Balakrishnan, Copa, NSDI 2018 §2 (default mode only; specs/nimbus.md §6.3)",
-    params: PARAMS,
-    build,
+    params: CopaParams::PARAMS,
+    build: |p| Ok(Arc::new(CopaConfig::from(&CopaParams::from_params(p)?))),
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -101,19 +102,21 @@ pub struct CopaConfig {
     pub init_cwnd_pkts: f64,
 }
 
-impl Default for CopaConfig {
-    fn default() -> Self {
-        CopaConfig { delta: DELTA, min_rtt_window_us: MIN_RTT_WINDOW_US, pacing_gain: PACING_GAIN, init_cwnd_pkts: 10.0 }
+impl From<&CopaParams> for CopaConfig {
+    fn from(p: &CopaParams) -> Self {
+        CopaConfig {
+            delta: p.delta,
+            min_rtt_window_us: (p.min_rtt_window_s * 1e6) as u64,
+            pacing_gain: p.pacing_gain,
+            init_cwnd_pkts: p.init_cwnd_pkts,
+        }
     }
 }
 
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    Ok(Arc::new(CopaConfig {
-        delta: p.float("delta"),
-        min_rtt_window_us: (p.float("min_rtt_window_s") * 1e6) as u64,
-        pacing_gain: p.float("pacing_gain"),
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    }))
+impl Default for CopaConfig {
+    fn default() -> Self {
+        CopaConfig::from(&CopaParams::default())
+    }
 }
 
 impl AlgorithmFactory for CopaConfig {

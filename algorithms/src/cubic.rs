@@ -60,10 +60,10 @@
 use std::sync::Arc;
 
 use crate::hystart::{Growth, HyStart, CSS_GROWTH_DIVISOR};
-use crate::reno::{RenoConfig, RenoWindow};
+use crate::window::{RenoBased, RenoWindow, WindowConfig, RECOVERY_BY_DATA};
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Param, Report, StateVar,
 };
 
 /// RFC 9438's C: the scaling of the cubic curve, segments per second³.
@@ -77,88 +77,44 @@ const US_PER_S: f64 = 1e6;
 /// Iteration cap of the (monotonically converging) Newton solve in `integrate_cubic`.
 const NEWTON_MAX_ITERS: usize = 100;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "c",
-        C_SEGMENTS_PER_S3,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(100.0),
-        "segments/s³",
-        "aggressiveness of the cubic curve W(t) = C·(t − K)³ + W_max (RFC 9438: 0.4)",
-    ),
-    ParamSpec::float(
-        "beta",
-        BETA_CUBIC,
-        Bound::Exclusive(0.0),
-        Bound::Exclusive(1.0),
-        "",
-        "multiplicative decrease on congestion: cwnd = beta·cwnd (RFC 9438 §4.6: 0.7)",
-    ),
-    ParamSpec::bool(
-        "fast_convergence",
-        true,
-        "release bandwidth faster to new flows: W_max = cwnd·(1 + beta)/2 when the window had not regained W_max (RFC 9438 §4.7)",
-    ),
-    crate::reno::RECOVERY_BY_DATA,
-    ParamSpec::bool(
-        "hystart",
-        true,
-        "leave the initial slow start on rising delay through HyStart++'s conservative slow start, before the first loss (RFC 9406)",
-    ),
-    ParamSpec::bool("reno_friendly", true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
-    ParamSpec::bool("ecn", true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
-    shared::INIT_CWND_PKTS,
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "cubic",
     summary: "TCP CUBIC: cubic window growth in real time since the last congestion event, beta = 0.7",
     reference: "RFC 9438 (CUBIC for Fast and Long-Distance Networks); Ha, Rhee, Xu, ACM SIGOPS OSR 2008",
-    params: PARAMS,
-    build,
+    params: CubicConfig::PARAMS,
+    build: |p| Ok(Arc::new(CubicConfig::from_params(p)?)),
 };
 
-#[derive(Debug, Clone, Copy)]
-pub struct CubicConfig {
-    pub c: f64,
-    pub beta: f64,
-    pub fast_convergence: bool,
-    pub reno_friendly: bool,
-    pub ecn: bool,
-    pub init_cwnd_pkts: f64,
-    /// A congestion event lasts until the flight at the reduction is acknowledged (see
-    /// `RenoWindow::loss_is_new_event`); false: exactly one SRTT.
-    pub recovery_by_data: bool,
-    /// HyStart++ in the initial slow start (hystart.rs).
-    pub hystart: bool,
-}
-
-impl Default for CubicConfig {
-    fn default() -> Self {
-        CubicConfig {
-            c: C_SEGMENTS_PER_S3,
-            beta: BETA_CUBIC,
-            fast_convergence: true,
-            reno_friendly: true,
-            ecn: true,
-            init_cwnd_pkts: 10.0,
-            recovery_by_data: true,
-            hystart: true,
-        }
+declare_params! {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct CubicConfig {
+        pub c: f64 = Param::float(
+            C_SEGMENTS_PER_S3,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(100.0),
+            "segments/s³",
+            "aggressiveness of the cubic curve W(t) = C·(t − K)³ + W_max (RFC 9438: 0.4)",
+        ),
+        pub beta: f64 = Param::float(
+            BETA_CUBIC,
+            Bound::Exclusive(0.0),
+            Bound::Exclusive(1.0),
+            "",
+            "multiplicative decrease on congestion: cwnd = beta·cwnd (RFC 9438 §4.6: 0.7)",
+        ),
+        pub fast_convergence: bool = Param::bool(
+            true,
+            "release bandwidth faster to new flows: W_max = cwnd·(1 + beta)/2 when the window had not regained W_max (RFC 9438 §4.7)",
+        ),
+        pub recovery_by_data: bool = RECOVERY_BY_DATA,
+        pub hystart: bool = Param::bool(
+            true,
+            "leave the initial slow start on rising delay through HyStart++'s conservative slow start, before the first loss (RFC 9406)",
+        ),
+        pub reno_friendly: bool = Param::bool(true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
+        pub ecn: bool = Param::bool(true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
-}
-
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    Ok(Arc::new(CubicConfig {
-        c: p.float("c"),
-        beta: p.float("beta"),
-        fast_convergence: p.bool("fast_convergence"),
-        reno_friendly: p.bool("reno_friendly"),
-        ecn: p.bool("ecn"),
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-        recovery_by_data: p.bool("recovery_by_data"),
-        hystart: p.bool("hystart"),
-    }))
 }
 
 impl AlgorithmFactory for CubicConfig {
@@ -289,10 +245,9 @@ impl Cubic {
     pub fn new(cfg: CubicConfig) -> Self {
         Cubic {
             cfg,
-            w: RenoWindow::new(RenoConfig {
+            w: RenoWindow::new(WindowConfig {
                 init_cwnd_pkts: cfg.init_cwnd_pkts,
                 beta: cfg.beta,
-                ecn: cfg.ecn,
                 recovery_by_data: cfg.recovery_by_data,
             }),
             alpha: alpha_cubic(cfg.beta),
@@ -308,29 +263,7 @@ impl Cubic {
     }
 
     fn cwnd_pkts(&self) -> f64 {
-        self.w.cwnd_bytes / self.w.mss
-    }
-
-    /// The current window, bytes.
-    pub fn cwnd_bytes(&self) -> f64 {
-        self.w.cwnd_bytes
-    }
-
-    /// Limits the window from outside: a dual-window sender (ABC) caps its legacy window at
-    /// twice what is in flight so it cannot run away while another window is in control.
-    /// A cap is not a congestion event: W_max, K and the epoch are left alone.
-    pub fn cap_cwnd(&mut self, max_bytes: f64) {
-        self.w.cap(max_bytes);
-    }
-
-    /// A proportional drop ordered by another loop (Annulus, annulus.md §5.3 rule 2, §12 A11):
-    /// cwnd ×= factor, ssthresh ≤ cwnd. Cubic would otherwise climb straight back to the curve it
-    /// was on, so the epoch restarts with W_max no higher than the new window (K = 0: convex growth
-    /// from here, at Cubic's own pace). W_max is only lowered, never raised.
-    pub fn scale(&mut self, factor: f64) {
-        self.w.scale(factor);
-        self.w_max = self.w_max.min(self.cwnd_pkts());
-        self.epoch_start_us = None;
+        self.w.cwnd_pkts()
     }
 
     /// Loss or ECN-Echo outside a recovery period (RFC 9438 §4.6, §4.7).
@@ -370,7 +303,7 @@ impl Cubic {
     fn avoid(&mut self, n: f64, now_us: u64) {
         let epoch = *self.epoch_start_us.get_or_insert(now_us);
         let t = now_us.saturating_sub(epoch) as f64 / US_PER_S;
-        let rtt = self.w.srtt_us as f64 / US_PER_S;
+        let rtt = self.w.srtt_us() as f64 / US_PER_S;
         let (c, k, w_max) = (self.cfg.c, self.k_s, self.w_max);
         let cwnd = self.cwnd_pkts();
 
@@ -388,21 +321,21 @@ impl Cubic {
                 next = next.max(self.w_est);
             }
         }
-        self.w.cwnd_bytes = next * self.w.mss;
+        self.w.set_cwnd(next * self.w.mss());
     }
 
     fn grow(&mut self, report: &Report, growth: Option<Growth>) {
         let acked = report.acked_bytes;
         let left_bytes = match growth {
             Some(Growth::Conservative) => {
-                self.w.cwnd_bytes += acked as f64 / CSS_GROWTH_DIVISOR;
+                self.w.set_cwnd(self.w.cwnd_bytes() + acked as f64 / CSS_GROWTH_DIVISOR);
                 0.0
             }
             Some(Growth::Exit) => {
                 // Slow start ends here without a congestion event: the epoch starts at this
                 // window with K = 0 (W_max = cwnd, RFC 9438 §4.10), and this report's data is
                 // congestion avoidance's.
-                self.w.ssthresh_bytes = self.w.cwnd_bytes;
+                self.w.exit_slow_start();
                 acked as f64
             }
             Some(Growth::SlowStart) | None => self.w.slow_start(acked),
@@ -413,7 +346,28 @@ impl Cubic {
         if self.epoch_start_us.is_none() {
             self.start_epoch(report.now_us);
         }
-        self.avoid(left_bytes / self.w.mss, report.now_us);
+        self.avoid(left_bytes / self.w.mss(), report.now_us);
+    }
+}
+
+/// A cap from outside (ABC keeps its legacy window near what is in flight) is not a congestion
+/// event: W_max, K and the epoch are left alone.
+impl RenoBased for Cubic {
+    fn window(&self) -> &RenoWindow {
+        &self.w
+    }
+    fn window_mut(&mut self) -> &mut RenoWindow {
+        &mut self.w
+    }
+
+    /// A proportional drop ordered by another loop (Annulus, annulus.md §5.3 rule 2, §12 A11):
+    /// cwnd ×= factor, ssthresh ≤ cwnd. Cubic would otherwise climb straight back to the curve it
+    /// was on, so the epoch restarts with W_max no higher than the new window (K = 0: convex growth
+    /// from here, at Cubic's own pace). W_max is only lowered, never raised.
+    fn scale(&mut self, factor: f64) {
+        self.w.scale(factor);
+        self.w_max = self.w_max.min(self.cwnd_pkts());
+        self.epoch_start_us = None;
     }
 }
 
@@ -432,8 +386,8 @@ impl Algorithm for Cubic {
             self.k_s = 0.0;
         }
         // A seeded window has left slow start behind (ssthresh = cwnd).
-        self.hystart = (self.cfg.hystart && self.w.in_slow_start()).then(|| HyStart::new(self.w.cwnd_bytes, self.w.mss));
-        Action::cwnd(self.w.cwnd_bytes)
+        self.hystart = (self.cfg.hystart && self.w.in_slow_start()).then(|| HyStart::new(self.w.cwnd_bytes(), self.w.mss()));
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn on_report(&mut self, report: &Report) -> Action {
@@ -463,13 +417,13 @@ impl Algorithm for Cubic {
         } else if !self.w.in_recovery(now) {
             self.grow(report, growth);
         }
-        Action::cwnd(self.w.cwnd_bytes)
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn state(&self) -> Vec<StateVar> {
         vec![
-            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes },
-            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes },
+            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes() },
+            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes() },
             StateVar { name: "w_max_pkts", value: self.w_max },
             StateVar { name: "k_s", value: self.k_s },
             StateVar { name: "w_est_pkts", value: self.w_est },
@@ -666,7 +620,7 @@ mod tests {
             let mut c = cubic_with(CubicConfig { fast_convergence: fc, ..CubicConfig::default() });
             after_loss_at(&mut c, 100.0);
             // The window has grown back to 80 < W_max = 100 when the next loss comes.
-            c.w.cwnd_bytes = 80.0 * MSS_F;
+            c.w.set_cwnd(80.0 * MSS_F);
             c.on_report(&loss(1_000_000));
             assert!((c.cwnd_pkts() - 56.0).abs() < 1e-9);
             assert!((var(&c, "w_max_pkts") - w_max).abs() < 1e-9, "fc={fc}");
@@ -677,7 +631,7 @@ mod tests {
         // Regaining W_max before the loss: W_max is simply the window.
         let mut c = cubic();
         after_loss_at(&mut c, 100.0);
-        c.w.cwnd_bytes = 120.0 * MSS_F;
+        c.w.set_cwnd(120.0 * MSS_F);
         c.on_report(&loss(1_000_000));
         assert_eq!(var(&c, "w_max_pkts"), 120.0);
     }
@@ -697,7 +651,7 @@ mod tests {
         // One RTT later a new loss is a new event: 70·0.7 = 49; ssthresh follows.
         c.on_report(&loss(300_000));
         assert!((c.cwnd_pkts() - 49.0).abs() < 1e-9);
-        assert!((c.w.ssthresh_bytes - 49_000.0).abs() < 1e-6);
+        assert!((c.w.ssthresh_bytes() - 49_000.0).abs() < 1e-6);
         // Fast convergence: 70 < 100 → W_max = 70·0.85.
         assert!((c.w_max - 59.5).abs() < 1e-9);
     }
@@ -741,9 +695,9 @@ mod tests {
         let mut c = cubic();
         for i in 0..30 {
             c.on_report(&loss(1_000_000 * (i + 1)));
-            assert!(c.w.cwnd_bytes >= 2.0 * MSS_F && c.w.ssthresh_bytes >= 2.0 * MSS_F);
+            assert!(c.w.cwnd_bytes() >= 2.0 * MSS_F && c.w.ssthresh_bytes() >= 2.0 * MSS_F);
         }
-        assert_eq!(c.w.cwnd_bytes, 2.0 * MSS_F);
+        assert_eq!(c.w.cwnd_bytes(), 2.0 * MSS_F);
     }
 
     #[test]
@@ -767,13 +721,13 @@ mod tests {
         assert!(c.epoch_start_us.is_some());
         let cwnd = c.cwnd_pkts();
         c.on_report(&Report { timeouts: 1, inflight_bytes: 50_000, ..ack(500_000, 0.0) });
-        assert_eq!(c.w.cwnd_bytes, 2.0 * MSS_F);
-        assert!((c.w.ssthresh_bytes - 0.7 * cwnd * MSS_F).abs() < 1e-6, "ssthresh from beta");
+        assert_eq!(c.w.cwnd_bytes(), 2.0 * MSS_F);
+        assert!((c.w.ssthresh_bytes() - 0.7 * cwnd * MSS_F).abs() < 1e-6, "ssthresh from beta");
         assert_eq!(c.epoch_start_us, None);
         assert_eq!(var(&c, "w_max_pkts"), 0.0);
         // Slow start back to ssthresh (the recovery RTT passes first), then the first epoch after
         // the timeout: K = 0 and W_max = the window it starts from.
-        let ssthresh = c.w.ssthresh_bytes / MSS_F;
+        let ssthresh = c.w.ssthresh_bytes() / MSS_F;
         let mut now = 700_000;
         while c.w.in_slow_start() {
             let cwnd = c.cwnd_pkts();
@@ -792,7 +746,7 @@ mod tests {
         let mut c = cubic();
         assert_eq!(c.on_report(&ack(100_000, 10.0)).cwnd_bytes, Some(20_000.0));
         assert_eq!(c.on_report(&ack(200_000, 20.0)).cwnd_bytes, Some(40_000.0));
-        c.w.ssthresh_bytes = 50_000.0;
+        c.w.set_ssthresh(50_000.0);
         c.on_report(&ack(300_000, 20.0));
         // 10 segments reach ssthresh; the other 10 start the epoch at 300 ms and grow the window.
         assert_eq!(c.epoch_start_us, Some(300_000));
@@ -892,7 +846,7 @@ mod tests {
         let mut now = 400_000;
         while now < 10_400_000 {
             let a = Report { app_limited: true, ..ack(now, 5.0) };
-            assert_eq!(idle.on_report(&a).cwnd_bytes, Some(idle.w.cwnd_bytes));
+            assert_eq!(idle.on_report(&a).cwnd_bytes, Some(idle.w.cwnd_bytes()));
             now += RTT_US;
         }
         let before = idle.cwnd_pkts();

@@ -89,8 +89,8 @@
 use std::sync::Arc;
 
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, ParamError, ParamSpec, Params, Report,
-    ReportPolicy, StateVar, MAX_REPORT_INTERVAL_US, MIN_CWND_PKTS, MIN_REPORT_INTERVAL_US,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Pacing, Param, ParamError, Params,
+    Report, ReportPolicy, StateVar, MAX_REPORT_INTERVAL_US, MIN_CWND_PKTS, MIN_REPORT_INTERVAL_US,
 };
 
 /// NIC line rate, Gbit/s: the paper's 40 Gbit/s testbed NICs and the artifact's sample run
@@ -149,119 +149,110 @@ const BITS_PER_MBIT: f64 = 1e6;
 const MBIT_PER_GBIT: f64 = 1e3;
 const US_PER_S: f64 = 1e6;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "line_rate_gbps",
-        LINE_RATE_GBPS,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(10_000.0),
-        "Gbit/s",
-        "NIC line rate: the flow starts here (no slow start) and R_C, R_T are capped here (paper testbed: 40)",
-    ),
-    ParamSpec::float(
-        "min_rate_mbps",
-        MIN_RATE_MBPS,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0e7),
-        "Mbit/s",
-        "floor of the current rate R_C (artifact MinRate: 100); at most the line rate",
-    ),
-    ParamSpec::float(
-        "g",
-        G,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "gain of the alpha update, eqs. 1-2 (paper: 1/256)",
-    ),
-    ParamSpec::float(
-        "alpha_init",
-        ALPHA_INIT,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "initial alpha (paper: 1, so the first CNP halves the rate)",
-    ),
-    ParamSpec::int(
-        "cnp_interval_us",
-        CNP_INTERVAL_US as i64,
-        1,
-        1_000_000,
-        "µs",
-        "N: at most one CNP per flow per this interval, emulated at the sender on echoed CE marks (paper: 50)",
-    ),
-    ParamSpec::int(
-        "alpha_update_us",
-        ALPHA_UPDATE_US as i64,
-        2,
-        10_000_000,
-        "µs",
-        "K: alpha decays by (1 - g) per this period without a CNP; must exceed cnp_interval_us (paper: 55)",
-    ),
-    ParamSpec::int(
-        "rate_timer_us",
-        RATE_TIMER_US as i64,
-        1,
-        10_000_000,
-        "µs",
-        "T: period of the rate-increase timer, restarted by every CNP (paper: 55; artifact default 1500)",
-    ),
-    ParamSpec::int(
-        "byte_counter_bytes",
-        BYTE_COUNTER_BYTES as i64,
-        1,
-        1_000_000_000_000,
-        "bytes",
-        "B: one rate-increase event per this many bytes, counted on acknowledged bytes as a proxy for sent (paper: 10 MB)",
-    ),
-    ParamSpec::int(
-        "fast_recovery_steps",
-        FAST_RECOVERY_STEPS as i64,
-        0,
-        1000,
-        "events",
-        "F: increase events of fast recovery before additive increase; hyper increase once both clocks pass it (paper: 5)",
-    ),
-    ParamSpec::float(
-        "rai_mbps",
-        RAI_MBPS,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0e6),
-        "Mbit/s",
-        "R_AI: additive-increase step of the target rate (paper: 40)",
-    ),
-    ParamSpec::float(
-        "rhai_mbps",
-        RHAI_MBPS,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0e6),
-        "Mbit/s",
-        "R_HAI: hyper-increase step of the target rate, times the events past F (artifact config: 200)",
-    ),
-    ParamSpec::float(
-        "cwnd_gain",
-        CWND_GAIN,
-        Bound::Inclusive(1.0),
-        Bound::Inclusive(1000.0),
-        "",
-        "window = max(2 MSS, cwnd_gain x rate x SRTT): headroom so that the window never binds before the rate",
-    ),
-    ParamSpec::int("init_rtt_us", INIT_RTT_US as i64, 1, 10_000_000, "µs", "RTT the window assumes until the first RTT sample"),
-    ParamSpec::int(
-        "report_interval_us",
-        REPORT_INTERVAL_US as i64,
-        MIN_REPORT_INTERVAL_US as i64,
-        MAX_REPORT_INTERVAL_US as i64,
-        "µs",
-        "report interval requested from the datapath (DCQCN acts on a 50 µs scale: the shortest the agent grants)",
-    ),
-];
+declare_params! {
+    /// DCQCN's parameters, as declared; [`DcqcnConfig`] is what they configure (in bytes/s).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct DcqcnParams {
+        pub line_rate_gbps: f64 = Param::float(
+            LINE_RATE_GBPS,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(10_000.0),
+            "Gbit/s",
+            "NIC line rate: the flow starts here (no slow start) and R_C, R_T are capped here (paper testbed: 40)",
+        ),
+        pub min_rate_mbps: f64 = Param::float(
+            MIN_RATE_MBPS,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0e7),
+            "Mbit/s",
+            "floor of the current rate R_C (artifact MinRate: 100); at most the line rate",
+        ),
+        pub g: f64 = Param::float(
+            G,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "gain of the alpha update, eqs. 1-2 (paper: 1/256)",
+        ),
+        pub alpha_init: f64 = Param::float(
+            ALPHA_INIT,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "initial alpha (paper: 1, so the first CNP halves the rate)",
+        ),
+        pub cnp_interval_us: u64 = Param::int(
+            CNP_INTERVAL_US as i64,
+            1,
+            1_000_000,
+            "µs",
+            "N: at most one CNP per flow per this interval, emulated at the sender on echoed CE marks (paper: 50)",
+        ),
+        pub alpha_update_us: u64 = Param::int(
+            ALPHA_UPDATE_US as i64,
+            2,
+            10_000_000,
+            "µs",
+            "K: alpha decays by (1 - g) per this period without a CNP; must exceed cnp_interval_us (paper: 55)",
+        ),
+        pub rate_timer_us: u64 = Param::int(
+            RATE_TIMER_US as i64,
+            1,
+            10_000_000,
+            "µs",
+            "T: period of the rate-increase timer, restarted by every CNP (paper: 55; artifact default 1500)",
+        ),
+        pub byte_counter_bytes: u64 = Param::int(
+            BYTE_COUNTER_BYTES as i64,
+            1,
+            1_000_000_000_000,
+            "bytes",
+            "B: one rate-increase event per this many bytes, counted on acknowledged bytes as a proxy for sent (paper: 10 MB)",
+        ),
+        pub fast_recovery_steps: u64 = Param::int(
+            FAST_RECOVERY_STEPS as i64,
+            0,
+            1000,
+            "events",
+            "F: increase events of fast recovery before additive increase; hyper increase once both clocks pass it (paper: 5)",
+        ),
+        pub rai_mbps: f64 = Param::float(
+            RAI_MBPS,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0e6),
+            "Mbit/s",
+            "R_AI: additive-increase step of the target rate (paper: 40)",
+        ),
+        pub rhai_mbps: f64 = Param::float(
+            RHAI_MBPS,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0e6),
+            "Mbit/s",
+            "R_HAI: hyper-increase step of the target rate, times the events past F (artifact config: 200)",
+        ),
+        pub cwnd_gain: f64 = Param::float(
+            CWND_GAIN,
+            Bound::Inclusive(1.0),
+            Bound::Inclusive(1000.0),
+            "",
+            "window = max(2 MSS, cwnd_gain x rate x SRTT): headroom so that the window never binds before the rate",
+        ),
+        pub init_rtt_us: u64 = Param::int(INIT_RTT_US as i64, 1, 10_000_000, "µs", "RTT the window assumes until the first RTT sample"),
+        pub report_interval_us: u64 = Param::int(
+            REPORT_INTERVAL_US as i64,
+            MIN_REPORT_INTERVAL_US as i64,
+            MAX_REPORT_INTERVAL_US as i64,
+            "µs",
+            "report interval requested from the datapath (DCQCN acts on a 50 µs scale: the shortest the agent grants)",
+        ),
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "dcqcn",
     summary: "DCQCN: rate-based; CNPs from echoed CE (at most 1 per 50 µs) cut by alpha/2; timer and byte counter recover the rate",
     reference: "Zhu et al., Congestion Control for Large-Scale RDMA Deployments, SIGCOMM 2015 §3.1 (Figs. 5-7), §5; ns-3 artifact bobzhuyb/ns3-rdma",
-    params: PARAMS,
+    params: DcqcnParams::PARAMS,
     build,
 };
 
@@ -287,54 +278,41 @@ fn mbps_to_bytes_per_s(mbps: f64) -> f64 {
     mbps * BITS_PER_MBIT / BITS_PER_BYTE
 }
 
-impl Default for DcqcnConfig {
-    fn default() -> Self {
+impl From<&DcqcnParams> for DcqcnConfig {
+    fn from(p: &DcqcnParams) -> Self {
         DcqcnConfig {
-            line_rate_bytes_per_s: mbps_to_bytes_per_s(LINE_RATE_GBPS * MBIT_PER_GBIT),
-            min_rate_bytes_per_s: mbps_to_bytes_per_s(MIN_RATE_MBPS),
-            g: G,
-            alpha_init: ALPHA_INIT,
-            cnp_interval_us: CNP_INTERVAL_US,
-            alpha_update_us: ALPHA_UPDATE_US,
-            rate_timer_us: RATE_TIMER_US,
-            byte_counter_bytes: BYTE_COUNTER_BYTES as f64,
-            fast_recovery_steps: FAST_RECOVERY_STEPS,
-            rai_bytes_per_s: mbps_to_bytes_per_s(RAI_MBPS),
-            rhai_bytes_per_s: mbps_to_bytes_per_s(RHAI_MBPS),
-            cwnd_gain: CWND_GAIN,
-            init_rtt_us: INIT_RTT_US,
-            report_interval_us: REPORT_INTERVAL_US,
+            line_rate_bytes_per_s: mbps_to_bytes_per_s(p.line_rate_gbps * MBIT_PER_GBIT),
+            min_rate_bytes_per_s: mbps_to_bytes_per_s(p.min_rate_mbps),
+            g: p.g,
+            alpha_init: p.alpha_init,
+            cnp_interval_us: p.cnp_interval_us,
+            alpha_update_us: p.alpha_update_us,
+            rate_timer_us: p.rate_timer_us,
+            byte_counter_bytes: p.byte_counter_bytes as f64,
+            fast_recovery_steps: p.fast_recovery_steps,
+            rai_bytes_per_s: mbps_to_bytes_per_s(p.rai_mbps),
+            rhai_bytes_per_s: mbps_to_bytes_per_s(p.rhai_mbps),
+            cwnd_gain: p.cwnd_gain,
+            init_rtt_us: p.init_rtt_us,
+            report_interval_us: p.report_interval_us,
         }
     }
 }
 
-/// A declared integer parameter, which its range keeps positive.
-fn uint(p: &Params, name: &str) -> u64 {
-    p.int(name).max(0) as u64
+impl Default for DcqcnConfig {
+    fn default() -> Self {
+        DcqcnConfig::from(&DcqcnParams::default())
+    }
 }
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let line_mbps = p.float("line_rate_gbps") * MBIT_PER_GBIT;
-    let min_mbps = p.float("min_rate_mbps");
+    let params = DcqcnParams::from_params(p)?;
+    let line_mbps = params.line_rate_gbps * MBIT_PER_GBIT;
+    let min_mbps = params.min_rate_mbps;
     if min_mbps > line_mbps {
         return Err(p.invalid("min_rate_mbps", format!("{min_mbps} Mbit/s exceeds the line rate ({line_mbps} Mbit/s)")));
     }
-    let cfg = DcqcnConfig {
-        line_rate_bytes_per_s: mbps_to_bytes_per_s(line_mbps),
-        min_rate_bytes_per_s: mbps_to_bytes_per_s(min_mbps),
-        g: p.float("g"),
-        alpha_init: p.float("alpha_init"),
-        cnp_interval_us: uint(p, "cnp_interval_us"),
-        alpha_update_us: uint(p, "alpha_update_us"),
-        rate_timer_us: uint(p, "rate_timer_us"),
-        byte_counter_bytes: uint(p, "byte_counter_bytes") as f64,
-        fast_recovery_steps: uint(p, "fast_recovery_steps"),
-        rai_bytes_per_s: mbps_to_bytes_per_s(p.float("rai_mbps")),
-        rhai_bytes_per_s: mbps_to_bytes_per_s(p.float("rhai_mbps")),
-        cwnd_gain: p.float("cwnd_gain"),
-        init_rtt_us: uint(p, "init_rtt_us"),
-        report_interval_us: uint(p, "report_interval_us"),
-    };
+    let cfg = DcqcnConfig::from(&params);
     if cfg.alpha_update_us <= cfg.cnp_interval_us {
         return Err(p.invalid(
             "alpha_update_us",
@@ -1033,9 +1011,9 @@ mod tests {
         assert_eq!(f.name(), "dcqcn");
         let d = flow(DcqcnConfig::default());
         assert_eq!(d.cfg, DcqcnConfig::default());
-        let defaults = Params::defaults("dcqcn", PARAMS);
-        assert_eq!(defaults.float("g"), 1.0 / 256.0);
-        assert_eq!(defaults.int("byte_counter_bytes"), 10_000_000);
+        let defaults = DcqcnParams::default();
+        assert_eq!(defaults.g, 1.0 / 256.0);
+        assert_eq!(defaults.byte_counter_bytes, 10_000_000);
         let t: toml::Table = "line_rate_gbps = 100\nrai_mbps = 5\nrate_timer_us = 1500".parse().unwrap();
         assert!(INFO.configure(&t).is_ok());
         let e = INFO.configure(&"line_rate_gbps = 0.05".parse().unwrap()).err().unwrap();

@@ -65,12 +65,13 @@
 
 use std::sync::Arc;
 
-use crate::reno::{RenoConfig, RenoWindow};
+use crate::reno::RenoConfig;
 use crate::round::WindowEnd;
 pub use crate::round::WindowMode;
+use crate::window::{RenoBased, RenoWindow, WindowConfig};
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+    declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Param, Report, StateVar,
     MIN_CWND_PKTS,
 };
 
@@ -82,92 +83,49 @@ pub const ALPHA_INIT: f64 = 1.0;
 /// many equal steps for larger ones.
 const RTT_FAIR_MAX_STEPS: f64 = 1024.0;
 
-const WINDOW_OPTIONS: &[&str] = &["inflight", "srtt"];
-const LOSS_CUT_OPTIONS: &[&str] = &["halve", "alpha"];
-
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("g", G, Bound::Exclusive(0.0), Bound::Inclusive(1.0), "", "gain of the alpha estimator, eq. 2.1 (thesis: 1/16)"),
-    ParamSpec::float(
-        "alpha_init",
-        ALPHA_INIT,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "initial alpha (not in the thesis; Linux: 1, so the first cut is TCP-like)",
-    ),
-    ParamSpec::choice(
-        "window",
-        "inflight",
-        WINDOW_OPTIONS,
-        "what delimits a window of data (alpha update, CWR period): \"inflight\" = the bytes in flight at its start are acknowledged (snd_una passes snd_nxt); \"srtt\" = one smoothed RTT of datapath time",
-    ),
-    ParamSpec::bool(
-        "rtt_fair",
-        false,
-        "RTT-fair variant (thesis eq. 3.35): per segment W += 1/W, and -alpha/2 per marked segment, with no once-per-window guard",
-    ),
-    ParamSpec::choice(
-        "loss_cut",
-        "halve",
-        LOSS_CUT_OPTIONS,
-        "response to loss and timeout: \"halve\" = unchanged TCP (spec A9); \"alpha\" = Linux tcp_dctcp's ssthresh cwnd·(1 - alpha/2), which all but vanishes when nothing marks (the host-ECN/unmarking-switch failure mode)",
-    ),
-    shared::INIT_CWND_PKTS,
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "dctcp",
     summary: "DCTCP: ECN-fraction estimator alpha, window cut by alpha/2 once per window; Reno otherwise",
     reference: "Alizadeh, PhD thesis 2013 §2.2.1, §3.4.2 (specs/dc.md §2.3–2.5); Alizadeh et al., SIGCOMM 2010; RFC 8257",
-    params: PARAMS,
-    build,
+    params: DctcpConfig::PARAMS,
+    build: |p| Ok(Arc::new(DctcpConfig::from_params(p)?)),
 };
 
-/// How a loss or timeout cuts the window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LossCut {
-    /// Reno's halving.
-    Halve,
-    /// Linux's `dctcp_ssthresh`: cwnd·(1 − α/2).
-    Alpha,
-}
-
-#[derive(Debug, Clone, Copy)]
-pub struct DctcpConfig {
-    pub g: f64,
-    pub alpha_init: f64,
-    pub window: WindowMode,
-    pub rtt_fair: bool,
-    pub loss_cut: LossCut,
-    pub init_cwnd_pkts: f64,
-}
-
-impl Default for DctcpConfig {
-    fn default() -> Self {
-        DctcpConfig {
-            g: G,
-            alpha_init: ALPHA_INIT,
-            window: WindowMode::Inflight,
-            rtt_fair: false,
-            loss_cut: LossCut::Halve,
-            init_cwnd_pkts: 10.0,
-        }
+param_choice! {
+    /// How a loss or timeout cuts the window.
+    pub enum LossCut {
+        /// Reno's halving.
+        Halve = "halve",
+        /// Linux's `dctcp_ssthresh`: cwnd·(1 − α/2).
+        Alpha = "alpha",
     }
 }
 
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let window = match p.choice("window") {
-        "srtt" => WindowMode::Srtt,
-        _ => WindowMode::Inflight,
-    };
-    Ok(Arc::new(DctcpConfig {
-        g: p.float("g"),
-        alpha_init: p.float("alpha_init"),
-        window,
-        rtt_fair: p.bool("rtt_fair"),
-        loss_cut: if p.choice("loss_cut") == "alpha" { LossCut::Alpha } else { LossCut::Halve },
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    }))
+declare_params! {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct DctcpConfig {
+        pub g: f64 = Param::float(G, Bound::Exclusive(0.0), Bound::Inclusive(1.0), "", "gain of the alpha estimator, eq. 2.1 (thesis: 1/16)"),
+        pub alpha_init: f64 = Param::float(
+            ALPHA_INIT,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "initial alpha (not in the thesis; Linux: 1, so the first cut is TCP-like)",
+        ),
+        pub window: WindowMode = Param::choice(
+            "inflight",
+            "what delimits a window of data (alpha update, CWR period): \"inflight\" = the bytes in flight at its start are acknowledged (snd_una passes snd_nxt); \"srtt\" = one smoothed RTT of datapath time",
+        ),
+        pub rtt_fair: bool = Param::bool(
+            false,
+            "RTT-fair variant (thesis eq. 3.35): per segment W += 1/W, and -alpha/2 per marked segment, with no once-per-window guard",
+        ),
+        pub loss_cut: LossCut = Param::choice(
+            "halve",
+            "response to loss and timeout: \"halve\" = unchanged TCP (spec A9); \"alpha\" = Linux tcp_dctcp's ssthresh cwnd·(1 - alpha/2), which all but vanishes when nothing marks (the host-ECN/unmarking-switch failure mode)",
+        ),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
+    }
 }
 
 impl AlgorithmFactory for DctcpConfig {
@@ -200,7 +158,8 @@ impl Dctcp {
     pub fn new(cfg: DctcpConfig) -> Self {
         Dctcp {
             cfg,
-            w: RenoWindow::new(RenoConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ..RenoConfig::default() }),
+            // Reno's decrease and recovery for losses (with `loss_cut = "halve"`) and timeouts.
+            w: RenoWindow::new(WindowConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ..RenoConfig::default().window() }),
             alpha: cfg.alpha_init,
             window: WindowEnd::Acked { remaining_bytes: 0.0 },
             window_delivered: 0.0,
@@ -210,24 +169,8 @@ impl Dctcp {
         }
     }
 
-    /// The current window, bytes.
-    pub fn cwnd_bytes(&self) -> f64 {
-        self.w.cwnd_bytes
-    }
-
-    /// Limits the window from outside (Annulus's growth pause); not a congestion event.
-    pub fn cap_cwnd(&mut self, max_bytes: f64) {
-        self.w.cap(max_bytes);
-    }
-
-    /// A proportional drop ordered by another loop (Annulus, annulus.md §12 A11): α and the
-    /// observation window are untouched — this loop's path did not mark.
-    pub fn scale(&mut self, factor: f64) {
-        self.w.scale(factor);
-    }
-
     fn open(&self, inflight_bytes: f64, now_us: u64) -> WindowEnd {
-        WindowEnd::open(self.cfg.window, inflight_bytes, self.w.mss, now_us, self.w.srtt_us)
+        WindowEnd::open(self.cfg.window, inflight_bytes, self.w.mss(), now_us, self.w.srtt_us())
     }
 
     /// Eq. 2.1, once per window of data.
@@ -260,18 +203,29 @@ impl Dctcp {
         if segments <= 0.0 {
             return;
         }
-        let mss = self.w.mss;
+        let mss = self.w.mss();
         let marked_fraction = marked / segments;
         let steps = segments.ceil().clamp(1.0, RTT_FAIR_MAX_STEPS);
         let per_step = segments / steps;
         let increase = if report.app_limited { 0.0 } else { per_step };
         let decrease = per_step * marked_fraction * self.alpha / 2.0;
-        let mut w = self.w.cwnd_bytes / mss;
+        let mut w = self.w.cwnd_bytes() / mss;
         for _ in 0..steps as u32 {
             w = (w + increase / w - decrease).max(MIN_CWND_PKTS);
         }
-        self.w.cwnd_bytes = w * mss;
-        self.w.ssthresh_bytes = self.w.ssthresh_bytes.min(self.w.cwnd_bytes);
+        self.w.set_cwnd(w * mss);
+        self.w.set_ssthresh(self.w.ssthresh_bytes().min(self.w.cwnd_bytes()));
+    }
+}
+
+/// Another loop's cap or proportional drop (Annulus, annulus.md §12 A11) leaves α and the
+/// observation window untouched: this loop's path did not mark.
+impl RenoBased for Dctcp {
+    fn window(&self) -> &RenoWindow {
+        &self.w
+    }
+    fn window_mut(&mut self) -> &mut RenoWindow {
+        &mut self.w
     }
 }
 
@@ -284,8 +238,8 @@ impl Algorithm for Dctcp {
         self.w.start(start);
         self.alpha = self.cfg.alpha_init;
         // The first window of data is the window the flow starts with.
-        self.window = self.open(self.w.cwnd_bytes, start.now_us);
-        Action::cwnd(self.w.cwnd_bytes)
+        self.window = self.open(self.w.cwnd_bytes(), start.now_us);
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn on_report(&mut self, report: &Report) -> Action {
@@ -304,9 +258,9 @@ impl Algorithm for Dctcp {
             match self.cfg.loss_cut {
                 LossCut::Halve => self.w.respond(report),
                 LossCut::Alpha => {
-                    let flight = self.w.cwnd_bytes.max(report.inflight_bytes as f64);
+                    let flight = self.w.cwnd_bytes().max(report.inflight_bytes as f64);
                     self.w.timeout(now, report.inflight_bytes);
-                    self.w.ssthresh_bytes = (flight * (1.0 - self.alpha / 2.0)).max(self.w.min_cwnd());
+                    self.w.set_ssthresh(flight * (1.0 - self.alpha / 2.0));
                 }
             }
         } else if report.lost_pkts > 0 {
@@ -328,13 +282,13 @@ impl Algorithm for Dctcp {
         } else if self.cwr.is_none() {
             self.w.respond(report);
         }
-        Action::cwnd(self.w.cwnd_bytes)
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn state(&self) -> Vec<StateVar> {
         vec![
-            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes },
-            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes },
+            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes() },
+            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes() },
             StateVar { name: "alpha", value: self.alpha },
             StateVar { name: "window_ce_fraction", value: self.last_fraction },
             StateVar { name: "in_cwr", value: if self.cwr.is_some() { 1.0 } else { 0.0 } },
@@ -396,7 +350,7 @@ mod tests {
     }
 
     fn cwnd_pkts(d: &Dctcp) -> f64 {
-        d.w.cwnd_bytes / MSS_F
+        d.w.cwnd_bytes() / MSS_F
     }
 
     /// Keeps the current α window open for the rest of the test.
@@ -586,9 +540,9 @@ mod tests {
         let mut l = rep(10_000, 10.0, 0.0, 100.0);
         l.lost_pkts = 1;
         let reno = r.on_report(&l).cwnd_bytes.unwrap();
-        assert_eq!(d.w.cwnd_bytes, reno);
+        assert_eq!(d.w.cwnd_bytes(), reno);
         assert_eq!(cwnd_pkts(&d), 50.0);
-        assert_eq!(d.w.ssthresh_bytes, 50_000.0);
+        assert_eq!(d.w.ssthresh_bytes(), 50_000.0);
 
         let mut d = seeded(with_alpha(0.0), 100.0);
         d.on_report(&rep(10_000, 10.0, 10.0, 100.0));
@@ -657,15 +611,15 @@ mod tests {
             let mut now = 0;
             for _ in 0..300 {
                 now += RTT_US;
-                let before = d.w.cwnd_bytes;
+                let before = d.w.cwnd_bytes();
                 // Each report is one window of 100 segments, a fraction f marked, and ends the
                 // previous cut's CWR period, so every report cuts with the just-updated α.
                 d.on_report(&rep(now, 100.0, 100.0 * f, 100.0));
                 let expect = (before * (1.0 - d.alpha / 2.0)).max(2.0 * MSS_F);
-                assert!((d.w.cwnd_bytes - expect).abs() < 1e-6);
+                assert!((d.w.cwnd_bytes() - expect).abs() < 1e-6);
             }
             assert!((d.alpha - f).abs() < 1e-6, "α {} vs F {f}", d.alpha);
-            d.w.cwnd_bytes = 1000.0 * MSS_F;
+            d.w.set_cwnd(1000.0 * MSS_F);
             d.on_report(&rep(now + RTT_US, 100.0, 100.0 * f, 100.0));
             let cut = 1000.0 - cwnd_pkts(&d);
             assert!((cut - 1000.0 * f / 2.0).abs() < 1e-3, "F {f}: cut {cut}");
@@ -682,10 +636,10 @@ mod tests {
         let mut now = 0;
         for _ in 0..50 {
             now += 10_000;
-            let (a, c) = (d.alpha, d.w.cwnd_bytes);
+            let (a, c) = (d.alpha, d.w.cwnd_bytes());
             d.on_report(&rep(now, 10.0, 10.0, 1000.0));
             updates += usize::from(d.alpha != a);
-            cuts += usize::from(d.w.cwnd_bytes < c);
+            cuts += usize::from(d.w.cwnd_bytes() < c);
         }
         assert_eq!(updates, 5);
         assert_eq!(cuts, 5);

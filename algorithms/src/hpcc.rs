@@ -49,8 +49,8 @@
 use std::sync::Arc;
 
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, IntHop, IntPath, NetworkFeedback, Pacing, ParamError,
-    ParamSpec, Params, Report, StateVar, MIN_CWND_PKTS,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, IntHop, IntPath, NetworkFeedback,
+    Pacing, Param, Report, StateVar, MIN_CWND_PKTS,
 };
 
 /// Target utilization η (paper §3.3 and ns-3: 0.95).
@@ -62,41 +62,42 @@ pub const AI_PER_LINE_RATE: f64 = 0.4e-3;
 /// Floor of U in Wc / (U/η).
 const U_FLOOR: f64 = 1e-6;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float("eta", ETA, Bound::Exclusive(0.0), Bound::Inclusive(1.0), "", "target utilization eta (paper §3.3: 0.95)"),
-    ParamSpec::int("max_stage", MAX_STAGE, 0, 1000, "", "additive-increase rounds before a multiplicative step (paper §3.3: 5)"),
-    ParamSpec::float(
-        "base_rtt_us",
-        0.0,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0e7),
-        "µs",
-        "T, the base RTT (paper/ns-3: configured per topology, 8 µs in BFC Table 3.1); 0 = the flow's minimum RTT sample",
-    ),
-    ParamSpec::float(
-        "ai_rate_mbps",
-        0.0,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0e6),
-        "Mbit/s",
-        "additive increase as a rate: W_AI = ai_rate × T; 0 = the ns-3 artifact's 10·bw/25 Mbit/s (40 Mbit/s at 100 G)",
-    ),
-    ParamSpec::float(
-        "line_rate_gbps",
-        100.0,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0e4),
-        "Gbit/s",
-        "the NIC's line rate: the initial and largest window is line rate × T (HPCC starts at line rate)",
-    ),
-];
+declare_params! {
+    /// HPCC's parameters, as declared; [`HpccConfig`] is what they configure (in bytes/s).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct HpccParams {
+        pub eta: f64 = Param::float(ETA, Bound::Exclusive(0.0), Bound::Inclusive(1.0), "", "target utilization eta (paper §3.3: 0.95)"),
+        pub max_stage: u32 = Param::int(MAX_STAGE, 0, 1000, "", "additive-increase rounds before a multiplicative step (paper §3.3: 5)"),
+        pub base_rtt_us: f64 = Param::float(
+            0.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0e7),
+            "µs",
+            "T, the base RTT (paper/ns-3: configured per topology, 8 µs in BFC Table 3.1); 0 = the flow's minimum RTT sample",
+        ),
+        pub ai_rate_mbps: f64 = Param::float(
+            0.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0e6),
+            "Mbit/s",
+            "additive increase as a rate: W_AI = ai_rate × T; 0 = the ns-3 artifact's 10·bw/25 Mbit/s (40 Mbit/s at 100 G)",
+        ),
+        pub line_rate_gbps: f64 = Param::float(
+            100.0,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0e4),
+            "Gbit/s",
+            "the NIC's line rate: the initial and largest window is line rate × T (HPCC starts at line rate)",
+        ),
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "hpcc",
     summary: "HPCC: per-hop INT utilization U, window Wc/(U/eta) + W_AI or Wc + W_AI, Wc updated once per RTT, paced at W/T",
     reference: "Li et al., HPCC: High Precision Congestion Control, SIGCOMM 2019, §3.1–3.3, Algorithm 1",
-    params: PARAMS,
-    build,
+    params: HpccParams::PARAMS,
+    build: |p| Ok(Arc::new(HpccConfig::from(&HpccParams::from_params(p)?))),
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -111,33 +112,23 @@ pub struct HpccConfig {
     pub line_rate_bytes_per_s: f64,
 }
 
-impl Default for HpccConfig {
-    fn default() -> Self {
+impl From<&HpccParams> for HpccConfig {
+    fn from(p: &HpccParams) -> Self {
+        let line_rate_bytes_per_s = p.line_rate_gbps * 1.0e9 / 8.0;
+        let ai = p.ai_rate_mbps * 1.0e6 / 8.0;
         HpccConfig {
-            eta: ETA,
-            max_stage: MAX_STAGE as u32,
-            base_rtt_us: 0.0,
-            ai_rate_bytes_per_s: AI_PER_LINE_RATE * 100.0e9 / 8.0,
-            line_rate_bytes_per_s: 100.0e9 / 8.0,
+            eta: p.eta,
+            max_stage: p.max_stage,
+            base_rtt_us: p.base_rtt_us,
+            ai_rate_bytes_per_s: if ai > 0.0 { ai } else { AI_PER_LINE_RATE * line_rate_bytes_per_s },
+            line_rate_bytes_per_s,
         }
     }
 }
 
-fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    Ok(Arc::new(HpccConfig::from_params(p)))
-}
-
-impl HpccConfig {
-    pub fn from_params(p: &Params) -> HpccConfig {
-        let line_rate_bytes_per_s = p.float("line_rate_gbps") * 1.0e9 / 8.0;
-        let ai = p.float("ai_rate_mbps") * 1.0e6 / 8.0;
-        HpccConfig {
-            eta: p.float("eta"),
-            max_stage: p.int("max_stage") as u32,
-            base_rtt_us: p.float("base_rtt_us"),
-            ai_rate_bytes_per_s: if ai > 0.0 { ai } else { AI_PER_LINE_RATE * line_rate_bytes_per_s },
-            line_rate_bytes_per_s,
-        }
+impl Default for HpccConfig {
+    fn default() -> Self {
+        HpccConfig::from(&HpccParams::default())
     }
 }
 
@@ -509,7 +500,10 @@ mod tests {
 
     #[test]
     fn ai_rate_defaults_to_the_artifact_scaled_by_line_rate() {
-        let cfg = |t: &str| HpccConfig::from_params(&Params::parse(INFO.name, PARAMS, &toml::from_str(t).unwrap()).unwrap());
+        let cfg = |t: &str| {
+            let p = ccp_contract::Params::parse(INFO.name, HpccParams::PARAMS, &toml::from_str(t).unwrap()).unwrap();
+            HpccConfig::from(&HpccParams::from_params(&p).unwrap())
+        };
         let d = cfg("");
         assert!((d.ai_rate_bytes_per_s - 40.0e6 / 8.0).abs() < 1e-6, "40 Mbit/s at 100 G");
         assert!((d.ai_rate_bytes_per_s - HpccConfig::default().ai_rate_bytes_per_s).abs() < 1e-6);

@@ -5,6 +5,12 @@
 //! the agent, in the simulator and in unit tests. The modules depend on the contract alone (and
 //! on each other where one algorithm composes another: ABC and NimbusCC run a Cubic); the
 //! registry sits on top and is the one place that names them all.
+//!
+//! Each algorithm declares its parameters once (`ccp_contract::declare_params!`: the typed
+//! configuration, its spec table, defaults and parsing). Reno's window — slow start, additive
+//! increase, congestion events, timeouts — is one state machine (`window::RenoWindow`) that the
+//! algorithms built on it use through its methods, and that other loops reach only through
+//! `window::RenoBased`.
 
 pub mod registry;
 
@@ -28,6 +34,7 @@ pub mod qcn;
 pub mod reno;
 mod round;
 pub mod vegas;
+pub mod window;
 
 #[cfg(test)]
 mod test_support;

@@ -41,8 +41,8 @@
 use std::sync::Arc;
 
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, NetworkFeedback, Pacing, ParamError, ParamSpec, Params,
-    Report, ReportPolicy, StateVar,
+    declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, NetworkFeedback, Pacing,
+    Param, ParamError, Params, Report, ReportPolicy, StateVar,
 };
 
 /// Decrease gain G_d, per unit of quantized F_b (thesis: 1/128, so G_d·F_b,max = ½).
@@ -58,13 +58,14 @@ pub const MIN_RATE_BPS: f64 = 5e6;
 /// Largest quantized feedback (6 bits).
 pub const QFB_MAX: u8 = 63;
 
-/// The reaction point's rules: QCN proper or the AIMD ablation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RpVariant {
-    /// Fast recovery then active increase, averaging toward R_T (thesis §5.2.2).
-    Qcn,
-    /// No R_T, no averaging: every cycle adds R_AI to R_C (thesis §5.4.1).
-    Aimd,
+param_choice! {
+    /// The reaction point's rules: QCN proper or the AIMD ablation.
+    pub enum RpVariant {
+        /// Fast recovery then active increase, averaging toward R_T (thesis §5.2.2).
+        Qcn = "qcn",
+        /// No R_T, no averaging: every cycle adds R_AI to R_C (thesis §5.4.1).
+        Aimd = "aimd",
+    }
 }
 
 /// Constants of one reaction point.
@@ -87,18 +88,24 @@ pub struct RpConfig {
 }
 
 impl Default for RpConfig {
-    /// The thesis model (dc.md §4.6) on a 10 Gbit/s link.
+    /// The thesis model (dc.md §4.6) on a 10 Gbit/s link: `qcn`'s declared defaults.
     fn default() -> Self {
+        RpConfig::from(&QcnParams::default())
+    }
+}
+
+impl From<&QcnParams> for RpConfig {
+    fn from(p: &QcnParams) -> Self {
         RpConfig {
-            variant: RpVariant::Qcn,
-            gd: GD,
-            bc_limit_bytes: BC_LIMIT_BYTES,
-            fr_cycles: FR_CYCLES,
-            r_ai_bps: R_AI_BPS,
+            variant: p.variant,
+            gd: p.gd,
+            bc_limit_bytes: p.bc_limit_bytes,
+            fr_cycles: p.fr_cycles,
+            r_ai_bps: p.r_ai_mbps * 1e6,
             hai_rate_bps: None,
             halve_cycle_in_ai: false,
-            line_rate_bps: 10e9,
-            min_rate_bps: MIN_RATE_BPS,
+            line_rate_bps: p.line_rate_gbps * 1e9,
+            min_rate_bps: p.min_rate_mbps * 1e6,
         }
     }
 }
@@ -250,85 +257,55 @@ const WINDOW_RTT_US: f64 = 1_000.0;
 /// arrive in their own early reports.
 const REPORT_INTERVAL_US: u64 = 100;
 
-const VARIANT_OPTIONS: &[&str] = &["qcn", "aimd"];
-
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::choice(
-        "variant",
-        "qcn",
-        VARIANT_OPTIONS,
-        "\"qcn\": fast recovery + active increase (thesis §5.2.2); \"aimd\": QCN-AIMD ablation (§5.4.1)",
-    ),
-    ParamSpec::float(
-        "gd",
-        GD,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0 / 63.0),
-        "",
-        "decrease gain per unit of quantized Fb (thesis 1/128)",
-    ),
-    ParamSpec::float(
-        "bc_limit_bytes",
-        BC_LIMIT_BYTES,
-        Bound::Inclusive(1_000.0),
-        Bound::Inclusive(1e9),
-        "bytes",
-        "byte-counter cycle (thesis 150 KB)",
-    ),
-    ParamSpec::int("fr_cycles", FR_CYCLES as i64, 0, 100, "cycles", "fast-recovery cycles before active increase (thesis 5)"),
-    ParamSpec::float(
-        "r_ai_mbps",
-        R_AI_BPS / 1e6,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1e5),
-        "Mbit/s",
-        "active-increase step (thesis 5 Mbit/s)",
-    ),
-    ParamSpec::float(
-        "line_rate_gbps",
-        10.0,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1e4),
-        "Gbit/s",
-        "line rate: the start rate and the cap",
-    ),
-    ParamSpec::float(
-        "min_rate_mbps",
-        MIN_RATE_BPS / 1e6,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1e5),
-        "Mbit/s",
-        "floor of the rate (802.1Qau rpgMinRate 5 Mbit/s)",
-    ),
-];
+declare_params! {
+    /// The `qcn` algorithm's parameters: its reaction point's ([`RpConfig`]).
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct QcnParams {
+        pub variant: RpVariant = Param::choice(
+            "qcn",
+            "\"qcn\": fast recovery + active increase (thesis §5.2.2); \"aimd\": QCN-AIMD ablation (§5.4.1)",
+        ),
+        pub gd: f64 = Param::float(GD, Bound::Exclusive(0.0), Bound::Inclusive(1.0 / 63.0), "", "decrease gain per unit of quantized Fb (thesis 1/128)"),
+        pub bc_limit_bytes: f64 = Param::float(
+            BC_LIMIT_BYTES,
+            Bound::Inclusive(1_000.0),
+            Bound::Inclusive(1e9),
+            "bytes",
+            "byte-counter cycle (thesis 150 KB)",
+        ),
+        pub fr_cycles: u32 = Param::int(FR_CYCLES as i64, 0, 100, "cycles", "fast-recovery cycles before active increase (thesis 5)"),
+        pub r_ai_mbps: f64 = Param::float(
+            R_AI_BPS / 1e6,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1e5),
+            "Mbit/s",
+            "active-increase step (thesis 5 Mbit/s)",
+        ),
+        pub line_rate_gbps: f64 = Param::float(10.0, Bound::Exclusive(0.0), Bound::Inclusive(1e4), "Gbit/s", "line rate: the start rate and the cap"),
+        pub min_rate_mbps: f64 = Param::float(
+            MIN_RATE_BPS / 1e6,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1e5),
+            "Mbit/s",
+            "floor of the rate (802.1Qau rpgMinRate 5 Mbit/s)",
+        ),
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "qcn",
     summary: "QCN reaction point (thesis model): rate cut by Gd*Fb on each CNM, fast recovery and active increase on a byte counter of acknowledged bytes; for QCN fabrics in the simulator",
     reference: "Alizadeh, PhD thesis 2013 Ch. 5 (specs/dc.md §4.3–4.6, T-Q2…T-Q6)",
-    params: PARAMS,
+    params: QcnParams::PARAMS,
     build,
 };
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let line = p.float("line_rate_gbps") * 1e9;
-    let min = p.float("min_rate_mbps") * 1e6;
-    if min > line {
-        return Err(p.invalid("min_rate_mbps", format!("{} Mbit/s exceeds the line rate", min / 1e6)));
+    let rp = RpConfig::from(&QcnParams::from_params(p)?);
+    if rp.min_rate_bps > rp.line_rate_bps {
+        return Err(p.invalid("min_rate_mbps", format!("{} Mbit/s exceeds the line rate", rp.min_rate_bps / 1e6)));
     }
-    Ok(Arc::new(QcnConfig {
-        rp: RpConfig {
-            variant: if p.choice("variant") == "aimd" { RpVariant::Aimd } else { RpVariant::Qcn },
-            gd: p.float("gd"),
-            bc_limit_bytes: p.float("bc_limit_bytes"),
-            fr_cycles: p.int("fr_cycles") as u32,
-            r_ai_bps: p.float("r_ai_mbps") * 1e6,
-            hai_rate_bps: None,
-            halve_cycle_in_ai: false,
-            line_rate_bps: line,
-            min_rate_bps: min,
-        },
-    }))
+    Ok(Arc::new(QcnConfig { rp }))
 }
 
 #[derive(Debug, Clone, Copy)]

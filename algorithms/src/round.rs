@@ -11,13 +11,14 @@
 //! acknowledgement, as Linux's does). Datapaths without a usable in-flight count can use one
 //! smoothed RTT of datapath time instead (`WindowMode::Srtt`).
 
-/// What delimits a window of data.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WindowMode {
-    /// Until the bytes in flight at the window's start have been acknowledged.
-    Inflight,
-    /// One smoothed RTT of datapath time.
-    Srtt,
+ccp_contract::param_choice! {
+    /// What delimits a window of data.
+    pub enum WindowMode {
+        /// Until the bytes in flight at the window's start have been acknowledged.
+        Inflight = "inflight",
+        /// One smoothed RTT of datapath time.
+        Srtt = "srtt",
+    }
 }
 
 /// Where an open window of data ends.

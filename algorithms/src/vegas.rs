@@ -30,10 +30,12 @@
 
 use std::sync::Arc;
 
-use crate::reno::{RenoConfig, RenoWindow};
+use crate::reno::RenoConfig;
+use crate::window::{RenoBased, RenoWindow, WindowConfig};
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, ParamError, ParamSpec, Params, Report, StateVar,
+    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, Param, ParamError, Params, Report,
+    StateVar,
 };
 
 /// Grow below this many queued packets (Linux: 2).
@@ -45,63 +47,44 @@ pub const GAMMA_PKTS: f64 = 1.0;
 /// Fewer RTT samples than this in a round: use Reno's growth (Linux: cntRTT ≤ 2).
 const MIN_ROUND_SAMPLES: u32 = 3;
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::float(
-        "alpha_pkts",
-        ALPHA_PKTS,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "grow the window while fewer packets than this are queued (Linux: 2)",
-    ),
-    ParamSpec::float(
-        "beta_pkts",
-        BETA_PKTS,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "shrink the window while more packets than this are queued (Linux: 4)",
-    ),
-    ParamSpec::float(
-        "gamma_pkts",
-        GAMMA_PKTS,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1000.0),
-        "packets",
-        "leave slow start once more packets than this are queued (Linux: 1)",
-    ),
-    shared::INIT_CWND_PKTS,
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "vegas",
     summary: "TCP Vegas: keep between alpha and beta packets queued, adjusting the window once per RTT",
     reference: "Brakmo, O'Malley, Peterson, TCP Vegas, SIGCOMM 1994; Linux tcp_vegas.c constants",
-    params: PARAMS,
+    params: VegasConfig::PARAMS,
     build,
 };
 
-#[derive(Debug, Clone, Copy)]
-pub struct VegasConfig {
-    pub alpha_pkts: f64,
-    pub beta_pkts: f64,
-    pub gamma_pkts: f64,
-    pub init_cwnd_pkts: f64,
-}
-
-impl Default for VegasConfig {
-    fn default() -> Self {
-        VegasConfig { alpha_pkts: ALPHA_PKTS, beta_pkts: BETA_PKTS, gamma_pkts: GAMMA_PKTS, init_cwnd_pkts: 10.0 }
+declare_params! {
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct VegasConfig {
+        pub alpha_pkts: f64 = Param::float(
+            ALPHA_PKTS,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1000.0),
+            "packets",
+            "grow the window while fewer packets than this are queued (Linux: 2)",
+        ),
+        pub beta_pkts: f64 = Param::float(
+            BETA_PKTS,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1000.0),
+            "packets",
+            "shrink the window while more packets than this are queued (Linux: 4)",
+        ),
+        pub gamma_pkts: f64 = Param::float(
+            GAMMA_PKTS,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1000.0),
+            "packets",
+            "leave slow start once more packets than this are queued (Linux: 1)",
+        ),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
 }
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let cfg = VegasConfig {
-        alpha_pkts: p.float("alpha_pkts"),
-        beta_pkts: p.float("beta_pkts"),
-        gamma_pkts: p.float("gamma_pkts"),
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    };
+    let cfg = VegasConfig::from_params(p)?;
     if cfg.alpha_pkts > cfg.beta_pkts {
         return Err(p.invalid("alpha_pkts", format!("must not exceed beta_pkts ({})", cfg.beta_pkts)));
     }
@@ -135,7 +118,7 @@ impl Vegas {
     pub fn new(cfg: VegasConfig) -> Self {
         Vegas {
             cfg,
-            w: RenoWindow::new(RenoConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ..RenoConfig::default() }),
+            w: RenoWindow::new(WindowConfig { init_cwnd_pkts: cfg.init_cwnd_pkts, ..RenoConfig::default().window() }),
             base_rtt_us: 0,
             round_end_us: None,
             round_min_rtt_us: u64::MAX,
@@ -144,43 +127,47 @@ impl Vegas {
         }
     }
 
-    /// The window, bytes.
-    pub fn cwnd_bytes(&self) -> f64 {
-        self.w.cwnd_bytes
-    }
-
     fn new_round(&mut self, now_us: u64) {
-        self.round_end_us = Some(now_us.saturating_add(self.w.srtt_us.max(1)));
+        self.round_end_us = Some(now_us.saturating_add(self.w.srtt_us().max(1)));
         self.round_min_rtt_us = u64::MAX;
         self.round_samples = 0;
     }
 
     /// The end-of-round adjustment; `acked` is the report's acknowledged bytes.
     fn end_round(&mut self, acked: u64) {
-        let mss = self.w.mss;
+        let mss = self.w.mss();
         if self.round_samples < MIN_ROUND_SAMPLES || self.base_rtt_us == 0 || self.round_min_rtt_us == u64::MAX {
             self.w.grow(acked);
             return;
         }
         let rtt = self.round_min_rtt_us.max(self.base_rtt_us) as f64;
         let base = self.base_rtt_us as f64;
-        let cwnd = self.w.cwnd_bytes / mss;
+        let cwnd = self.w.cwnd_bytes() / mss;
         let diff = cwnd * (rtt - base) / rtt;
         self.last_diff = diff;
         if self.w.in_slow_start() {
             if diff > self.cfg.gamma_pkts {
                 let target = cwnd * base / rtt;
-                self.w.cwnd_bytes = (cwnd.min(target + 1.0) * mss).max(self.w.min_cwnd());
-                self.w.ssthresh_bytes = (self.w.cwnd_bytes - mss).max(self.w.min_cwnd());
+                self.w.set_cwnd(cwnd.min(target + 1.0) * mss);
+                self.w.set_ssthresh(self.w.cwnd_bytes() - mss);
             } else {
                 self.w.slow_start(acked);
             }
         } else if diff > self.cfg.beta_pkts {
-            self.w.cwnd_bytes = (self.w.cwnd_bytes - mss).max(self.w.min_cwnd());
-            self.w.ssthresh_bytes = self.w.ssthresh_bytes.min((self.w.cwnd_bytes - mss).max(self.w.min_cwnd()));
+            self.w.set_cwnd(self.w.cwnd_bytes() - mss);
+            self.w.set_ssthresh(self.w.ssthresh_bytes().min(self.w.cwnd_bytes() - mss));
         } else if diff < self.cfg.alpha_pkts {
-            self.w.cwnd_bytes += mss;
+            self.w.set_cwnd(self.w.cwnd_bytes() + mss);
         }
+    }
+}
+
+impl RenoBased for Vegas {
+    fn window(&self) -> &RenoWindow {
+        &self.w
+    }
+    fn window_mut(&mut self) -> &mut RenoWindow {
+        &mut self.w
     }
 }
 
@@ -195,7 +182,7 @@ impl Algorithm for Vegas {
             self.base_rtt_us = seed.min_rtt_us.or(seed.srtt_us).unwrap_or(0);
         }
         self.round_end_us = None;
-        Action::cwnd(self.w.cwnd_bytes)
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn on_report(&mut self, report: &Report) -> Action {
@@ -218,7 +205,7 @@ impl Algorithm for Vegas {
             self.new_round(now);
         } else if report.lost_pkts > 0 {
             if self.w.loss_is_new_event(now) {
-                self.w.reduce(now, self.w.cfg.beta);
+                self.w.reduce(now, self.w.beta());
             }
         } else if !self.w.in_recovery(now) && !report.app_limited {
             if self.round_end_us.is_some_and(|end| now >= end) {
@@ -232,13 +219,13 @@ impl Algorithm for Vegas {
             // A round that ended during recovery or while app-limited is not evaluated.
             self.new_round(now);
         }
-        Action::cwnd(self.w.cwnd_bytes)
+        Action::cwnd(self.w.cwnd_bytes())
     }
 
     fn state(&self) -> Vec<StateVar> {
         vec![
-            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes },
-            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes },
+            StateVar { name: "cwnd_bytes", value: self.w.cwnd_bytes() },
+            StateVar { name: "ssthresh_bytes", value: self.w.ssthresh_bytes() },
             StateVar { name: "base_rtt_us", value: self.base_rtt_us as f64 },
             StateVar { name: "diff_pkts", value: self.last_diff },
         ]
@@ -284,7 +271,7 @@ mod tests {
     }
 
     fn cwnd(v: &Vegas) -> f64 {
-        v.w.cwnd_bytes / MSS_F
+        v.w.cwnd_bytes() / MSS_F
     }
 
     /// Reports every 10 ms at `rtt_us` for `dur_us`; returns the window after.
@@ -355,7 +342,7 @@ mod tests {
             t += 10_000;
             v.on_report(&rep(t, 0.0, 150_000));
         }
-        assert!(!v.w.in_slow_start(), "cwnd {} ssthresh {}", cwnd(&v), v.w.ssthresh_bytes);
+        assert!(!v.w.in_slow_start(), "cwnd {} ssthresh {}", cwnd(&v), v.w.ssthresh_bytes());
         assert!((cwnd(&v) - (20.0 * 100.0 / 150.0 + 1.0)).abs() < 1e-9, "{}", cwnd(&v));
         // Next round (150 ms later): diff = 14.33·50/150 ≈ 4.8 > β → one packet less.
         for _ in 0..15 {

@@ -9,8 +9,8 @@
 //!
 //! - [`report`], [`action`]: what a datapath measures, what an algorithm asks for.
 //! - [`algorithm`]: the [`Algorithm`] trait (a pure state machine), its factory, how a flow starts.
-//! - [`params`], [`descriptor`]: declared, validated parameters and the algorithm descriptor that
-//!   a registry lists; the parameter specs many algorithms share.
+//! - [`params`], [`descriptor`]: parameters declared once ([`declare_params!`]), validated, and
+//!   the algorithm descriptor that a registry lists; the parameter specs many algorithms share.
 //! - [`settings`]: the datapath side of a decision ([`Settings`], [`Command`]) and what a
 //!   datapath can carry ([`Capabilities`]).
 //! - [`limits`]: the safety limits, including the window floor every algorithm and the
@@ -48,6 +48,6 @@ pub use algorithm::{Algorithm, AlgorithmFactory, CallError, FlowStart, Seed, Sta
 pub use controller::{Choice, Controller, Fault, Outcome};
 pub use descriptor::AlgorithmInfo;
 pub use limits::{Limits, MAX_REPORT_INTERVAL_US, MIN_CWND_PKTS, MIN_REPORT_INTERVAL_US};
-pub use params::{Bound, ParamError, ParamKind, ParamSpec, ParamValue, Params};
+pub use params::{Bound, FieldType, Param, ParamError, ParamField, ParamKind, ParamSpec, ParamValue, Params};
 pub use report::{IntHop, IntPath, NetworkFeedback, RecordedReport, Report, RttStats, Urgent, MAX_INT_HOPS};
 pub use settings::{Capabilities, Command, PacingCommand, PacketWindow, Settings};

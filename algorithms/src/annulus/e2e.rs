@@ -6,33 +6,14 @@ use ccp_contract::{Action, Algorithm, FlowStart, Report, StateVar};
 use crate::bbr::{Bbr, BbrConfig};
 use crate::cubic::{Cubic, CubicConfig};
 use crate::dctcp::{Dctcp, DctcpConfig};
+use crate::window::RenoBased;
 
-/// Which algorithm an end-to-end loop runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum E2eKind {
-    Dctcp,
-    Cubic,
-    Bbr,
-}
-
-impl E2eKind {
-    pub const NAMES: &'static [&'static str] = &["dctcp", "cubic", "bbr"];
-
-    pub fn parse(name: &str) -> Option<E2eKind> {
-        match name {
-            "dctcp" => Some(E2eKind::Dctcp),
-            "cubic" => Some(E2eKind::Cubic),
-            "bbr" => Some(E2eKind::Bbr),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            E2eKind::Dctcp => "dctcp",
-            E2eKind::Cubic => "cubic",
-            E2eKind::Bbr => "bbr",
-        }
+ccp_contract::param_choice! {
+    /// Which algorithm an end-to-end loop runs.
+    pub enum E2eKind {
+        Dctcp = "dctcp",
+        Cubic = "cubic",
+        Bbr = "bbr",
     }
 }
 

@@ -48,8 +48,8 @@ mod tests;
 use std::sync::Arc;
 
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, NetworkFeedback, Pacing, ParamError, ParamSpec, Params,
-    Report, StateVar,
+    declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, NetworkFeedback, Pacing,
+    Param, ParamError, Params, Report, StateVar,
 };
 
 pub use e2e::E2eKind;
@@ -72,24 +72,26 @@ pub enum Class {
     Wan,
 }
 
-/// How the loops are coordinated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gating {
-    /// Pause only growth at 2× the minimum; decreases always apply (annulus.md §12 A1 [R]).
-    Growth,
-    /// Algorithm 1 as printed, with the ÷RTT typo fixed.
-    Literal,
-    /// No growth pause and no proportional drops (Fig. 8a).
-    Off,
+param_choice! {
+    /// How the loops are coordinated.
+    pub enum Gating {
+        /// Pause only growth at 2× the minimum; decreases always apply (annulus.md §12 A1 [R]).
+        Growth = "growth",
+        /// Algorithm 1 as printed, with the ÷RTT typo fixed.
+        Literal = "literal",
+        /// No growth pause and no proportional drops (Fig. 8a).
+        Off = "off",
+    }
 }
 
-/// When the flow is paced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PacingMode {
-    /// Only while the near-source loop is active (ns-2 profile).
-    NsOnly,
-    /// Always at the minimum rate (testbed profile).
-    Always,
+param_choice! {
+    /// When the flow is paced.
+    pub enum PacingMode {
+        /// Only while the near-source loop is active (ns-2 profile).
+        NsOnly = "ns_only",
+        /// Always at the minimum rate (testbed profile).
+        Always = "always",
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -112,25 +114,72 @@ pub struct AnnulusConfig {
     pub near_source: bool,
 }
 
-impl Default for AnnulusConfig {
-    fn default() -> Self {
-        let rp = ns_rp(qcn::GD, 10.0, false);
+param_choice! {
+    /// The `class` parameter: a fixed class, or classified by the first RTT sample.
+    pub enum ClassChoice {
+        Auto = "auto",
+        Dc = "dc",
+        Wan = "wan",
+    }
+}
+
+declare_params! {
+    /// Annulus's parameters, as declared; [`AnnulusConfig`] is what they configure.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct AnnulusParams {
+        pub class: ClassChoice = Param::choice("auto", "traffic class: \"auto\" = WAN when the first RTT sample exceeds wan_rtt_threshold_us (annulus.md §3 [R])"),
+        pub wan_rtt_threshold_us: u64 = Param::int(WAN_RTT_THRESHOLD_US as i64, 1, 10_000_000, "µs", "first-RTT threshold for class = auto (spec [R]: 1 ms)"),
+        pub e2e_dc: E2eKind = Param::choice("dctcp", "end-to-end algorithm of datacenter flows (paper: DCTCP)"),
+        pub e2e_wan: E2eKind = Param::choice("bbr", "end-to-end algorithm of WAN flows (paper testbed: BBR; Cubic or DCTCP also)"),
+        pub gd_dc: f64 = Param::float(qcn::GD, Bound::Exclusive(0.0), Bound::Inclusive(1.0 / 63.0), "", "near-source decrease gain for DC flows (QCN 1/128)"),
+        pub gd_wan: f64 = Param::float(qcn::GD, Bound::Exclusive(0.0), Bound::Inclusive(1.0 / 63.0), "", "near-source decrease gain for WAN flows (§5.1.1: tune per class for weighted sharing)"),
+        pub bc_limit_bytes: f64 = Param::float(qcn::BC_LIMIT_BYTES, Bound::Inclusive(1_000.0), Bound::Inclusive(1e9), "bytes", "acknowledged bytes per recovery cycle (QCN 150 KB; half in active increase)"),
+        pub fr_cycles: u32 = Param::int(qcn::FR_CYCLES as i64, 0, 100, "cycles", "fast-recovery cycles (QCN 5)"),
+        pub r_ai_mbps: f64 = Param::float(qcn::R_AI_BPS / 1e6, Bound::Exclusive(0.0), Bound::Inclusive(1e5), "Mbit/s", "active-increase step (QCN 5 Mbit/s)"),
+        pub hyper_active: bool = Param::bool(false, "hyper-active increase (+50 Mbit/s per cycle after 2x fr_cycles); off in Annulus (no timer stage)"),
+        pub line_rate_gbps: f64 = Param::float(10.0, Bound::Exclusive(0.0), Bound::Inclusive(1e4), "Gbit/s", "NIC line rate: caps the near-source rate, which deactivates on reaching it"),
+        pub min_rate_mbps: f64 = Param::float(MIN_RATE_MBPS, Bound::Exclusive(0.0), Bound::Inclusive(1e5), "Mbit/s", "near-source rate floor (802.1Qau rpgMinRate)"),
+        pub gating: Gating = Param::choice("growth", "coordination: \"growth\" = pause growth at 2x the minimum, decreases apply (spec A1 [R]); \"literal\" = Algorithm 1 as printed; \"off\" = none (Fig. 8a)"),
+        pub pacing: PacingMode = Param::choice("ns_only", "\"ns_only\": pace at the minimum only while the near-source loop is active (ns-2, unpaced profile); \"always\": testbed's paced profile"),
+        pub snap_to_actual: bool = Param::bool(true, "before a cut, lower R_C to the rate the flow actually sends at (spec §4.2.3, A10)"),
+        pub near_source: bool = Param::bool(true, "react to CNMs; false = the end-to-end loops alone (DCTCP for DC, BBR/Cubic for WAN): the paper's baseline"),
+    }
+}
+
+impl From<&AnnulusParams> for AnnulusConfig {
+    fn from(p: &AnnulusParams) -> Self {
+        let rp = |gd: f64| RpConfig {
+            bc_limit_bytes: p.bc_limit_bytes,
+            fr_cycles: p.fr_cycles,
+            r_ai_bps: p.r_ai_mbps * 1e6,
+            min_rate_bps: p.min_rate_mbps * 1e6,
+            ..ns_rp(gd, p.line_rate_gbps, p.hyper_active)
+        };
         AnnulusConfig {
-            class: None,
-            wan_rtt_threshold_us: WAN_RTT_THRESHOLD_US,
-            e2e_dc: E2eKind::Dctcp,
-            e2e_wan: E2eKind::Bbr,
-            rp_dc: rp,
-            rp_wan: rp,
-            gating: Gating::Growth,
-            pacing: PacingMode::NsOnly,
-            snap_to_actual: true,
-            near_source: true,
+            class: match p.class {
+                ClassChoice::Auto => None,
+                ClassChoice::Dc => Some(Class::Dc),
+                ClassChoice::Wan => Some(Class::Wan),
+            },
+            wan_rtt_threshold_us: p.wan_rtt_threshold_us,
+            e2e_dc: p.e2e_dc,
+            e2e_wan: p.e2e_wan,
+            rp_dc: rp(p.gd_dc),
+            rp_wan: rp(p.gd_wan),
+            gating: p.gating,
+            pacing: p.pacing,
+            snap_to_actual: p.snap_to_actual,
+            near_source: p.near_source,
         }
     }
 }
 
-/// The near-source reaction point: QCN's rules with Annulus's cycle halving (annulus.md §4.2.2).
+impl Default for AnnulusConfig {
+    fn default() -> Self {
+        AnnulusConfig::from(&AnnulusParams::default())
+    }
+}
+
 fn ns_rp(gd: f64, line_rate_gbps: f64, hai: bool) -> RpConfig {
     RpConfig {
         variant: RpVariant::Qcn,
@@ -142,71 +191,21 @@ fn ns_rp(gd: f64, line_rate_gbps: f64, hai: bool) -> RpConfig {
     }
 }
 
-const CLASS_OPTIONS: &[&str] = &["auto", "dc", "wan"];
-const GATING_OPTIONS: &[&str] = &["growth", "literal", "off"];
-const PACING_OPTIONS: &[&str] = &["ns_only", "always"];
-
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::choice("class", "auto", CLASS_OPTIONS, "traffic class: \"auto\" = WAN when the first RTT sample exceeds wan_rtt_threshold_us (annulus.md §3 [R])"),
-    ParamSpec::int("wan_rtt_threshold_us", WAN_RTT_THRESHOLD_US as i64, 1, 10_000_000, "µs", "first-RTT threshold for class = auto (spec [R]: 1 ms)"),
-    ParamSpec::choice("e2e_dc", "dctcp", E2eKind::NAMES, "end-to-end algorithm of datacenter flows (paper: DCTCP)"),
-    ParamSpec::choice("e2e_wan", "bbr", E2eKind::NAMES, "end-to-end algorithm of WAN flows (paper testbed: BBR; Cubic or DCTCP also)"),
-    ParamSpec::float("gd_dc", qcn::GD, Bound::Exclusive(0.0), Bound::Inclusive(1.0 / 63.0), "", "near-source decrease gain for DC flows (QCN 1/128)"),
-    ParamSpec::float("gd_wan", qcn::GD, Bound::Exclusive(0.0), Bound::Inclusive(1.0 / 63.0), "", "near-source decrease gain for WAN flows (§5.1.1: tune per class for weighted sharing)"),
-    ParamSpec::float("bc_limit_bytes", qcn::BC_LIMIT_BYTES, Bound::Inclusive(1_000.0), Bound::Inclusive(1e9), "bytes", "acknowledged bytes per recovery cycle (QCN 150 KB; half in active increase)"),
-    ParamSpec::int("fr_cycles", qcn::FR_CYCLES as i64, 0, 100, "cycles", "fast-recovery cycles (QCN 5)"),
-    ParamSpec::float("r_ai_mbps", qcn::R_AI_BPS / 1e6, Bound::Exclusive(0.0), Bound::Inclusive(1e5), "Mbit/s", "active-increase step (QCN 5 Mbit/s)"),
-    ParamSpec::bool("hyper_active", false, "hyper-active increase (+50 Mbit/s per cycle after 2x fr_cycles); off in Annulus (no timer stage)"),
-    ParamSpec::float("line_rate_gbps", 10.0, Bound::Exclusive(0.0), Bound::Inclusive(1e4), "Gbit/s", "NIC line rate: caps the near-source rate, which deactivates on reaching it"),
-    ParamSpec::float("min_rate_mbps", MIN_RATE_MBPS, Bound::Exclusive(0.0), Bound::Inclusive(1e5), "Mbit/s", "near-source rate floor (802.1Qau rpgMinRate)"),
-    ParamSpec::choice("gating", "growth", GATING_OPTIONS, "coordination: \"growth\" = pause growth at 2x the minimum, decreases apply (spec A1 [R]); \"literal\" = Algorithm 1 as printed; \"off\" = none (Fig. 8a)"),
-    ParamSpec::choice("pacing", "ns_only", PACING_OPTIONS, "\"ns_only\": pace at the minimum only while the near-source loop is active (ns-2, unpaced profile); \"always\": testbed's paced profile"),
-    ParamSpec::bool("snap_to_actual", true, "before a cut, lower R_C to the rate the flow actually sends at (spec §4.2.3, A10)"),
-    ParamSpec::bool("near_source", true, "react to CNMs; false = the end-to-end loops alone (DCTCP for DC, BBR/Cubic for WAN): the paper's baseline"),
-];
-
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "annulus",
     summary: "Annulus: the flow's end-to-end algorithm (DCTCP for DC, BBR/Cubic for WAN) plus a QCN near-source loop driven by CNMs; sends at the minimum, growth paused at 2x it",
     reference: "Saeed et al., SIGCOMM 2020 §3–§5, Alg. 1 (specs/annulus.md); QCN RP from Alizadeh thesis Ch. 5 (specs/dc.md §4)",
-    params: PARAMS,
+    params: AnnulusParams::PARAMS,
     build,
 };
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let line_gbps = p.float("line_rate_gbps");
-    let min_bps = p.float("min_rate_mbps") * 1e6;
-    if min_bps >= line_gbps * 1e9 {
+    let params = AnnulusParams::from_params(p)?;
+    let min_bps = params.min_rate_mbps * 1e6;
+    if min_bps >= params.line_rate_gbps * 1e9 {
         return Err(p.invalid("min_rate_mbps", format!("{} Mbit/s is not below the line rate", min_bps / 1e6)));
     }
-    let rp = |gd: f64| RpConfig {
-        bc_limit_bytes: p.float("bc_limit_bytes"),
-        fr_cycles: p.int("fr_cycles") as u32,
-        r_ai_bps: p.float("r_ai_mbps") * 1e6,
-        min_rate_bps: min_bps,
-        ..ns_rp(gd, line_gbps, p.bool("hyper_active"))
-    };
-    let kind = |name: &str| E2eKind::parse(p.choice(name)).unwrap_or(E2eKind::Dctcp);
-    Ok(Arc::new(AnnulusConfig {
-        class: match p.choice("class") {
-            "dc" => Some(Class::Dc),
-            "wan" => Some(Class::Wan),
-            _ => None,
-        },
-        wan_rtt_threshold_us: p.int("wan_rtt_threshold_us") as u64,
-        e2e_dc: kind("e2e_dc"),
-        e2e_wan: kind("e2e_wan"),
-        rp_dc: rp(p.float("gd_dc")),
-        rp_wan: rp(p.float("gd_wan")),
-        gating: match p.choice("gating") {
-            "literal" => Gating::Literal,
-            "off" => Gating::Off,
-            _ => Gating::Growth,
-        },
-        pacing: if p.choice("pacing") == "always" { PacingMode::Always } else { PacingMode::NsOnly },
-        snap_to_actual: p.bool("snap_to_actual"),
-        near_source: p.bool("near_source"),
-    }))
+    Ok(Arc::new(AnnulusConfig::from(&params)))
 }
 
 impl AlgorithmFactory for AnnulusConfig {

@@ -55,7 +55,8 @@ use std::sync::Arc;
 
 use ccp_contract::params::shared;
 use ccp_contract::{
-    Action, Algorithm, AlgorithmFactory, AlgorithmInfo, FlowStart, ParamError, ParamSpec, Params, Report, ReportPolicy, StateVar,
+    declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, FlowStart, Param, ParamError, Params,
+    Report, ReportPolicy, StateVar,
 };
 
 pub use literal::{dctcp_per_ack, per_window_cut, sub_window_cut, Batch, Literal};
@@ -64,65 +65,58 @@ pub use sender::{
     SenderConfig, Trigger, ALPHA_MAX, MARKTHRESH, SHIFT_G, SS_OBS_NEEDED, W_SUB_DEFAULT,
 };
 
-const VARIANTS: &[&str] = &["kernel", "literal"];
-const MODES: &[&str] = &["auto", "ecn", "rtt"];
-const FALLBACKS: &[&str] = &["intended", "as_published", "off"];
-const TRIGGERS: &[&str] = &["crossing", "exact"];
+param_choice! {
+    pub enum Variant {
+        Kernel = "kernel",
+        Literal = "literal",
+    }
+}
 
-const PARAMS: &[ParamSpec] = &[
-    ParamSpec::choice(
-        "variant",
-        "kernel",
-        VARIANTS,
-        "\"kernel\": the published module's integer machine (spec §3.9); \"literal\": the thesis's boxes in floating point (§3.10)",
-    ),
-    ParamSpec::choice(
-        "mode",
-        "auto",
-        MODES,
-        "\"auto\": ECN mode when the connection negotiated ECN, RTT mode otherwise; \"ecn\" forces ECN mode (inigo_force_ecn); \"rtt\" RTT mode",
-    ),
-    ParamSpec::choice(
-        "fallback",
-        "intended",
-        FALLBACKS,
-        "ECN→RTT switch mid-flow: \"intended\" when a window has no echoes, ≥ 2 late RTTs and ≥ 8 samples; \"as_published\" ignores echoes (the module's bug, risk R-1); \"off\"",
-    ),
-    ParamSpec::choice(
-        "trigger",
-        "crossing",
-        TRIGGERS,
-        "sub-window points: \"crossing\" fires when a multiple of W_sub is crossed (reports of several ACKs); \"exact\" only on exact multiples, as the kernel per ACK",
-    ),
-    ParamSpec::int("w_sub", W_SUB_DEFAULT as i64, 0, 512, "packets", "sub-window W_sub (rtt_fairness; clamped to [3, 512]; 0 = once per window)"),
-    ParamSpec::int("shift_g", SHIFT_G as i64, 1, 10, "", "EWMA gain g = 2^-shift_g (1/16)"),
-    ParamSpec::int("markthresh", MARKTHRESH as i64, 0, 1024, "/1024", "late when RTT > RTT_min·(1 + markthresh/1024) (174 ≈ 0.17)"),
-    ParamSpec::int("ss_obs_needed", SS_OBS_NEEDED as i64, 1, 1000, "samples", "RTT samples before the slow-start check (8, as HyStart)"),
-    ParamSpec::bool("clamp_alpha_on_loss", false, "ECN mode: α = 1 on a retransmission timeout (inigo_clamp_alpha_on_loss)"),
-    shared::INIT_CWND_PKTS,
-];
+param_choice! {
+    pub enum ModeChoice {
+        Auto = "auto",
+        Ecn = "ecn",
+        Rtt = "rtt",
+    }
+}
+
+declare_params! {
+    /// Inigo's parameters, as declared; [`InigoConfig`] is what they configure.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct InigoParams {
+        pub variant: Variant = Param::choice(
+            "kernel",
+            "\"kernel\": the published module's integer machine (spec §3.9); \"literal\": the thesis's boxes in floating point (§3.10)",
+        ),
+        pub mode: ModeChoice = Param::choice(
+            "auto",
+            "\"auto\": ECN mode when the connection negotiated ECN, RTT mode otherwise; \"ecn\" forces ECN mode (inigo_force_ecn); \"rtt\" RTT mode",
+        ),
+        pub fallback: Fallback = Param::choice(
+            "intended",
+            "ECN→RTT switch mid-flow: \"intended\" when a window has no echoes, ≥ 2 late RTTs and ≥ 8 samples; \"as_published\" ignores echoes (the module's bug, risk R-1); \"off\"",
+        ),
+        pub trigger: Trigger = Param::choice(
+            "crossing",
+            "sub-window points: \"crossing\" fires when a multiple of W_sub is crossed (reports of several ACKs); \"exact\" only on exact multiples, as the kernel per ACK",
+        ),
+        pub w_sub: u32 = Param::int(W_SUB_DEFAULT as i64, 0, 512, "packets", "sub-window W_sub (rtt_fairness; clamped to [3, 512]; 0 = once per window)"),
+        pub shift_g: u32 = Param::int(SHIFT_G as i64, 1, 10, "", "EWMA gain g = 2^-shift_g (1/16)"),
+        pub markthresh: u32 = Param::int(MARKTHRESH as i64, 0, 1024, "/1024", "late when RTT > RTT_min·(1 + markthresh/1024) (174 ≈ 0.17)"),
+        pub ss_obs_needed: u32 = Param::int(SS_OBS_NEEDED as i64, 1, 1000, "samples", "RTT samples before the slow-start check (8, as HyStart)"),
+        pub clamp_alpha_on_loss: bool = Param::bool(false, "ECN mode: α = 1 on a retransmission timeout (inigo_clamp_alpha_on_loss)"),
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "inigo",
     summary:
         "Inigo: DCTCP-style α from late RTTs (RTT_min·1.17) with a sub-window response, or from ECN echoes with a slow-start exit",
     reference: "Shewmaker, PhD thesis, UC Santa Cruz 2016, ch. 4; tcp_inigo.c (specs/inigo.md §3)",
-    params: PARAMS,
+    params: InigoParams::PARAMS,
     build,
 };
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
-    Kernel,
-    Literal,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModeChoice {
-    Auto,
-    Ecn,
-    Rtt,
-}
 
 #[derive(Debug, Clone, Copy)]
 pub struct InigoConfig {
@@ -132,44 +126,37 @@ pub struct InigoConfig {
     pub init_cwnd_pkts: f64,
 }
 
-impl Default for InigoConfig {
-    fn default() -> Self {
+impl From<&InigoParams> for InigoConfig {
+    fn from(p: &InigoParams) -> Self {
         InigoConfig {
-            variant: Variant::Kernel,
-            mode: ModeChoice::Auto,
-            sender: SenderConfig { trigger: Trigger::Crossing, ..SenderConfig::default() },
-            init_cwnd_pkts: 10.0,
+            variant: p.variant,
+            mode: p.mode,
+            sender: SenderConfig {
+                w_sub: clamp_w_sub(p.w_sub),
+                shift_g: p.shift_g,
+                markthresh: p.markthresh,
+                ss_obs_needed: p.ss_obs_needed,
+                fallback: p.fallback,
+                trigger: p.trigger,
+                clamp_alpha_on_loss: p.clamp_alpha_on_loss,
+            },
+            init_cwnd_pkts: p.init_cwnd_pkts,
         }
     }
 }
 
+impl Default for InigoConfig {
+    fn default() -> Self {
+        InigoConfig::from(&InigoParams::default())
+    }
+}
+
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let shift_g = p.int("shift_g") as u32;
-    if shift_g > 10 {
+    let params = InigoParams::from_params(p)?;
+    if params.shift_g > 10 {
         return Err(p.invalid("shift_g", "must leave room for α's 10-bit scale"));
     }
-    Ok(Arc::new(InigoConfig {
-        variant: if p.choice("variant") == "literal" { Variant::Literal } else { Variant::Kernel },
-        mode: match p.choice("mode") {
-            "ecn" => ModeChoice::Ecn,
-            "rtt" => ModeChoice::Rtt,
-            _ => ModeChoice::Auto,
-        },
-        sender: SenderConfig {
-            w_sub: clamp_w_sub(p.int("w_sub") as u32),
-            shift_g,
-            markthresh: p.int("markthresh") as u32,
-            ss_obs_needed: p.int("ss_obs_needed") as u32,
-            fallback: match p.choice("fallback") {
-                "as_published" => Fallback::AsPublished,
-                "off" => Fallback::Off,
-                _ => Fallback::Intended,
-            },
-            trigger: if p.choice("trigger") == "exact" { Trigger::ExactMultiple } else { Trigger::Crossing },
-            clamp_alpha_on_loss: p.bool("clamp_alpha_on_loss"),
-        },
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-    }))
+    Ok(Arc::new(InigoConfig::from(&params)))
 }
 
 impl AlgorithmFactory for InigoConfig {

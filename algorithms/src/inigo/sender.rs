@@ -45,26 +45,28 @@ pub enum Mode {
     Rtt,
 }
 
-/// When an ECN-mode flow falls back to RTT mode mid-flow (§3.7, A-1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fallback {
-    /// Never.
-    Off,
-    /// A whole observation window with no ECE bytes, ≥ 2 late RTTs and ≥ 8 samples since the start.
-    Intended,
-    /// As published ([K] zeroes the ECE bytes before its check): ≥ 2 late RTTs in a window after
-    /// the first 8 samples, marks or not (reproduction risk R-1).
-    AsPublished,
+ccp_contract::param_choice! {
+    /// When an ECN-mode flow falls back to RTT mode mid-flow (§3.7, A-1).
+    pub enum Fallback {
+        /// A whole observation window with no ECE bytes, ≥ 2 late RTTs and ≥ 8 samples since the start.
+        Intended = "intended",
+        /// As published ([K] zeroes the ECE bytes before its check): ≥ 2 late RTTs in a window after
+        /// the first 8 samples, marks or not (reproduction risk R-1).
+        AsPublished = "as_published",
+        /// Never.
+        Off = "off",
+    }
 }
 
-/// When the congestion-avoidance response fires.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Trigger {
-    /// Only when the packet count lands exactly on a multiple of the interval ([K], per ACK).
-    ExactMultiple,
-    /// Whenever a multiple has been crossed since the last check: what reports of several ACKs
-    /// allow, and immune to stretch ACKs.
-    Crossing,
+ccp_contract::param_choice! {
+    /// When the congestion-avoidance response fires.
+    pub enum Trigger {
+        /// Whenever a multiple has been crossed since the last check: what reports of several ACKs
+        /// allow, and immune to stretch ACKs.
+        Crossing = "crossing",
+        /// Only when the packet count lands exactly on a multiple of the interval ([K], per ACK).
+        ExactMultiple = "exact",
+    }
 }
 
 /// Congestion state, after Linux's: a reduction holds growth and responses until the data in

@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ccp_contract::params::shared;
-use ccp_contract::{Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, ParamError, ParamSpec, Params};
+use ccp_contract::{declare_params, param_choice, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, Param, ParamError, Params};
 
-use super::cross_traffic::{self, LinkRate};
+use super::cross_traffic::LinkRate;
 use super::elasticity::{self, EtaBands, EtaForm, Plans, SpectrumPath};
 use super::election;
 use super::mode::{self, Mode, ModeConfig};
@@ -54,250 +54,233 @@ pub const STALE_RATE_MS: f64 = 500.0;
 /// Time constant of the watcher mode ratio and the multi-pulser ratio, s (authors: 0.02 per 5 ms).
 pub const ROLE_EWMA_TAU_S: f64 = 0.25;
 
-const COMPETITIVE_OPTIONS: &[&str] = &["cubic", "reno", "multcp"];
-const DELAY_OPTIONS: &[&str] = &["basic_delay", "vegas", "copa"];
-const MODE_OPTIONS: &[&str] = &["competitive", "delay"];
-const ETA_FORM_OPTIONS: &[&str] = &["band", "bin"];
-const RESTORE_RTT_OPTIONS: &[&str] = &["current", "sample"];
-const DELAY_LOSS_RESPONSE_OPTIONS: &[&str] = &["decrease", "switch"];
-
-const PARAMS: &[ParamSpec] = &[
-    // The link and the cross-traffic estimate.
-    shared::MU_MBIT_PER_S,
-    shared::MU_WINDOW_S,
-    shared::HEADER_BYTES,
-    ParamSpec::bool(
-        "mu_fit",
-        true,
-        "with mu estimated: mu_hat = max(max receive rate, the intercept of 1/R against 1/S over our pulses), so cross traffic present from the start does not hide mu (cross_traffic::LinkFit)",
-    ),
-    ParamSpec::bool("smooth_rates", false, "replace S and R by EWMAs (gain 0.2) before Eq. 1 (the authors' use_ewma; off)"),
-    ParamSpec::float(
-        "stale_rate_ms",
-        STALE_RATE_MS,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(60_000.0),
-        "ms",
-        "no valid send/receive rate pair for this long: the detector has no evidence and leans elastic",
-    ),
-    // The pulse.
-    ParamSpec::float(
-        "pulse_size",
-        pulse::PULSE_SIZE,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "pulse peak as a fraction of mu (paper Fig. 6: 1/4; trough = 1/3 of it)",
-    ),
-    ParamSpec::float(
-        "pulse_up_fraction",
-        pulse::UP_FRACTION,
-        Bound::Exclusive(0.0),
-        Bound::Exclusive(1.0),
-        "",
-        "fraction of the pulse period in the positive half-sine (paper Fig. 6: 1/4)",
-    ),
-    ParamSpec::float("freq_competitive_hz", FREQ_COMPETITIVE_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pc in competitive mode (paper: 5)"),
-    ParamSpec::float("freq_delay_hz", FREQ_DELAY_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pd in delay mode (paper §4.2: 6)"),
-    ParamSpec::bool(
-        "mode_dependent_frequency",
-        true,
-        "pulse at f_pd in delay mode even as a single flow (authors' code; spec A9); false = always f_pc",
-    ),
-    // The detector.
-    ParamSpec::int("sample_interval_us", SAMPLE_INTERVAL_US as i64, 1_000, 50_000, "µs", "grid step of the sampled series (paper §7: 10 ms)"),
-    ParamSpec::int("fft_len", elasticity::FFT_LEN as i64, 64, 4096, "samples", "pulser FFT window (authors: 512 = 5.12 s; paper: 5 s = 500)"),
-    ParamSpec::int("watcher_fft_len", elasticity::WATCHER_FFT_LEN as i64, 64, 4096, "samples", "watcher FFT window (authors: 256 = 2.56 s)"),
-    ParamSpec::choice(
-        "eta_form",
-        "band",
-        ETA_FORM_OPTIONS,
-        "eta numerator/denominator: \"band\" = band maxima (authors; spec A1, A2), \"bin\" = the paper's Eq. 3 literally: the bin nearest f_p over the largest bin in (f_p + eps, 2 f_p - eps)",
-    ),
-    ParamSpec::float("eps_hz", elasticity::EPS_HZ, Bound::Exclusive(0.0), Bound::Inclusive(5.0), "Hz", "epsilon of Eq. 3: numerator half-width and guard below 2 f_p (and above f_p with eta_form = \"bin\") (paper: 0.5)"),
-    ParamSpec::float(
-        "den_low_offset_hz",
-        elasticity::DEN_LOW_OFFSET_HZ,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(10.0),
-        "Hz",
-        "eta_form = \"band\": the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out); \"bin\" starts it at eps_hz, as Eq. 3",
-    ),
-    ParamSpec::bool(
-        "eta_whiten",
-        false,
-        "in delay mode, divide eta's bins by the gain of the one-RTT rate window, |sinc(f RTT)| floored at 0.2 (elasticity::window_gain): fewer false 'elastic' verdicts against Poisson traffic at long RTTs, but fewer true ones against elastic flows too (off)",
-    ),
-    ParamSpec::bool("align_2rtt", false, "read z 2 RTTs later than the other series in the window (authors' code; spec A7: off)"),
-    ParamSpec::float("eta_thresh", mode::ETA_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "E below this returns to delay mode (paper §3.4: 2)"),
-    ParamSpec::float(
-        "eta_hysteresis",
-        mode::ETA_HYSTERESIS,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(100.0),
-        "",
-        "E above eta_thresh + this switches to competitive mode (authors: 0.25)",
-    ),
-    ParamSpec::float("eta_ewma_tau_s", mode::ETA_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of E, the smoothed eta (spec A5: 0.5)"),
-    ParamSpec::bool("reference_guards", true, "the authors' guards G1-G4 on E (spec §5.6, A6)"),
-    ParamSpec::float("detect_after_s", mode::DETECT_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no detection before this long after the first report (authors: 10)"),
-    ParamSpec::float("switch_after_s", mode::SWITCH_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no mode switch before this long after the first report (authors: 15)"),
-    ParamSpec::float("delay_dwell_s", mode::DELAY_DWELL_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "minimum time since the last switch before returning to delay mode (authors: 5)"),
-    ParamSpec::float(
-        "restore_lookback_s",
-        RESTORE_LOOKBACK_S,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(60.0),
-        "s",
-        "entering competitive mode restores the receive rate from this long ago (paper §4.1: 5)",
-    ),
-    ParamSpec::choice(
-        "restore_rtt",
-        "current",
-        RESTORE_RTT_OPTIONS,
-        "window restored on entering competitive mode: R(5 s ago) times \"current\" = today's RTT (authors' code, spec A10) or \"sample\" = the RTT R was measured at, paced over that RTT until the RTT is back",
-    ),
-    // The controllers.
-    ParamSpec::choice("start_mode", "competitive", MODE_OPTIONS, "mode at flow start (paper §4.1: competitive)"),
-    ParamSpec::choice(
-        "competitive",
-        "cubic",
-        COMPETITIVE_OPTIONS,
-        "TCP-competitive controller (paper: Cubic; NewReno, and MulTCP(N) — the authors' code's default — as options; spec A16)",
-    ),
-    ParamSpec::int(
-        "multcp_flows",
-        multcp::MULTCP_FLOWS as i64,
-        1,
-        64,
-        "flows",
-        "competitive = \"multcp\": number N of Reno flows MulTCP emulates (authors' xtcp_flows: 2)",
-    ),
-    ParamSpec::bool(
-        "cubic_recovery_by_data",
-        false,
-        "competitive Cubic: a congestion event lasts until the flight at the reduction is acknowledged (cubic.rs's default, like Linux); false = one loss reaction per RTT (authors' code, spec §6.4)",
-    ),
-    ParamSpec::choice("delay", "basic_delay", DELAY_OPTIONS, "delay controller (paper §7.1: BasicDelay; Copa default mode and Vegas as options)"),
-    basic_delay::params::ALPHA,
-    basic_delay::params::BETA,
-    basic_delay::params::TARGET_DELAY_MS,
-    basic_delay::params::TARGET_DELAY_FRACTION,
-    ParamSpec::float(
-        "theta_decay_per_s",
-        basic_delay::THETA_DECAY_PER_S,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(100.0),
-        "1/s",
-        "glide of BasicDelay's theta = (x_min + d_t)/x_min back to its target after entering delay mode (spec A17: 0.5)",
-    ),
-    ParamSpec::float("vegas_alpha_pkts", crate::vegas::ALPHA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas alpha when delay = \"vegas\" (spec A18: 2)"),
-    ParamSpec::float("vegas_beta_pkts", crate::vegas::BETA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas beta when delay = \"vegas\" (spec A18: 4)"),
-    ParamSpec::float("copa_delta", crate::copa::DELTA, Bound::Exclusive(0.0), Bound::Inclusive(10.0), "", "Copa delta when delay = \"copa\" (spec A18: 0.5)"),
-    ParamSpec::bool(
-        "copa_target_queue",
-        true,
-        "Copa measures d_q above BasicDelay's target d_t (with its glide) and the all-time minimum RTT, keeping the standing queue Eq. 1 needs (authors' Copa: above 1.2 x_min); false = Copa as published",
-    ),
-    basic_delay::params::MIN_RATE_FRACTION,
-    shared::INIT_CWND_PKTS,
-    // Safety rules.
-    ParamSpec::bool(
-        "insufficient_share_guard",
-        true,
-        "stop pulsing and stay competitive while the base rate is below the pulse trough for an FFT window (paper §6; spec A11)",
-    ),
-    ParamSpec::float(
-        "max_rtt_period_fraction",
-        MAX_RTT_PERIOD_FRACTION,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(100.0),
-        "",
-        "forced competitive while x_min > this / freq_competitive_hz (spec A21: 0.8); 0 = off",
-    ),
-    ParamSpec::float(
-        "delay_loss_limit",
-        DELAY_LOSS_LIMIT,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "in delay mode, a loss rate above this over 1 s periods is excess loss (spec A22: 0.01); 0 = off",
-    ),
-    ParamSpec::choice(
-        "delay_loss_response",
-        "decrease",
-        DELAY_LOSS_RESPONSE_OPTIONS,
-        "excess loss in delay mode: \"decrease\" = rate x 0.7 once losses persist > 1 s (spec A22), \"switch\" = the earlier rule, competitive mode at the first lossy second (flaps back after the dwell)",
-    ),
-    // Several NimbusCC flows.
-    ParamSpec::bool("multi_flow", false, "pulser/watcher roles with the randomized election of paper §4.2 (off, as in the authors' code)"),
-    ParamSpec::bool("expect_nimbus_peers", false, "with multi_flow: start in delay mode (paper §4.2 deployment scenarios)"),
-    ParamSpec::float("kappa", election::KAPPA, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "expected new pulsers per FFT window, Eq. 5 (paper: 1)"),
-    ParamSpec::float("election_period_ms", election::ELECTION_PERIOD_US as f64 / 1e3, Bound::Exclusive(0.0), Bound::Inclusive(10_000.0), "ms", "tau of Eq. 5: period of election decisions (paper: 10)"),
-    ParamSpec::float(
-        "pulser_exit_prob",
-        election::PULSER_EXIT_PROB,
-        Bound::Inclusive(0.0),
-        Bound::Inclusive(1.0),
-        "",
-        "probability per election period that a pulser seeing another pulser becomes a watcher (spec A14: 0.01)",
-    ),
-    ParamSpec::float("multi_pulser_thresh", election::MULTI_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "EWMA |Z|/|Y| over the pulse band above which a pulser suspects another (authors: 2)"),
-    ParamSpec::float("no_pulser_thresh", election::NO_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "watcher: pulse band over high band of |R| below this = no pulser (authors: 1.5)"),
-    ParamSpec::float(
-        "watcher_switch_thresh",
-        election::WATCHER_SWITCH_THRESH,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(100.0),
-        "",
-        "watcher: |R(f_other)|/|R(f_current)| EWMA above this follows the other mode (authors: 1.25)",
-    ),
-    ParamSpec::float(
-        "watcher_rate_gain",
-        election::WATCHER_RATE_GAIN,
-        Bound::Exclusive(0.0),
-        Bound::Inclusive(1.0),
-        "per 10 ms",
-        "gain of the watcher's low-pass filter on its sending rate (spec A12: 0.03, >= 20 dB at 5 Hz)",
-    ),
-    ParamSpec::float("role_ewma_tau_s", ROLE_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of the watcher mode ratio and the pulser's multi-pulser ratio (authors: 0.25)"),
-    ParamSpec::int("seed", 0, 0, i64::MAX, "", "seed of the election's random generator (mixed with the flow's creation index)"),
-    ParamSpec::int("report_interval_us", REPORT_INTERVAL_US as i64, 1_000, 100_000, "µs", "report interval requested from the datapath (paper §7: 10 ms)"),
-];
+declare_params! {
+    /// NimbusCC's parameters, as declared; [`NimbusConfig`] is what they configure.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct NimbusParams {
+        // The link and the cross-traffic estimate.
+        pub mu_mbit_per_s: f64 = shared::MU_MBIT_PER_S,
+        pub mu_window_s: f64 = shared::MU_WINDOW_S,
+        pub header_bytes: f64 = shared::HEADER_BYTES,
+        pub mu_fit: bool = Param::bool(
+            true,
+            "with mu estimated: mu_hat = max(max receive rate, the intercept of 1/R against 1/S over our pulses), so cross traffic present from the start does not hide mu (cross_traffic::LinkFit)",
+        ),
+        pub smooth_rates: bool = Param::bool(false, "replace S and R by EWMAs (gain 0.2) before Eq. 1 (the authors' use_ewma; off)"),
+        pub stale_rate_ms: f64 = Param::float(
+            STALE_RATE_MS,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(60_000.0),
+            "ms",
+            "no valid send/receive rate pair for this long: the detector has no evidence and leans elastic",
+        ),
+        // The pulse.
+        pub pulse_size: f64 = Param::float(
+            pulse::PULSE_SIZE,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "pulse peak as a fraction of mu (paper Fig. 6: 1/4; trough = 1/3 of it)",
+        ),
+        pub pulse_up_fraction: f64 = Param::float(
+            pulse::UP_FRACTION,
+            Bound::Exclusive(0.0),
+            Bound::Exclusive(1.0),
+            "",
+            "fraction of the pulse period in the positive half-sine (paper Fig. 6: 1/4)",
+        ),
+        pub freq_competitive_hz: f64 = Param::float(FREQ_COMPETITIVE_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pc in competitive mode (paper: 5)"),
+        pub freq_delay_hz: f64 = Param::float(FREQ_DELAY_HZ, Bound::Exclusive(0.0), Bound::Inclusive(20.0), "Hz", "pulse frequency f_pd in delay mode (paper §4.2: 6)"),
+        pub mode_dependent_frequency: bool = Param::bool(
+            true,
+            "pulse at f_pd in delay mode even as a single flow (authors' code; spec A9); false = always f_pc",
+        ),
+        // The detector.
+        pub sample_interval_us: u64 = Param::int(SAMPLE_INTERVAL_US as i64, 1_000, 50_000, "µs", "grid step of the sampled series (paper §7: 10 ms)"),
+        pub fft_len: usize = Param::int(elasticity::FFT_LEN as i64, 64, 4096, "samples", "pulser FFT window (authors: 512 = 5.12 s; paper: 5 s = 500)"),
+        pub watcher_fft_len: usize = Param::int(elasticity::WATCHER_FFT_LEN as i64, 64, 4096, "samples", "watcher FFT window (authors: 256 = 2.56 s)"),
+        pub eta_form: EtaForm = Param::choice(
+            "band",
+            "eta numerator/denominator: \"band\" = band maxima (authors; spec A1, A2), \"bin\" = the paper's Eq. 3 literally: the bin nearest f_p over the largest bin in (f_p + eps, 2 f_p - eps)",
+        ),
+        pub eps_hz: f64 = Param::float(elasticity::EPS_HZ, Bound::Exclusive(0.0), Bound::Inclusive(5.0), "Hz", "epsilon of Eq. 3: numerator half-width and guard below 2 f_p (and above f_p with eta_form = \"bin\") (paper: 0.5)"),
+        pub den_low_offset_hz: f64 = Param::float(
+            elasticity::DEN_LOW_OFFSET_HZ,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(10.0),
+            "Hz",
+            "eta_form = \"band\": the denominator band starts this far above f_p (authors: 1.5, keeps the other pulsing frequency out); \"bin\" starts it at eps_hz, as Eq. 3",
+        ),
+        pub eta_whiten: bool = Param::bool(
+            false,
+            "in delay mode, divide eta's bins by the gain of the one-RTT rate window, |sinc(f RTT)| floored at 0.2 (elasticity::window_gain): fewer false 'elastic' verdicts against Poisson traffic at long RTTs, but fewer true ones against elastic flows too (off)",
+        ),
+        pub align_2rtt: bool = Param::bool(false, "read z 2 RTTs later than the other series in the window (authors' code; spec A7: off)"),
+        pub eta_thresh: f64 = Param::float(mode::ETA_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "E below this returns to delay mode (paper §3.4: 2)"),
+        pub eta_hysteresis: f64 = Param::float(
+            mode::ETA_HYSTERESIS,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(100.0),
+            "",
+            "E above eta_thresh + this switches to competitive mode (authors: 0.25)",
+        ),
+        pub eta_ewma_tau_s: f64 = Param::float(mode::ETA_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of E, the smoothed eta (spec A5: 0.5)"),
+        pub reference_guards: bool = Param::bool(true, "the authors' guards G1-G4 on E (spec §5.6, A6)"),
+        pub detect_after_s: f64 = Param::float(mode::DETECT_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no detection before this long after the first report (authors: 10)"),
+        pub switch_after_s: f64 = Param::float(mode::SWITCH_AFTER_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "no mode switch before this long after the first report (authors: 15)"),
+        pub delay_dwell_s: f64 = Param::float(mode::DELAY_DWELL_S, Bound::Inclusive(0.0), Bound::Inclusive(3600.0), "s", "minimum time since the last switch before returning to delay mode (authors: 5)"),
+        pub restore_lookback_s: f64 = Param::float(
+            RESTORE_LOOKBACK_S,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(60.0),
+            "s",
+            "entering competitive mode restores the receive rate from this long ago (paper §4.1: 5)",
+        ),
+        pub restore_rtt: RestoreRtt = Param::choice(
+            "current",
+            "window restored on entering competitive mode: R(5 s ago) times \"current\" = today's RTT (authors' code, spec A10) or \"sample\" = the RTT R was measured at, paced over that RTT until the RTT is back",
+        ),
+        // The controllers.
+        pub start_mode: Mode = Param::choice("competitive", "mode at flow start (paper §4.1: competitive)"),
+        pub competitive: CompetitiveAlg = Param::choice(
+            "cubic",
+            "TCP-competitive controller (paper: Cubic; NewReno, and MulTCP(N) — the authors' code's default — as options; spec A16)",
+        ),
+        pub multcp_flows: usize = Param::int(
+            multcp::MULTCP_FLOWS as i64,
+            1,
+            64,
+            "flows",
+            "competitive = \"multcp\": number N of Reno flows MulTCP emulates (authors' xtcp_flows: 2)",
+        ),
+        pub cubic_recovery_by_data: bool = Param::bool(
+            false,
+            "competitive Cubic: a congestion event lasts until the flight at the reduction is acknowledged (cubic.rs's default, like Linux); false = one loss reaction per RTT (authors' code, spec §6.4)",
+        ),
+        pub delay: DelayAlg = Param::choice("basic_delay", "delay controller (paper §7.1: BasicDelay; Copa default mode and Vegas as options)"),
+        pub alpha: f64 = basic_delay::params::ALPHA,
+        pub beta: f64 = basic_delay::params::BETA,
+        pub target_delay_ms: f64 = basic_delay::params::TARGET_DELAY_MS,
+        pub target_delay_fraction: f64 = basic_delay::params::TARGET_DELAY_FRACTION,
+        pub theta_decay_per_s: f64 = Param::float(
+            basic_delay::THETA_DECAY_PER_S,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(100.0),
+            "1/s",
+            "glide of BasicDelay's theta = (x_min + d_t)/x_min back to its target after entering delay mode (spec A17: 0.5)",
+        ),
+        pub vegas_alpha_pkts: f64 = Param::float(crate::vegas::ALPHA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas alpha when delay = \"vegas\" (spec A18: 2)"),
+        pub vegas_beta_pkts: f64 = Param::float(crate::vegas::BETA_PKTS, Bound::Inclusive(0.0), Bound::Inclusive(1000.0), "packets", "Vegas beta when delay = \"vegas\" (spec A18: 4)"),
+        pub copa_delta: f64 = Param::float(crate::copa::DELTA, Bound::Exclusive(0.0), Bound::Inclusive(10.0), "", "Copa delta when delay = \"copa\" (spec A18: 0.5)"),
+        pub copa_target_queue: bool = Param::bool(
+            true,
+            "Copa measures d_q above BasicDelay's target d_t (with its glide) and the all-time minimum RTT, keeping the standing queue Eq. 1 needs (authors' Copa: above 1.2 x_min); false = Copa as published",
+        ),
+        pub min_rate_fraction: f64 = basic_delay::params::MIN_RATE_FRACTION,
+        pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
+        // Safety rules.
+        pub insufficient_share_guard: bool = Param::bool(
+            true,
+            "stop pulsing and stay competitive while the base rate is below the pulse trough for an FFT window (paper §6; spec A11)",
+        ),
+        pub max_rtt_period_fraction: f64 = Param::float(
+            MAX_RTT_PERIOD_FRACTION,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(100.0),
+            "",
+            "forced competitive while x_min > this / freq_competitive_hz (spec A21: 0.8); 0 = off",
+        ),
+        pub delay_loss_limit: f64 = Param::float(
+            DELAY_LOSS_LIMIT,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "in delay mode, a loss rate above this over 1 s periods is excess loss (spec A22: 0.01); 0 = off",
+        ),
+        pub delay_loss_response: DelayLossResponse = Param::choice(
+            "decrease",
+            "excess loss in delay mode: \"decrease\" = rate x 0.7 once losses persist > 1 s (spec A22), \"switch\" = the earlier rule, competitive mode at the first lossy second (flaps back after the dwell)",
+        ),
+        // Several NimbusCC flows.
+        pub multi_flow: bool = Param::bool(false, "pulser/watcher roles with the randomized election of paper §4.2 (off, as in the authors' code)"),
+        pub expect_nimbus_peers: bool = Param::bool(false, "with multi_flow: start in delay mode (paper §4.2 deployment scenarios)"),
+        pub kappa: f64 = Param::float(election::KAPPA, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "expected new pulsers per FFT window, Eq. 5 (paper: 1)"),
+        pub election_period_ms: f64 = Param::float(election::ELECTION_PERIOD_US as f64 / 1e3, Bound::Exclusive(0.0), Bound::Inclusive(10_000.0), "ms", "tau of Eq. 5: period of election decisions (paper: 10)"),
+        pub pulser_exit_prob: f64 = Param::float(
+            election::PULSER_EXIT_PROB,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1.0),
+            "",
+            "probability per election period that a pulser seeing another pulser becomes a watcher (spec A14: 0.01)",
+        ),
+        pub multi_pulser_thresh: f64 = Param::float(election::MULTI_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "EWMA |Z|/|Y| over the pulse band above which a pulser suspects another (authors: 2)"),
+        pub no_pulser_thresh: f64 = Param::float(election::NO_PULSER_THRESH, Bound::Exclusive(0.0), Bound::Inclusive(100.0), "", "watcher: pulse band over high band of |R| below this = no pulser (authors: 1.5)"),
+        pub watcher_switch_thresh: f64 = Param::float(
+            election::WATCHER_SWITCH_THRESH,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(100.0),
+            "",
+            "watcher: |R(f_other)|/|R(f_current)| EWMA above this follows the other mode (authors: 1.25)",
+        ),
+        pub watcher_rate_gain: f64 = Param::float(
+            election::WATCHER_RATE_GAIN,
+            Bound::Exclusive(0.0),
+            Bound::Inclusive(1.0),
+            "per 10 ms",
+            "gain of the watcher's low-pass filter on its sending rate (spec A12: 0.03, >= 20 dB at 5 Hz)",
+        ),
+        pub role_ewma_tau_s: f64 = Param::float(ROLE_EWMA_TAU_S, Bound::Exclusive(0.0), Bound::Inclusive(60.0), "s", "time constant of the watcher mode ratio and the pulser's multi-pulser ratio (authors: 0.25)"),
+        pub seed: u64 = Param::int(0, 0, i64::MAX, "", "seed of the election's random generator (mixed with the flow's creation index)"),
+        pub report_interval_us: u64 = Param::int(REPORT_INTERVAL_US as i64, 1_000, 100_000, "µs", "report interval requested from the datapath (paper §7: 10 ms)"),
+    }
+}
 
 pub const INFO: AlgorithmInfo = AlgorithmInfo {
     name: "nimbus",
     summary: "NimbusCC: FFT elasticity detection of cross traffic; Cubic/Reno when it is elastic, BasicDelay/Vegas/Copa when not",
     reference: "Goyal et al., Elasticity Detection, SIGCOMM 2022 §3-4 (specs/nimbus.md); Goyal, PhD thesis, MIT 2021, ch. 4",
-    params: PARAMS,
+    params: NimbusParams::PARAMS,
     build,
 };
 
-/// The TCP-competitive controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompetitiveAlg {
-    Cubic,
-    Reno,
-    /// MulTCP(N): N virtual Reno flows (spec §6.4).
-    MulTcp,
+param_choice! {
+    /// The TCP-competitive controller.
+    pub enum CompetitiveAlg {
+        Cubic = "cubic",
+        Reno = "reno",
+        /// MulTCP(N): N virtual Reno flows (spec §6.4).
+        MulTcp = "multcp",
+    }
 }
 
-/// The delay controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DelayAlg {
-    BasicDelay,
-    Vegas,
-    Copa,
+param_choice! {
+    /// The delay controller.
+    pub enum DelayAlg {
+        BasicDelay = "basic_delay",
+        Vegas = "vegas",
+        Copa = "copa",
+    }
 }
 
-/// What excess loss in delay mode does (spec A22).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DelayLossResponse {
-    /// The spec's resolution: a multiplicative safety decrease once losses persist.
-    Decrease,
-    /// The earlier rule, kept to show its flapping: switch to competitive mode at the first lossy
-    /// period, bypassing η; η brings the flow back after the dwell.
-    Switch,
+param_choice! {
+    /// What excess loss in delay mode does (spec A22).
+    pub enum DelayLossResponse {
+        /// The spec's resolution: a multiplicative safety decrease once losses persist.
+        Decrease = "decrease",
+        /// The earlier rule, kept to show its flapping: switch to competitive mode at the first lossy
+        /// period, bypassing η; η brings the flow back after the dwell.
+        Switch = "switch",
+    }
+}
+
+param_choice! {
+    /// The RTT the window restored on entering competitive mode is computed with (spec A10).
+    pub enum RestoreRtt {
+        /// Today's RTT (the authors' code).
+        Current = "current",
+        /// The RTT the restored rate was measured at, paced over that RTT until the RTT is back.
+        Sample = "sample",
+    }
 }
 
 /// A validated NimbusCC configuration.
@@ -361,68 +344,86 @@ pub struct NimbusConfig {
     pub report_interval_us: u64,
 }
 
-impl Default for NimbusConfig {
-    fn default() -> Self {
+impl From<&NimbusParams> for NimbusConfig {
+    fn from(p: &NimbusParams) -> Self {
+        let s_to_us = |s: f64| (s * US_PER_S) as u64;
         NimbusConfig {
-            link_rate: LinkRate::MaxReceive { window_us: u64::MAX },
-            header_bytes: cross_traffic::HEADER_BYTES,
-            mu_fit: true,
-            smooth_rates: false,
-            stale_rate_us: (STALE_RATE_MS * 1e3) as u64,
-            pulse: Pulse::default(),
-            freq_competitive_hz: FREQ_COMPETITIVE_HZ,
-            freq_delay_hz: FREQ_DELAY_HZ,
-            mode_dependent_frequency: true,
-            sample_interval_us: SAMPLE_INTERVAL_US,
-            fft_len: elasticity::FFT_LEN,
-            watcher_fft_len: elasticity::WATCHER_FFT_LEN,
-            bands: EtaBands::default(),
-            align_2rtt: false,
+            link_rate: basic_delay::link_rate(p.mu_mbit_per_s, p.mu_window_s),
+            header_bytes: p.header_bytes,
+            mu_fit: p.mu_fit,
+            smooth_rates: p.smooth_rates,
+            stale_rate_us: (p.stale_rate_ms * 1e3) as u64,
+            pulse: Pulse { size: p.pulse_size, up_fraction: p.pulse_up_fraction },
+            freq_competitive_hz: p.freq_competitive_hz,
+            freq_delay_hz: p.freq_delay_hz,
+            mode_dependent_frequency: p.mode_dependent_frequency,
+            sample_interval_us: p.sample_interval_us,
+            fft_len: p.fft_len,
+            watcher_fft_len: p.watcher_fft_len,
+            bands: EtaBands { form: p.eta_form, eps_hz: p.eps_hz, den_low_offset_hz: p.den_low_offset_hz, whiten: p.eta_whiten },
+            align_2rtt: p.align_2rtt,
             spectrum_path: SpectrumPath::Sliding,
-            mode: ModeConfig::default(),
-            detect_after_us: (mode::DETECT_AFTER_S * US_PER_S) as u64,
-            switch_after_us: (mode::SWITCH_AFTER_S * US_PER_S) as u64,
-            restore_lookback_us: (RESTORE_LOOKBACK_S * US_PER_S) as u64,
-            restore_sample_rtt: false,
-            start_mode: Mode::Competitive,
-            competitive: CompetitiveAlg::Cubic,
-            delay: DelayAlg::BasicDelay,
+            mode: ModeConfig {
+                eta_thresh: p.eta_thresh,
+                eta_hysteresis: p.eta_hysteresis,
+                ewma_tau_s: p.eta_ewma_tau_s,
+                reference_guards: p.reference_guards,
+                delay_dwell_us: s_to_us(p.delay_dwell_s),
+            },
+            detect_after_us: s_to_us(p.detect_after_s),
+            switch_after_us: s_to_us(p.switch_after_s),
+            restore_lookback_us: s_to_us(p.restore_lookback_s),
+            restore_sample_rtt: p.restore_rtt == RestoreRtt::Sample,
+            start_mode: p.start_mode,
+            competitive: p.competitive,
+            delay: p.delay,
             basic_delay: BasicDelayCore::new(
-                basic_delay::ALPHA,
-                basic_delay::BETA,
-                TargetDelay::Relative(basic_delay::TARGET_DELAY_FRACTION),
-                basic_delay::THETA_DECAY_PER_S,
+                p.alpha,
+                p.beta,
+                TargetDelay::from_params(p.target_delay_ms, p.target_delay_fraction),
+                p.theta_decay_per_s,
             ),
-            vegas: VegasConfig::default(),
+            vegas: VegasConfig { alpha_pkts: p.vegas_alpha_pkts, beta_pkts: p.vegas_beta_pkts, ..VegasConfig::default() },
             // All-time RTT_min, as BasicDelay's x_min: with a standing queue held on purpose the
             // queue never drains, and a 10 s window would drift upward with it.
-            copa: CopaConfig { min_rtt_window_us: u64::MAX, ..CopaConfig::default() },
-            copa_target_queue: true,
+            copa: CopaConfig { delta: p.copa_delta, min_rtt_window_us: u64::MAX, ..CopaConfig::default() },
+            copa_target_queue: p.copa_target_queue,
             // The authors' Cubic reacts to at most one loss per RTT (spec §6.4); the fluid
             // simulation's expectations were set with that rule (see `cubic_recovery_by_data`).
             // Their Cubic has no HyStart: slow start runs to the first loss (spec §6.4, A19).
-            cubic: CubicConfig { recovery_by_data: false, hystart: false, ..CubicConfig::default() },
-            reno: RenoConfig::default(),
-            multcp_flows: multcp::MULTCP_FLOWS,
-            min_rate_fraction: basic_delay::MIN_RATE_FRACTION,
-            init_cwnd_pkts: 10.0,
-            insufficient_share_guard: true,
-            max_rtt_period_fraction: MAX_RTT_PERIOD_FRACTION,
-            delay_loss_limit: DELAY_LOSS_LIMIT,
-            delay_loss_response: DelayLossResponse::Decrease,
-            multi_flow: false,
-            expect_nimbus_peers: false,
-            kappa: election::KAPPA,
-            election_period_us: election::ELECTION_PERIOD_US,
-            pulser_exit_prob: election::PULSER_EXIT_PROB,
-            multi_pulser_thresh: election::MULTI_PULSER_THRESH,
-            no_pulser_thresh: election::NO_PULSER_THRESH,
-            watcher_switch_thresh: election::WATCHER_SWITCH_THRESH,
-            watcher_rate_gain: election::WATCHER_RATE_GAIN,
-            role_ewma_tau_s: ROLE_EWMA_TAU_S,
-            seed: 0,
-            report_interval_us: REPORT_INTERVAL_US,
+            cubic: CubicConfig {
+                init_cwnd_pkts: p.init_cwnd_pkts,
+                recovery_by_data: p.cubic_recovery_by_data,
+                hystart: false,
+                ..CubicConfig::default()
+            },
+            reno: RenoConfig { init_cwnd_pkts: p.init_cwnd_pkts, ..RenoConfig::default() },
+            multcp_flows: p.multcp_flows,
+            min_rate_fraction: p.min_rate_fraction,
+            init_cwnd_pkts: p.init_cwnd_pkts,
+            insufficient_share_guard: p.insufficient_share_guard,
+            max_rtt_period_fraction: p.max_rtt_period_fraction,
+            delay_loss_limit: p.delay_loss_limit,
+            delay_loss_response: p.delay_loss_response,
+            multi_flow: p.multi_flow,
+            expect_nimbus_peers: p.expect_nimbus_peers,
+            kappa: p.kappa,
+            election_period_us: ((p.election_period_ms * 1e3) as u64).max(1),
+            pulser_exit_prob: p.pulser_exit_prob,
+            multi_pulser_thresh: p.multi_pulser_thresh,
+            no_pulser_thresh: p.no_pulser_thresh,
+            watcher_switch_thresh: p.watcher_switch_thresh,
+            watcher_rate_gain: p.watcher_rate_gain,
+            role_ewma_tau_s: p.role_ewma_tau_s,
+            seed: p.seed,
+            report_interval_us: p.report_interval_us,
         }
+    }
+}
+
+impl Default for NimbusConfig {
+    fn default() -> Self {
+        NimbusConfig::from(&NimbusParams::default())
     }
 }
 
@@ -540,94 +541,7 @@ impl NimbusConfig {
 }
 
 fn build(p: &Params) -> Result<Arc<dyn AlgorithmFactory>, ParamError> {
-    let s_to_us = |name: &str| (p.float(name) * US_PER_S) as u64;
-    let d_t = p.float("target_delay_ms");
-    let cfg = NimbusConfig {
-        link_rate: basic_delay::link_rate(p.float("mu_mbit_per_s"), p.float("mu_window_s")),
-        header_bytes: p.float("header_bytes"),
-        mu_fit: p.bool("mu_fit"),
-        smooth_rates: p.bool("smooth_rates"),
-        stale_rate_us: (p.float("stale_rate_ms") * 1e3) as u64,
-        pulse: Pulse { size: p.float("pulse_size"), up_fraction: p.float("pulse_up_fraction") },
-        freq_competitive_hz: p.float("freq_competitive_hz"),
-        freq_delay_hz: p.float("freq_delay_hz"),
-        mode_dependent_frequency: p.bool("mode_dependent_frequency"),
-        sample_interval_us: p.int("sample_interval_us") as u64,
-        fft_len: p.int("fft_len") as usize,
-        watcher_fft_len: p.int("watcher_fft_len") as usize,
-        bands: EtaBands {
-            form: if p.choice("eta_form") == "bin" { EtaForm::Bin } else { EtaForm::Band },
-            eps_hz: p.float("eps_hz"),
-            den_low_offset_hz: p.float("den_low_offset_hz"),
-            whiten: p.bool("eta_whiten"),
-        },
-        align_2rtt: p.bool("align_2rtt"),
-        spectrum_path: SpectrumPath::Sliding,
-        mode: ModeConfig {
-            eta_thresh: p.float("eta_thresh"),
-            eta_hysteresis: p.float("eta_hysteresis"),
-            ewma_tau_s: p.float("eta_ewma_tau_s"),
-            reference_guards: p.bool("reference_guards"),
-            delay_dwell_us: s_to_us("delay_dwell_s"),
-        },
-        detect_after_us: s_to_us("detect_after_s"),
-        switch_after_us: s_to_us("switch_after_s"),
-        restore_lookback_us: s_to_us("restore_lookback_s"),
-        restore_sample_rtt: p.choice("restore_rtt") == "sample",
-        start_mode: if p.choice("start_mode") == "delay" { Mode::Delay } else { Mode::Competitive },
-        competitive: match p.choice("competitive") {
-            "reno" => CompetitiveAlg::Reno,
-            "multcp" => CompetitiveAlg::MulTcp,
-            _ => CompetitiveAlg::Cubic,
-        },
-        delay: match p.choice("delay") {
-            "vegas" => DelayAlg::Vegas,
-            "copa" => DelayAlg::Copa,
-            _ => DelayAlg::BasicDelay,
-        },
-        basic_delay: BasicDelayCore::new(
-            p.float("alpha"),
-            p.float("beta"),
-            if d_t > 0.0 { TargetDelay::Absolute(d_t / 1e3) } else { TargetDelay::Relative(p.float("target_delay_fraction")) },
-            p.float("theta_decay_per_s"),
-        ),
-        vegas: VegasConfig {
-            alpha_pkts: p.float("vegas_alpha_pkts"),
-            beta_pkts: p.float("vegas_beta_pkts"),
-            ..VegasConfig::default()
-        },
-        copa: CopaConfig { delta: p.float("copa_delta"), ..NimbusConfig::default().copa },
-        copa_target_queue: p.bool("copa_target_queue"),
-        cubic: CubicConfig {
-            init_cwnd_pkts: p.float("init_cwnd_pkts"),
-            recovery_by_data: p.bool("cubic_recovery_by_data"),
-            ..NimbusConfig::default().cubic
-        },
-        reno: RenoConfig { init_cwnd_pkts: p.float("init_cwnd_pkts"), ..RenoConfig::default() },
-        multcp_flows: p.int("multcp_flows") as usize,
-        min_rate_fraction: p.float("min_rate_fraction"),
-        init_cwnd_pkts: p.float("init_cwnd_pkts"),
-        insufficient_share_guard: p.bool("insufficient_share_guard"),
-        max_rtt_period_fraction: p.float("max_rtt_period_fraction"),
-        delay_loss_limit: p.float("delay_loss_limit"),
-        delay_loss_response: if p.choice("delay_loss_response") == "switch" {
-            DelayLossResponse::Switch
-        } else {
-            DelayLossResponse::Decrease
-        },
-        multi_flow: p.bool("multi_flow"),
-        expect_nimbus_peers: p.bool("expect_nimbus_peers"),
-        kappa: p.float("kappa"),
-        election_period_us: ((p.float("election_period_ms") * 1e3) as u64).max(1),
-        pulser_exit_prob: p.float("pulser_exit_prob"),
-        multi_pulser_thresh: p.float("multi_pulser_thresh"),
-        no_pulser_thresh: p.float("no_pulser_thresh"),
-        watcher_switch_thresh: p.float("watcher_switch_thresh"),
-        watcher_rate_gain: p.float("watcher_rate_gain"),
-        role_ewma_tau_s: p.float("role_ewma_tau_s"),
-        seed: p.int("seed") as u64,
-        report_interval_us: p.int("report_interval_us") as u64,
-    };
+    let cfg = NimbusConfig::from(&NimbusParams::from_params(p)?);
     if cfg.vegas.alpha_pkts > cfg.vegas.beta_pkts {
         return Err(p.invalid("vegas_alpha_pkts", "must not exceed vegas_beta_pkts"));
     }

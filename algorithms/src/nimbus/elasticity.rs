@@ -73,14 +73,15 @@ pub const ETA_MAX: f64 = 1e3;
 /// avg_z and avg_rtt are means over this last fraction of the window (authors' code).
 const TAIL_FRACTION: f64 = 0.25;
 
-/// How η's numerator and denominator are read off the spectrum.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EtaForm {
-    /// Band maxima with the authors' edges (default).
-    Band,
-    /// The paper's Eq. 3 literally: the bin nearest f_p over the maximum in the open band
-    /// (f_p + ε, 2f_p − ε).
-    Bin,
+ccp_contract::param_choice! {
+    /// How η's numerator and denominator are read off the spectrum.
+    pub enum EtaForm {
+        /// Band maxima with the authors' edges (default).
+        Band = "band",
+        /// The paper's Eq. 3 literally: the bin nearest f_p over the maximum in the open band
+        /// (f_p + ε, 2f_p − ε).
+        Bin = "bin",
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

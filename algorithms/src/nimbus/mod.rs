@@ -134,9 +134,9 @@ use crate::reno::Reno;
 use crate::vegas::Vegas;
 
 pub use config::{
-    CompetitiveAlg, DelayAlg, DelayLossResponse, NimbusConfig, NimbusFactory, DELAY_LOSS_BACKOFF, DELAY_LOSS_LIMIT,
-    DELAY_LOSS_PERIOD_US, DELAY_LOSS_PERSIST_PERIODS, FREQ_COMPETITIVE_HZ, FREQ_DELAY_HZ, INFO, MAX_RTT_PERIOD_FRACTION,
-    REPORT_INTERVAL_US, RESTORE_LOOKBACK_S, ROLE_EWMA_TAU_S, SAMPLE_INTERVAL_US, STALE_RATE_MS,
+    CompetitiveAlg, DelayAlg, DelayLossResponse, NimbusConfig, NimbusFactory, NimbusParams, RestoreRtt, DELAY_LOSS_BACKOFF,
+    DELAY_LOSS_LIMIT, DELAY_LOSS_PERIOD_US, DELAY_LOSS_PERSIST_PERIODS, FREQ_COMPETITIVE_HZ, FREQ_DELAY_HZ, INFO,
+    MAX_RTT_PERIOD_FRACTION, REPORT_INTERVAL_US, RESTORE_LOOKBACK_S, ROLE_EWMA_TAU_S, SAMPLE_INTERVAL_US, STALE_RATE_MS,
 };
 use cross_traffic::{CrossTrafficConfig, CrossTrafficEstimator, Estimate, MAX_RATE_BYTES_PER_S};
 use elasticity::{Detector, Plans, PulserMeasurement};

@@ -74,13 +74,14 @@ impl GainCache {
     }
 }
 
-/// NimbusCC's operating mode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// TCP-competitive (Cubic or Reno).
-    Competitive,
-    /// Delay-controlling (BasicDelay, Vegas or Copa).
-    Delay,
+ccp_contract::param_choice! {
+    /// NimbusCC's operating mode.
+    pub enum Mode {
+        /// TCP-competitive (Cubic or Reno).
+        Competitive = "competitive",
+        /// Delay-controlling (BasicDelay, Vegas or Copa).
+        Delay = "delay",
+    }
 }
 
 impl Mode {

@@ -9,7 +9,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::nimbus::elasticity::tests::Gauss;
 use crate::test_support::{check_sane, reports};
-use ccp_contract::{AlgorithmFactory, Params, RttStats, Seed};
+use crate::window::RenoBased;
+use ccp_contract::{AlgorithmFactory, RttStats, Seed};
 use cross_traffic::LinkRate;
 use election::SplitMix64;
 use mode::ModeConfig;
@@ -666,7 +667,7 @@ fn multcp_competitive_mode_restores_n_equal_windows() {
     let f = INFO.configure(&"competitive = \"multcp\"\nmultcp_flows = 4".parse().unwrap()).unwrap();
     assert_eq!(f.name(), "nimbus");
     assert!(INFO.configure(&"multcp_flows = 0".parse().unwrap()).is_err());
-    assert_eq!(Params::defaults(INFO.name, INFO.params).int("multcp_flows"), 2);
+    assert_eq!(NimbusParams::default().multcp_flows, 2);
 }
 
 #[test]
@@ -714,16 +715,16 @@ fn params_defaults_and_cross_field_checks() {
         INFO.configure(&good.parse().unwrap()).unwrap_or_else(|e| panic!("{good:?}: {e}"));
     }
     // Every declared parameter has its paper/authors default.
-    let p = Params::defaults(INFO.name, INFO.params);
-    assert_eq!(p.float("pulse_size"), 0.25);
-    assert_eq!(p.float("freq_competitive_hz"), 5.0);
-    assert_eq!(p.float("freq_delay_hz"), 6.0);
-    assert_eq!(p.int("fft_len"), 512);
-    assert_eq!(p.float("eta_thresh"), 2.0);
-    assert_eq!(p.float("alpha"), 0.8);
-    assert_eq!(p.float("beta"), 0.5);
-    assert_eq!(p.float("kappa"), 1.0);
-    assert_eq!(p.float("election_period_ms"), 10.0);
+    let p = NimbusParams::default();
+    assert_eq!(p.pulse_size, 0.25);
+    assert_eq!(p.freq_competitive_hz, 5.0);
+    assert_eq!(p.freq_delay_hz, 6.0);
+    assert_eq!(p.fft_len, 512);
+    assert_eq!(p.eta_thresh, 2.0);
+    assert_eq!(p.alpha, 0.8);
+    assert_eq!(p.beta, 0.5);
+    assert_eq!(p.kappa, 1.0);
+    assert_eq!(p.election_period_ms, 10.0);
 }
 
 /// Issue 18 item 7: multi_flow with μ̂ estimated per flow elects ≈ N·κ pulsers; it is rejected with
