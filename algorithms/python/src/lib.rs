@@ -1,10 +1,10 @@
 //! Congestion control algorithms written in Python, run by ccp-agent.
 //!
-//! A Python algorithm is a class (see `python/ccp_agent_base.py` and the README's "Write your own
-//! algorithm in Python") named `py:path/to/file.py:Class` wherever an algorithm name goes: `run
-//! --algorithm`, configuration rules, `ctl swap`, ccp-sim scenarios and ccp-lab schemes. Each
-//! binary that hosts them calls [`register`] once, and from then on the algorithm registry
-//! resolves `py:` names through [`loader`].
+//! A Python algorithm is a class (see `python/ccp_agent_base.py` and docs/python.md) named
+//! `py:path/to/file.py:Class` wherever an algorithm name goes: `run --algorithm`, configuration
+//! rules, `ctl swap`, ccp-sim scenarios and ccp-lab schemes. Each binary that hosts them calls
+//! [`register`] once, and from then on the algorithm registry resolves `py:` names through
+//! [`loader`].
 //!
 //! - [`api`]: the `ccp_agent` Python module: `Report`, `FlowStart`, `Action`, `Param`, … with the
 //!   Rust contract's names and units.

@@ -5,7 +5,7 @@
 //!
 //! CI runs 10,000 flows for ~12 s at 10 ms reports; `CCP_FLOOD_FLOWS`, `CCP_FLOOD_SECS` and
 //! `CCP_FLOOD_INTERVAL_US` make the benchmark variant bigger, longer or denser (run it with
-//! `--release`: the figures in the README are from that).
+//! `--release`: the figures in docs/performance.md are from that).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
