@@ -39,7 +39,13 @@ use crate::config::{CrossSpec, FlowGroup, Loaded, Scenario};
 use crate::echo::CeEcho;
 use crate::error::{Error, Result};
 use crate::link::Link;
-use crate::metrics::{self, FlowExtra, QueueGrid, QueueSamples, Tick, Window};
+use crate::metrics::agent_trace::parse_agent_trace;
+use crate::metrics::bottleneck::{link_series, QueueGrid};
+use crate::metrics::classify::{classify, elastic_at};
+use crate::metrics::flows::{flow_metrics, FlowExtra, Tick};
+use crate::metrics::indices::{jain, run_indices, Indices};
+use crate::metrics::queue::QueueSamples;
+use crate::metrics::Window;
 use crate::output::{self, RunRecord};
 use crate::receiver::{self, ReceiverHook};
 use crate::scheme::{self, Cc, Scheme};
@@ -572,7 +578,7 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
     let file = File::open(&log).map_err(|e| Error::io(format!("opening {}", log.display()), e))?;
     let classes = delay_classes(ctx.loaded);
     let delays: Vec<u64> = classes.iter().map(|c| c.1).collect();
-    let parsed = metrics::link_series(BufReader::with_capacity(1 << 20, file), ctx.link, w, grid, &delays)
+    let parsed = link_series(BufReader::with_capacity(1 << 20, file), ctx.link, w, grid, &delays)
         .map_err(|e| Error::Run(format!("{}: {e}", log.display())));
     keep_or_remove_log(ctx, &log);
     let (lm, bins, series) = parsed?;
@@ -581,7 +587,7 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
         rec.srtt = Some(h.summary(*no_rtt, *other_port));
         output::write_file(&ctx.dir.join("srtt-histogram.csv"), &output::srtt_histogram_csv(h))?;
     }
-    rec.indices = Some(metrics::run_indices(
+    rec.indices = Some(run_indices(
         &r.plans,
         &r.ticks,
         (r.traffic_start_ns, run_end_ns),
@@ -591,13 +597,13 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
         &r.summary.down.counts,
     ));
     rec.router = Some(r.summary);
-    let (flows, points) = metrics::flow_metrics(&r.plans, &r.ticks, w, lm.capacity_mbps, &r.extra);
+    let (flows, points) = flow_metrics(&r.plans, &r.ticks, w, lm.capacity_mbps, &r.extra);
     let sum_role = |role: Role| flows.iter().filter(|f| f.role == Some(role)).map(|f| f.throughput_mbps).sum::<f64>();
     let scheme_tputs: Vec<f64> = flows.iter().filter(|f| f.role == Some(Role::Scheme)).map(|f| f.throughput_mbps).collect();
     rec.scheme_throughput_mbps = Some(sum_role(Role::Scheme));
     rec.scheme_share = (lm.capacity_mbps > 0.0).then(|| sum_role(Role::Scheme) / lm.capacity_mbps);
     rec.cross_throughput_mbps = r.plans.iter().any(|p| p.role == Role::Cross).then(|| sum_role(Role::Cross));
-    rec.jain = metrics::jain(&scheme_tputs);
+    rec.jain = jain(&scheme_tputs);
     output::write_file(&ctx.dir.join("link.csv"), &output::link_csv(&bins))?;
     output::write_file(&ctx.dir.join("flows.csv"), &output::flows_csv(&points))?;
     let shorts: Vec<(String, crate::traffic::ShortFlow)> =
@@ -609,14 +615,14 @@ fn analyse(ctx: &RunContext<'_>, rec: &mut RunRecord, r: Recorded, duration_s: f
     let mut records = Vec::new();
     if let Some((trace, agent_start)) = &r.agent_trace {
         if let Ok(text) = std::fs::read_to_string(trace) {
-            let (parsed, bad) = metrics::parse_agent_trace(&text, r.router_start, *agent_start);
+            let (parsed, bad) = parse_agent_trace(&text, r.router_start, *agent_start);
             if bad > 0 {
                 eprintln!("ccp-lab: {}: {bad} lines were not trace records", trace.display());
             }
             rec.agent_trace_records = Some(parsed.len());
             records = parsed;
             if let Some(spec) = &ctx.scheme.classify {
-                let c = metrics::classify(&records, spec, w, |t| metrics::elastic_at(&r.plans, &r.extra, r.traffic_start_ns, t));
+                let c = classify(&records, spec, w, |t| elastic_at(&r.plans, &r.extra, r.traffic_start_ns, t));
                 output::write_file(&ctx.dir.join("classification.csv"), &output::classification_csv(&c.points))?;
                 class_points = c.points.clone();
                 rec.classification = Some(c);
@@ -833,7 +839,7 @@ pub fn write_summary(l: &Loaded, o: &RunOptions, records: &[RunRecord]) -> Resul
             .iter()
             .filter(|x| x.link == r.link && x.scenario == r.scenario)
             .map(|x| {
-                let of = |g: fn(&metrics::Indices) -> Option<f64>| -> Vec<f64> {
+                let of = |g: fn(&Indices) -> Option<f64>| -> Vec<f64> {
                     records
                         .iter()
                         .filter(|y| same(y) && y.scheme == x.scheme)
