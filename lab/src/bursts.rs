@@ -20,7 +20,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::metrics::{quantile_type7, AgentRecord, FlowExtra, LinkSeries, Tick};
+use crate::metrics::agent_trace::AgentRecord;
+use crate::metrics::bottleneck::LinkSeries;
+use crate::metrics::flows::{FlowExtra, Tick};
+use crate::metrics::quantile_type7;
 use crate::traffic::{FlowPlan, PlanKind, TCP_WIRE_PER_PAYLOAD};
 
 const NS_PER_S: f64 = 1e9;

@@ -194,7 +194,7 @@ fn check_cmd(a: CheckArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
-    let plan = run::Plan::new(&loaded, &o);
+    let plan = run::plan::Plan::new(&loaded, &o);
     let _ = std::fs::remove_dir_all(&scratch);
     let plan = match plan {
         Ok(p) => p,
@@ -204,12 +204,12 @@ fn check_cmd(a: CheckArgs) -> ExitCode {
     println!("links ({}):", plan.links.len());
     let mut total = 0.0;
     for l in &plan.links {
-        let d = run::duration_for(&loaded, &o, l);
+        let d = run::plan::duration_for(&loaded, &o, l);
         println!(
             "  {:<28} {:>8.3} Mbit/s mean, buffer {} pkts, {d:.0} s per run — {}",
             l.name,
             l.mean_rate_bps / 1e6,
-            run::buffer_pkts(&loaded, l),
+            run::plan::buffer_pkts(&loaded, l),
             l.source
         );
         total += d * (plan.schemes.len() * plan.scenarios.len()) as f64 * f64::from(plan.repetitions);

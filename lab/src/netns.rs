@@ -63,7 +63,7 @@ pub fn sweep_stale() -> Vec<String> {
         .collect();
     prefixes.sort();
     prefixes.dedup();
-    // Packet logs a killed runner left on tmpfs (`<prefix>-router.csv`, see run.rs).
+    // Packet logs a killed runner left on tmpfs (`<prefix>-router.csv`, see run/execute.rs).
     for dir in ["/dev/shm".into(), std::env::temp_dir()] {
         for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();

@@ -33,7 +33,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::metrics::{ClassPoint, FlowPoint, LinkBin, LinkMetrics};
+use crate::metrics::bottleneck::{LinkBin, LinkMetrics};
+use crate::metrics::classify::{ClassPoint, Classification};
+use crate::metrics::flows::{FlowPoint, FlowSummary};
+use crate::metrics::indices::Indices;
+use crate::metrics::queue::{queue_ecdf, QueueSamples};
 use crate::traffic::ShortFlow;
 
 /// Everything about one run (run.json), also the input of the summary.
@@ -56,14 +60,14 @@ pub struct RunRecord {
     pub error: Option<String>,
     pub wall_time_s: f64,
     pub link_metrics: Option<LinkMetrics>,
-    pub flows: Vec<crate::metrics::FlowSummary>,
+    pub flows: Vec<FlowSummary>,
     /// The scheme's flows together: wire throughput and share of capacity in the window.
     pub scheme_throughput_mbps: Option<f64>,
     pub scheme_share: Option<f64>,
     pub cross_throughput_mbps: Option<f64>,
     /// Jain's index over the scheme's flows (when there are several).
     pub jain: Option<f64>,
-    pub classification: Option<crate::metrics::Classification>,
+    pub classification: Option<Classification>,
     /// Agent schemes: lines in the agent's trace (None: no trace was written).
     pub agent_trace_records: Option<usize>,
     pub router: Option<ccp_router::Summary>,
@@ -77,9 +81,9 @@ pub struct RunRecord {
     /// Per-ACK SRTT of the scheme's flows over the run (kernel tcp_probe, all ACKs).
     pub srtt: Option<crate::srtt::SrttSummary>,
     /// The Inigo thesis's indices over the run (specs/inigo.md §9.2).
-    pub indices: Option<crate::metrics::Indices>,
+    pub indices: Option<Indices>,
     /// The bottleneck queue every 10 ms over the run.
-    pub queue_10ms: Option<crate::metrics::QueueSamples>,
+    pub queue_10ms: Option<QueueSamples>,
     /// QCN congestion notifications: sent by the router, delivered by the agent, latencies.
     pub cnm: Option<crate::bursts::CnmSummary>,
     /// Sized flows (`flows[].bytes`): each burst's completion, queue, drops and CNMs, and the
@@ -326,8 +330,7 @@ pub fn index_rows(records: &[RunRecord]) -> Vec<IndexRow> {
         .map(|(link, scenario, scheme)| {
             let ok: Vec<&RunRecord> =
                 records.iter().filter(|r| r.ok && r.link == link && r.scenario == scenario && r.scheme == scheme).collect();
-            let ix =
-                |g: fn(&crate::metrics::Indices) -> Option<f64>| Spread::of(ok.iter().map(|r| r.indices.as_ref().and_then(g)));
+            let ix = |g: fn(&Indices) -> Option<f64>| Spread::of(ok.iter().map(|r| r.indices.as_ref().and_then(g)));
             IndexRow {
                 runs_ok: ok.len() as u32,
                 jain_ideal: ix(|x| x.jain_ideal),
@@ -383,7 +386,7 @@ pub fn queue_ecdfs(records: &[RunRecord]) -> Vec<QueueEcdf> {
                 .iter()
                 .filter(|r| r.ok && r.link == k.0 && r.scenario == k.1 && r.scheme == k.2)
                 .filter_map(|r| r.queue_10ms.as_ref().map(|q| q.histogram.as_slice()));
-            let e = crate::metrics::queue_ecdf(hists);
+            let e = queue_ecdf(hists);
             (k, e)
         })
         .filter(|(_, e)| !e.is_empty())
@@ -578,7 +581,7 @@ pub fn summary_table(rows: &[SummaryRow], avgs: &[AverageRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::Percentiles;
+    use crate::metrics::bottleneck::Percentiles;
 
     fn record(link: &str, scheme: &str, util: f64, p95: f64, ok: bool) -> RunRecord {
         RunRecord {
@@ -635,12 +638,8 @@ mod tests {
         assert_eq!(Spread::of([Some(4.0), Some(1.0)]).map(|s| s.median), Some(2.5));
         assert_eq!(Spread::of([None]), None);
         let rec = |scheme: &str, jfi: f64, late: f64, queue: &[u32], ok: bool| RunRecord {
-            indices: Some(crate::metrics::Indices {
-                jain_ideal: Some(jfi),
-                latency_index: Some(jfi / 2.0),
-                ..Default::default()
-            }),
-            queue_10ms: Some(crate::metrics::QueueSamples::of(queue, 10.0)),
+            indices: Some(Indices { jain_ideal: Some(jfi), latency_index: Some(jfi / 2.0), ..Default::default() }),
+            queue_10ms: Some(QueueSamples::of(queue, 10.0)),
             emulator_late_p99_ms: Some(late),
             ..record("a", scheme, 0.9, 10.0, ok)
         };

@@ -13,7 +13,9 @@ use std::sync::OnceLock;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle};
 
-use crate::metrics::{ClassPoint, FlowPoint, LinkBin};
+use crate::metrics::bottleneck::LinkBin;
+use crate::metrics::classify::ClassPoint;
+use crate::metrics::flows::FlowPoint;
 
 /// Label fonts tried in order (fonts-dejavu-core, which scripts/setup.sh installs, ships the first).
 const FONTS: [&str; 2] =

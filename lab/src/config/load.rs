@@ -89,11 +89,11 @@ cc = "kernel:cubic"
         let text = MINIMAL.replace("rate_mbps = 12", "rate_mbps = 12\nrtt_ms = 80");
         let l = parse(Path::new("dir/min.toml"), &text).unwrap();
         let links = crate::link::resolve(&l.experiment.links, Path::new("."), Path::new(".")).unwrap();
-        assert_eq!(crate::run::rtt_ms(&l, &links[0]), 80.0);
-        assert_eq!(crate::run::buffer_pkts(&l, &links[0]), 100);
+        assert_eq!(crate::run::plan::rtt_ms(&l, &links[0]), 80.0);
+        assert_eq!(crate::run::plan::buffer_pkts(&l, &links[0]), 100);
         let plain = parse(Path::new("dir/min.toml"), MINIMAL).unwrap();
         let links = crate::link::resolve(&plain.experiment.links, Path::new("."), Path::new(".")).unwrap();
-        assert_eq!(crate::run::rtt_ms(&plain, &links[0]), 20.0);
+        assert_eq!(crate::run::plan::rtt_ms(&plain, &links[0]), 20.0);
         let (line, key, _) = err(&text.replace("rtt_ms = 80", "rtt_ms = -1"));
         assert_eq!((line, key.as_str()), (9, "links[0].rtt_ms"));
         let classes = text.replace("buffer_pkts = 100", "buffer_pkts = 100\nclass_delays = [\"dport=5201:down=5\"]");

@@ -1,0 +1,554 @@
+//! Scenario files: the TOML format and its defaults (here), [`load`](mod@load) for reading a file
+//! (with `--set` overrides) and its errors that name the file, the line and the key,
+//! [`validate`](mod@validate) for the rules beyond the types, and [`locate`] for finding a key's
+//! line.
+//!
+//! A scenario declares a topology, switch buffers and queue discipline, the hosts' transport, the
+//! congestion control (any algorithm in the `ccp-algorithms` registry, with its parameters), the
+//! workload and what to record. `configs/sim/*.toml` are the shipped scenarios; every key and its
+//! default is documented on the structs below and in `configs/sim/README.md`.
+//!
+//! Errors: syntax and type errors come from the TOML parser with the line and column; semantic
+//! errors (a threshold above the buffer, an unknown algorithm parameter, a missing CDF file) are
+//! located by [`locate::locate`] on the key's own line. Values given with `--set` are reported as
+//! such.
+
+pub mod load;
+pub mod locate;
+pub mod validate;
+
+#[cfg(test)]
+mod test_support;
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use load::{load, load_str, Loaded};
+
+/// Default scenario seed.
+pub const DEFAULT_SEED: u64 = 1;
+
+/// A whole scenario file.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name used in outputs (defaults to the file stem).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Seed of every random stream in the run.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Simulated time at which the run stops, ms.
+    pub duration_ms: f64,
+    /// Statistics (queue percentiles, throughput) ignore the first `warmup_ms`.
+    #[serde(default)]
+    pub warmup_ms: f64,
+    /// Stop as soon as every flow with a size has completed (unbounded flows never complete).
+    #[serde(default)]
+    pub stop_when_done: bool,
+    pub topology: TopologyConfig,
+    #[serde(default)]
+    pub switch: SwitchConfig,
+    #[serde(default)]
+    pub transport: TransportConfig,
+    #[serde(default)]
+    pub cc: CcConfig,
+    #[serde(default)]
+    pub workload: WorkloadConfig,
+    #[serde(default)]
+    pub output: OutputConfig,
+}
+
+fn default_seed() -> u64 {
+    DEFAULT_SEED
+}
+
+/// The network. Host indices (for `workload.flows`) count hosts in the order listed per kind.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TopologyConfig {
+    /// Senders on a left switch, receivers on a right switch, one bottleneck link between them.
+    /// Hosts 0..senders are senders, the rest receivers.
+    Dumbbell {
+        senders: u32,
+        receivers: u32,
+        host_gbps: f64,
+        host_delay_us: f64,
+        /// One-way delay of each sender's access link, µs, one value per sender (in host
+        /// order), instead of `host_delay_us`: flows with different RTTs on one bottleneck (a
+        /// DC/WAN mix). Receivers keep `host_delay_us`. Absent: every host has `host_delay_us`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host_delays_us: Option<Vec<f64>>,
+        bottleneck_gbps: f64,
+        bottleneck_delay_us: f64,
+    },
+    /// Hosts around one switch (incast, and the DCTCP single-switch experiments).
+    Star { hosts: u32, link_gbps: f64, link_delay_us: f64 },
+    /// Two-tier Clos: every ToR connects to every spine (bfc.md §13.2: 8 ToR × 16 hosts, 8 spines,
+    /// 100 Gbit/s, 1 µs). Hosts are numbered ToR by ToR.
+    LeafSpine { tors: u32, hosts_per_tor: u32, spines: u32, host_gbps: f64, core_gbps: f64, link_delay_us: f64 },
+}
+
+/// Switch buffers, admission, queue discipline and PFC (the same on every switch).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SwitchConfig {
+    /// Shared buffer per switch, bytes.
+    pub buffer_bytes: u64,
+    /// "dynamic": Choudhury–Hahne dynamic threshold, a port may hold up to α × free buffer;
+    /// "static": each port may hold up to `port_buffer_bytes`.
+    pub admission: Admission,
+    /// α of the dynamic threshold.
+    pub dt_alpha: f64,
+    /// Per-port limit under static admission, bytes.
+    pub port_buffer_bytes: Option<u64>,
+    /// Egress queues per port (a BFC hook). With more than one, packets are spread by flow hash
+    /// and served round-robin among non-paused queues.
+    pub queues_per_port: u16,
+    pub qdisc: QdiscConfig,
+    pub pfc: PfcConfig,
+    /// BFC on every switch (`[switch.bfc]`; absent = off). Needs `queues_per_port` ≥ 2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bfc: Option<BfcConfig>,
+    /// In-band network telemetry for HPCC (Li et al., SIGCOMM 2019, §3.1): every switch egress
+    /// appends a hop record (queue bytes, cumulative tx bytes, time, link rate) to each data
+    /// packet it transmits, up to `ccp_contract::MAX_INT_HOPS`; receivers echo the list in their
+    /// ACKs and senders pass it to the algorithm as `NetworkFeedback::Int`.
+    pub int: bool,
+    /// Bytes the INT header adds to every data packet on the wire when `int` is on (charged once
+    /// per packet, whatever the hop count; ACKs carry the echo uncharged). 80: specs/bfc.md §15.
+    pub int_overhead_bytes: u32,
+}
+
+/// Default INT header overhead per data packet, bytes (specs/bfc.md §15's HPCC baseline).
+pub const DEFAULT_INT_OVERHEAD_BYTES: u32 = 80;
+
+/// `[switch.bfc]`: backpressure flow control (specs/bfc.md §5–§6) on every switch, through
+/// [`crate::bfc`]'s hook. Present and `enabled` = installed when the scenario is built.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BfcConfig {
+    /// Install BFC (true; `false` keeps the table but runs without it, for `--set` comparisons).
+    pub enabled: bool,
+    /// Th = `th_multiplier` × HRTT × μ / N_active: 1.0 = thesis, 1.5 = artifact (§16.1).
+    pub th_multiplier: f64,
+    /// Minimum idle time before a drained flow-table entry may move to another queue, ns (§16.8).
+    pub sticky_ns: u32,
+    /// 1-hop RTT used for Th, ns; absent = twice the longest link delay at each switch.
+    pub hrtt_ns: Option<u64>,
+}
+
+/// Most BFC queues per port the pipeline holds (`queues_per_port` with BFC on).
+pub const BFC_MAX_QUEUES: u16 = ccp_bfc_model::QUEUES_PER_PORT as u16;
+
+impl Default for BfcConfig {
+    fn default() -> Self {
+        BfcConfig { enabled: true, th_multiplier: 1.0, sticky_ns: ccp_bfc_model::STICKY_NS, hrtt_ns: None }
+    }
+}
+
+/// Default shared buffer, bytes (a few MB as in shallow-buffered datacenter switches).
+pub const DEFAULT_BUFFER_BYTES: u64 = 4_000_000;
+
+impl Default for SwitchConfig {
+    fn default() -> Self {
+        SwitchConfig {
+            buffer_bytes: DEFAULT_BUFFER_BYTES,
+            admission: Admission::Dynamic,
+            dt_alpha: 1.0,
+            port_buffer_bytes: None,
+            queues_per_port: 1,
+            qdisc: QdiscConfig::Droptail {},
+            pfc: PfcConfig::default(),
+            bfc: None,
+            int: false,
+            int_overhead_bytes: DEFAULT_INT_OVERHEAD_BYTES,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Admission {
+    Dynamic,
+    Static,
+}
+
+/// The queue discipline of every switch egress queue (from `ccp-qdisc`, shared with the router).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum QdiscConfig {
+    Droptail {},
+    /// DCTCP step marking: CE when the queue an ECT packet finds exceeds K (dc.md §2.1).
+    Dctcp {
+        #[serde(default)]
+        k_pkts: Option<u64>,
+        #[serde(default)]
+        k_bytes: Option<u64>,
+        /// Drop Not-ECT packets above K instead of passing them.
+        #[serde(default)]
+        drop_non_ect: bool,
+    },
+    /// HULL phantom queue on the transmit side (dc.md §3.2).
+    Phantom {
+        #[serde(default = "default_phantom_drain")]
+        drain_fraction: f64,
+        #[serde(default = "default_phantom_threshold")]
+        mark_threshold_bytes: f64,
+    },
+    /// QCN congestion point (dc.md §4.2), optionally with DCTCP marking on the same queue.
+    Qcn {
+        #[serde(default = "default_qcn_q_eq")]
+        q_eq_bytes: u64,
+        #[serde(default = "default_qcn_w")]
+        w: f64,
+        #[serde(default = "default_qcn_p")]
+        sampling_probability: f64,
+        /// One sample every this many arriving bytes instead (the Annulus testbed: 15 KB);
+        /// overrides `sampling_probability`.
+        #[serde(default)]
+        sampling_bytes: Option<u64>,
+        /// "packets" (thesis) or "standard" (802.1Qau).
+        #[serde(default = "default_qcn_quantization")]
+        quantization: String,
+        #[serde(default)]
+        ecn_k_bytes: Option<u64>,
+    },
+    /// RED-style ECN marking, DCQCN's switch side (Zhu et al. 2015, §3.1, Fig. 5): on the
+    /// instantaneous queue an ECT packet finds, no mark up to K_min, probability rising linearly
+    /// to P_max just below K_max, every packet from K_max. Defaults: the DCQCN paper's §5 values
+    /// (5 KB, 200 KB, 1 %). The draws are seeded per switch queue from the scenario seed.
+    Red {
+        #[serde(default = "default_red_k_min")]
+        k_min_bytes: u64,
+        #[serde(default = "default_red_k_max")]
+        k_max_bytes: u64,
+        #[serde(default = "default_red_p_max")]
+        p_max: f64,
+    },
+    /// Per-flow fair queueing: DRR over one queue per flow (`ccp_qdisc::fair_queue`). With a
+    /// buffer too large to fill and hosts capped at one BDP in flight, the BFC thesis's Ideal-FQ
+    /// oracle (specs/bfc.md §15).
+    Fq {},
+    /// CoDel (RFC 8289).
+    Codel {
+        #[serde(default = "default_codel_target")]
+        target_us: f64,
+        #[serde(default = "default_codel_interval")]
+        interval_us: f64,
+        #[serde(default)]
+        ecn: bool,
+    },
+}
+
+fn default_phantom_drain() -> f64 {
+    0.95
+}
+fn default_phantom_threshold() -> f64 {
+    1000.0
+}
+fn default_qcn_q_eq() -> u64 {
+    33_000
+}
+fn default_qcn_w() -> f64 {
+    2.0
+}
+fn default_qcn_p() -> f64 {
+    0.01
+}
+fn default_qcn_quantization() -> String {
+    "packets".into()
+}
+fn default_red_k_min() -> u64 {
+    ccp_qdisc::red::DCQCN_PAPER_K_MIN_BYTES
+}
+fn default_red_k_max() -> u64 {
+    ccp_qdisc::red::DCQCN_PAPER_K_MAX_BYTES
+}
+fn default_red_p_max() -> f64 {
+    ccp_qdisc::red::DCQCN_PAPER_P_MAX
+}
+fn default_codel_target() -> f64 {
+    5_000.0
+}
+fn default_codel_interval() -> f64 {
+    100_000.0
+}
+
+/// Priority flow control (802.1Qbb) on every switch ingress, one priority for all traffic.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PfcConfig {
+    pub enabled: bool,
+    /// Pause the upstream when an ingress port's buffered bytes exceed this.
+    pub xoff_bytes: u64,
+    /// Resume when they fall to this.
+    pub xon_bytes: u64,
+    /// A dynamic threshold instead (the datacenter baselines' PFC, specs/bfc.md §15: 11 % of the
+    /// free buffer): pause when an ingress holds more than this fraction of the shared buffer
+    /// still free, resume `resume_offset_bytes` below that (HPCC's ns-3 switch MMU: free >> shift
+    /// to pause, 3 KB below it to resume). `xoff_bytes`/`xon_bytes` are then unused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_fraction: Option<f64>,
+    pub resume_offset_bytes: u64,
+}
+
+impl Default for PfcConfig {
+    fn default() -> Self {
+        PfcConfig { enabled: false, xoff_bytes: 200_000, xon_bytes: 180_000, free_fraction: None, resume_offset_bytes: 3_000 }
+    }
+}
+
+/// The hosts' reliable transport.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TransportConfig {
+    /// Payload per full segment, bytes.
+    pub mss_bytes: u32,
+    /// Header bytes added to every data segment on the wire (IP + TCP).
+    pub header_bytes: u32,
+    /// Bytes of an ACK on the wire.
+    pub ack_bytes: u32,
+    /// Window a new flow starts with, segments (the algorithm's `init` action replaces it once it
+    /// reaches the datapath).
+    pub init_cwnd_pkts: u32,
+    /// Lower bound of the retransmission timeout, µs.
+    pub rto_min_us: f64,
+    /// Timeout before the first RTT sample, µs.
+    pub rto_initial_us: f64,
+    /// Upper bound after exponential backoff, µs.
+    pub rto_max_us: f64,
+    /// A segment is lost when this many later segments were selectively acknowledged.
+    pub dupthresh: u32,
+    /// The receiver acknowledges every this many in-order segments (m of dc.md §2.2).
+    pub delayed_ack_segments: u32,
+    /// Delayed-ACK timer, µs.
+    pub delayed_ack_timeout_us: f64,
+    /// Data is sent ECT(0); without it switches never mark and DCTCP marking becomes drop-tail.
+    pub ecn: bool,
+}
+
+impl Default for TransportConfig {
+    fn default() -> Self {
+        TransportConfig {
+            mss_bytes: 1460,
+            header_bytes: 40,
+            ack_bytes: 64,
+            init_cwnd_pkts: 10,
+            rto_min_us: 10_000.0,
+            rto_initial_us: 10_000.0,
+            rto_max_us: 1_000_000.0,
+            dupthresh: 3,
+            delayed_ack_segments: 1,
+            delayed_ack_timeout_us: 500.0,
+            ecn: true,
+        }
+    }
+}
+
+/// Congestion control: the algorithm, its parameters, and how the datapath reports to it.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CcConfig {
+    /// A name from the `ccp-algorithms` registry.
+    pub algorithm: String,
+    /// The algorithm's parameters (validated by the registry).
+    pub params: toml::Table,
+    /// "per_ack": a report on every ACK, applied at once (an in-datapath controller);
+    /// "interval": CCP-style reports every `report_interval_us` (or as the algorithm asks).
+    pub reporting: Reporting,
+    /// Report interval until the algorithm asks for another, µs.
+    pub report_interval_us: f64,
+    /// Time from a report to its action taking effect in the datapath (IPC + agent), µs.
+    pub agent_delay_us: f64,
+    /// Send an urgent report on the first ECN-Echo of a congestion window (the datapath entering
+    /// CWR; dc.md §9.5).
+    pub urgent_on_ece: bool,
+}
+
+impl Default for CcConfig {
+    fn default() -> Self {
+        CcConfig {
+            algorithm: "reno".into(),
+            params: toml::Table::new(),
+            reporting: Reporting::PerAck,
+            report_interval_us: 10_000.0,
+            agent_delay_us: 0.0,
+            urgent_on_ece: true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reporting {
+    PerAck,
+    Interval,
+}
+
+/// Traffic: explicit flows, random flows at a target load, periodic incasts (any combination).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkloadConfig {
+    pub flows: Vec<FlowConfig>,
+    pub random: Option<RandomConfig>,
+    pub incast: Option<IncastConfig>,
+}
+
+/// One explicit flow (or `count` identical ones).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowConfig {
+    pub src: u32,
+    pub dst: u32,
+    /// Bytes to send; absent = unbounded (a long-lived flow).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub start_us: f64,
+    #[serde(default = "one")]
+    pub count: u32,
+    /// A name for these flows in the per-flow output (`flows.csv`'s `label` column).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// These flows' congestion control instead of `[cc]`'s algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<FlowCcConfig>,
+}
+
+/// A congestion control for some flows instead of `[cc]`'s `algorithm` and `params` (validated
+/// the same way). How the datapath reports (`reporting`, `report_interval_us`, `agent_delay_us`,
+/// `urgent_on_ece`) stays `[cc]`'s for every flow.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlowCcConfig {
+    /// A name from the `ccp-algorithms` registry.
+    pub algorithm: String,
+    /// The algorithm's parameters.
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+/// Longest `label` accepted, characters.
+pub const MAX_LABEL_LEN: usize = 64;
+
+fn one() -> u32 {
+    1
+}
+
+/// Open-loop random flows whose sizes follow a CDF file, at a target load.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RandomConfig {
+    /// A CDF file ("size_bytes cumulative_probability" per line, percent or fraction), relative
+    /// to the scenario file.
+    pub cdf: PathBuf,
+    /// Offered load as a fraction of the topology's reference capacity (dumbbell: the bottleneck;
+    /// star: all host links; leaf-spine: all ToR–spine links, the BFC convention).
+    pub load: f64,
+    #[serde(default = "default_arrivals")]
+    pub arrivals: Arrivals,
+    /// σ of log-normal inter-arrivals (BFC: 2).
+    #[serde(default = "default_sigma")]
+    pub sigma: f64,
+    #[serde(default)]
+    pub start_ms: f64,
+    /// Arrivals stop at this time (default: the run's duration).
+    #[serde(default)]
+    pub stop_ms: Option<f64>,
+    /// At most this many random flows.
+    #[serde(default)]
+    pub max_flows: Option<u64>,
+    /// The random flows' congestion control instead of `[cc]`'s algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<FlowCcConfig>,
+}
+
+fn default_arrivals() -> Arrivals {
+    Arrivals::Poisson
+}
+fn default_sigma() -> f64 {
+    2.0
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Arrivals {
+    Poisson,
+    Lognormal,
+}
+
+/// Periodic incast bursts: `degree` random senders each send `total_bytes / degree` to one
+/// random receiver, every `interval_us`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct IncastConfig {
+    pub degree: u32,
+    pub total_bytes: u64,
+    pub interval_us: f64,
+    #[serde(default)]
+    pub start_us: f64,
+    /// Bursts stop at this time (default: the run's duration).
+    #[serde(default)]
+    pub stop_us: Option<f64>,
+    /// A fixed receiver host instead of a random one per burst.
+    #[serde(default)]
+    pub receiver: Option<u32>,
+    /// At most this many bursts.
+    #[serde(default)]
+    pub bursts: Option<u32>,
+    /// The incast flows' congestion control instead of `[cc]`'s algorithm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cc: Option<FlowCcConfig>,
+}
+
+/// What to record and write.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Queue and link sampling period, µs.
+    pub sample_interval_us: f64,
+    /// Ports to sample, by name ("left->right", "sw0->h2", "tor0->spine3"); default per topology.
+    pub monitor: Option<Vec<String>>,
+    /// Upper edges of the FCT flow-size buckets, bytes (a last bucket catches larger flows).
+    pub buckets_bytes: Vec<u64>,
+    pub plots: bool,
+    /// "png", "svg" or "both".
+    pub plot_format: String,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            sample_interval_us: 100.0,
+            monitor: None,
+            buckets_bytes: vec![10_000, 100_000, 1_000_000, 10_000_000],
+            plots: true,
+            plot_format: "png".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::{load_text, DUMBBELL, GOOD};
+    use super::*;
+
+    #[test]
+    fn per_flow_delays_labels_and_algorithms_load() {
+        let l = load_text(DUMBBELL).unwrap();
+        match &l.scenario.topology {
+            TopologyConfig::Dumbbell { host_delays_us, .. } => assert_eq!(host_delays_us.as_deref(), Some(&[1.0, 500.0][..])),
+            other => panic!("{other:?}"),
+        }
+        let f = &l.scenario.workload.flows;
+        assert_eq!((f[0].label.as_deref(), f[1].label.as_deref()), (Some("dc"), Some("wan")));
+        assert!(f[0].cc.is_none());
+        let cc = f[1].cc.as_ref().unwrap();
+        assert_eq!((cc.algorithm.as_str(), cc.params.get("g").and_then(|g| g.as_float())), ("dctcp", Some(0.0625)));
+        // Absent keys stay absent when a scenario is written back.
+        let good = toml::to_string(&load_text(GOOD).unwrap().scenario).unwrap();
+        assert!(!good.contains("host_delays_us") && !good.contains("label") && !good.contains("cc = "), "{good}");
+    }
+}
