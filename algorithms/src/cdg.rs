@@ -538,7 +538,7 @@ impl Cdg {
                 return;
             }
         }
-        if r.app_limited {
+        if !RenoWindow::window_limits(r) {
             self.shadow_bytes = self.shadow_bytes.min(self.w.cwnd_bytes());
             return;
         }

@@ -409,8 +409,10 @@ impl Algorithm for Cubic {
             if self.w.loss_is_new_event(now) {
                 self.on_congestion(now);
             }
-        } else if report.app_limited {
-            // No growth, and the time does not count toward t (RFC 9438 §5.8).
+        } else if !RenoWindow::window_limits(report) {
+            // The window does not limit the flow (the application or the receiver does): no
+            // growth, and the time does not count toward t (RFC 9438 §5.8; Linux cubictcp_cong_avoid
+            // returns unless tcp_is_cwnd_limited).
             if let Some(epoch) = self.epoch_start_us.as_mut() {
                 *epoch = epoch.saturating_add(elapsed_us).min(now);
             }

@@ -207,7 +207,7 @@ impl Dctcp {
         let marked_fraction = marked / segments;
         let steps = segments.ceil().clamp(1.0, RTT_FAIR_MAX_STEPS);
         let per_step = segments / steps;
-        let increase = if report.app_limited { 0.0 } else { per_step };
+        let increase = if RenoWindow::window_limits(report) { per_step } else { 0.0 };
         let decrease = per_step * marked_fraction * self.alpha / 2.0;
         let mut w = self.w.cwnd_bytes() / mss;
         for _ in 0..steps as u32 {

@@ -137,6 +137,54 @@ mod tests {
         }
     }
 
+    /// Issue 29: the window-based algorithms grow no window the flow does not fill. Each is fed
+    /// clean reports (data acknowledged, nothing lost or marked, a steady RTT) that say the window
+    /// did not limit the sender (an application sending slowly, a small receiver window): its
+    /// window never grows. The same reports saying the window limits grow every one of them.
+    #[test]
+    fn window_based_algorithms_do_not_grow_a_window_the_flow_does_not_fill() {
+        let algorithms = ["reno", "cubic", "dctcp", "cdg", "vegas", "inigo"];
+        let run = |name: &str, cwnd_limited: bool| -> (f64, f64) {
+            let mut alg = configure(name, &toml::Table::new()).unwrap().create();
+            let mss = 1448u64;
+            let first = alg.init(&FlowStart::new(mss as u32, 10 * mss)).cwnd_bytes.unwrap_or(0.0);
+            let mut last = first;
+            for i in 1..=400u64 {
+                let report = Report {
+                    now_us: i * 10_000,
+                    interval_us: 10_000,
+                    mss_bytes: mss as u32,
+                    acked_bytes: 2 * mss,
+                    acked_pkts: 2,
+                    rtt: Some(RttStats {
+                        min_us: 20_000,
+                        max_us: 20_000,
+                        last_us: 20_000,
+                        srtt_us: 20_000,
+                        mean_us: 20_000,
+                        samples: 2,
+                    }),
+                    inflight_bytes: 4 * mss,
+                    cwnd_bytes: last as u64,
+                    send_rate_bytes_per_s: Some(250_000),
+                    recv_rate_bytes_per_s: Some(250_000),
+                    cwnd_limited,
+                    ..Report::default()
+                };
+                if let Some(c) = alg.on_report(&report).cwnd_bytes {
+                    last = c;
+                }
+            }
+            (first, last)
+        };
+        for name in algorithms {
+            let (first, last) = run(name, false);
+            assert!(last <= first, "{name}: {first} -> {last} while the window did not limit");
+            let (first, last) = run(name, true);
+            assert!(last > first, "{name}: {first} -> {last} with the window limiting");
+        }
+    }
+
     #[test]
     fn unknown_algorithm_lists_known_ones() {
         let err = configure("bogus", &toml::Table::new()).err().unwrap();

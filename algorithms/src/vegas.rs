@@ -207,7 +207,7 @@ impl Algorithm for Vegas {
             if self.w.loss_is_new_event(now) {
                 self.w.reduce(now, self.w.beta());
             }
-        } else if !self.w.in_recovery(now) && !report.app_limited {
+        } else if !self.w.in_recovery(now) && RenoWindow::window_limits(report) {
             if self.round_end_us.is_some_and(|end| now >= end) {
                 self.end_round(report.acked_bytes);
                 self.new_round(now);

@@ -297,6 +297,14 @@ impl RenoWindow {
         }
     }
 
+    /// Whether the report's interval may grow a window: the window limited the sender (Linux's
+    /// `tcp_is_cwnd_limited`, `Report::cwnd_limited`) and the application did not. A window the
+    /// flow does not fill is an untested one: growing it lets a later burst leave at its rate.
+    #[inline]
+    pub fn window_limits(report: &Report) -> bool {
+        report.cwnd_limited && !report.app_limited
+    }
+
     /// Standard Reno reaction to one report: loss/timeout response, else growth.
     pub fn on_report(&mut self, report: &Report) {
         self.observe(report);
@@ -311,7 +319,7 @@ impl RenoWindow {
             if self.loss_is_new_event(report.now_us) {
                 self.reduce(report.now_us, self.cfg.beta);
             }
-        } else if !self.in_recovery(report.now_us) && !report.app_limited {
+        } else if !self.in_recovery(report.now_us) && Self::window_limits(report) {
             self.grow(report.acked_bytes);
         }
     }

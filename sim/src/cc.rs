@@ -67,6 +67,7 @@ struct Fold {
     send_rate: Option<u64>,
     recv_rate: Option<u64>,
     app_limited: bool,
+    cwnd_limited: bool,
     urgent: Option<Urgent>,
     feedback: Option<NetworkFeedback>,
 }
@@ -97,6 +98,8 @@ pub struct Gauges {
     pub cwnd_bytes: u64,
     pub pacing: Option<f64>,
     pub srtt: Option<Time>,
+    /// The window limits the sender now or did within its last window of data.
+    pub cwnd_limited: bool,
 }
 
 /// One flow's controller, its report fold and the settings on their way to the datapath.
@@ -180,6 +183,11 @@ impl FlowCc {
         self.fold.app_limited = true;
     }
 
+    /// The window stopped the sender (it had data and the pacer let it go).
+    pub fn note_cwnd_limited(&mut self) {
+        self.fold.cwnd_limited = true;
+    }
+
     pub fn note_timeout(&mut self) {
         self.fold.timeouts += 1;
         self.raise(Urgent::Timeout);
@@ -235,6 +243,9 @@ impl FlowCc {
             cwnd_bytes: g.cwnd_bytes,
             pacing_rate_bytes_per_s: g.pacing.map(|r| r as u64),
             app_limited: f.app_limited,
+            // The window stopped the sender during the interval, or the transport counts it as
+            // limiting (full now, or within a window of data of stopping the sender).
+            cwnd_limited: f.cwnd_limited || g.cwnd_limited,
             urgent: f.urgent,
             feedback: f.feedback,
         };
@@ -330,6 +341,7 @@ mod tests {
             cwnd_bytes: 10_000,
             pacing: None,
             srtt: Some(50 * PS_PER_US),
+            cwnd_limited: true,
         }
     }
 

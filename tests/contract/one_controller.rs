@@ -37,7 +37,7 @@ fn fixture() -> PathBuf {
 
 const HEADER: &str = "now_us,interval_us,mss_bytes,acked_bytes,acked_pkts,sacked_bytes,sacked_pkts,lost_pkts,timeouts,\
 ce_bytes,ce_pkts,ece_acks,rtt_min_us,rtt_max_us,rtt_last_us,rtt_srtt_us,rtt_mean_us,rtt_samples,rtt_samples_over_threshold,\
-send_rate,recv_rate,inflight_bytes,pending_bytes,cwnd_bytes,pacing_rate,app_limited,urgent,qcn_fb,qcn_q_off,qcn_q_delta";
+send_rate,recv_rate,inflight_bytes,pending_bytes,cwnd_bytes,pacing_rate,app_limited,cwnd_limited,urgent,qcn_fb,qcn_q_off,qcn_q_delta";
 
 fn opt<T: ToString>(v: Option<T>) -> String {
     v.map_or_else(String::new, |v| v.to_string())
@@ -78,6 +78,7 @@ fn to_line(r: &Report) -> String {
         r.cwnd_bytes.to_string(),
         opt(r.pacing_rate_bytes_per_s),
         u8::from(r.app_limited).to_string(),
+        u8::from(r.cwnd_limited).to_string(),
         match r.urgent {
             None => String::new(),
             Some(Urgent::Loss) => "loss".into(),
@@ -126,17 +127,18 @@ fn from_line(n: usize, line: &str) -> Report {
         cwnd_bytes: num(23),
         pacing_rate_bytes_per_s: o(24),
         app_limited: num(25) == 1,
-        urgent: match c[26] {
+        cwnd_limited: num(26) == 1,
+        urgent: match c[27] {
             "" => None,
             "loss" => Some(Urgent::Loss),
             "timeout" => Some(Urgent::Timeout),
             "state" => Some(Urgent::StateChange),
             other => panic!("reports.csv:{n}: urgent {other:?}"),
         },
-        feedback: o(27).map(|fb| NetworkFeedback::Qcn {
+        feedback: o(28).map(|fb| NetworkFeedback::Qcn {
             fb_quantized: fb as u8,
-            q_off_bytes: c[28].parse().unwrap_or_else(|e| panic!("reports.csv:{n}: qcn_q_off: {e}")),
-            q_delta_bytes: c[29].parse().unwrap_or_else(|e| panic!("reports.csv:{n}: qcn_q_delta: {e}")),
+            q_off_bytes: c[29].parse().unwrap_or_else(|e| panic!("reports.csv:{n}: qcn_q_off: {e}")),
+            q_delta_bytes: c[30].parse().unwrap_or_else(|e| panic!("reports.csv:{n}: qcn_q_delta: {e}")),
         }),
     }
 }
@@ -481,7 +483,10 @@ fn edge_cases(after_us: u64) -> Vec<Report> {
         Report { now_us: t(5), urgent: Some(Urgent::StateChange), app_limited: true, ..base.clone() },
         Report { now_us: t(6), send_rate_bytes_per_s: Some(0), recv_rate_bytes_per_s: Some(u64::MAX), ..base.clone() },
         Report { now_us: t(6), acked_bytes: 1448, acked_pkts: 1, ..base.clone() },
-        Report { now_us: t(7), acked_bytes: 14_480, acked_pkts: 10, ..base },
+        Report { now_us: t(7), acked_bytes: 14_480, acked_pkts: 10, ..base.clone() },
+        // The window does not limit the flow (a slow application, a small receiver window).
+        Report { now_us: t(8), acked_bytes: 7_240, acked_pkts: 5, inflight_bytes: 7_240, cwnd_limited: false, ..base.clone() },
+        Report { now_us: t(9), acked_bytes: 7_240, acked_pkts: 5, inflight_bytes: 7_240, cwnd_limited: false, ..base },
     ]
 }
 

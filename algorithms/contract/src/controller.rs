@@ -10,7 +10,9 @@
 //! - a panic rebuilds the algorithm, seeded from the flow's last sane state;
 //! - a hosted algorithm's failed call ([`CallError`]: it raised, returned the wrong type, ran past
 //!   its time budget) is a fault too; one that was abandoned mid-call is rebuilt like a panic;
-//! - more than `max_faults` faults within `fault_window_us` replace the algorithm with the fallback.
+//! - more than `max_faults` faults within `fault_window_us` replace the algorithm with the fallback;
+//! - a window that does not limit the flow is held to twice what the flow has in flight
+//!   ([`crate::ceiling`]), so no algorithm can build a window nobody uses and release it at once.
 //!
 //! The report policy is kept in the datapath's own terms: a per-RTT policy goes to a datapath
 //! that counts RTTs as it is, and to any other as an interval that follows the smoothed RTT.
@@ -24,6 +26,7 @@ use std::sync::Arc;
 
 use crate::action::{Action, Pacing, ReportPolicy};
 use crate::algorithm::{Algorithm, AlgorithmFactory, CallError, FlowStart, Seed, StateVar};
+use crate::ceiling::WindowCeiling;
 use crate::limits::{Limits, INTERVAL_BEFORE_RTT_US, MAX_REPORT_ACKED_PKTS, MAX_REPORT_INTERVAL_US, REPORT_RTTS_RANGE};
 use crate::report::Report;
 use crate::settings::{Capabilities, Command, PacingCommand, Settings};
@@ -107,6 +110,10 @@ pub struct Controller {
     /// same in the datapath's terms.
     report_policy: ReportPolicy,
     settings: Settings,
+    /// The window the algorithm asked for (sanitized); `settings.cwnd_bytes` is the same under
+    /// the ceiling.
+    requested_cwnd_bytes: u64,
+    ceiling: WindowCeiling,
     srtt_us: Option<u64>,
     min_rtt_us: Option<u64>,
     ecn: Option<bool>,
@@ -153,6 +160,8 @@ impl Controller {
                 rtt_threshold_us: None,
                 report_acked_pkts: 0,
             },
+            requested_cwnd_bytes: start.start_cwnd_bytes().max(1),
+            ceiling: WindowCeiling::default(),
             limits,
             srtt_us: seed.and_then(|s| s.srtt_us),
             min_rtt_us: seed.and_then(|s| s.min_rtt_us),
@@ -185,6 +194,12 @@ impl Controller {
         self.settings.cwnd_bytes
     }
 
+    /// The ceiling on a window the flow does not use, while one holds the algorithm's window
+    /// down ([`crate::ceiling`]).
+    pub fn window_ceiling_bytes(&self) -> Option<u64> {
+        self.ceiling.bytes().filter(|c| *c < self.requested_cwnd_bytes)
+    }
+
     pub fn pacing(&self) -> Option<PacingCommand> {
         self.settings.pacing
     }
@@ -211,6 +226,11 @@ impl Controller {
             self.min_rtt_us = Some(self.min_rtt_us.map_or(rtt.min_us, |m| m.min(rtt.min_us)));
         }
         self.last_report = Some(report.clone());
+        let paced = match self.settings.pacing {
+            Some(PacingCommand::BytesPerSec(r)) => Some(r),
+            _ => None,
+        };
+        self.ceiling.observe(report, u64::from(self.mss), self.srtt_us, paced);
         let mut outcome = self.run(now_us, |alg| alg.try_on_report(report));
         // An interval standing in for a per-RTT policy follows the RTT even when the algorithm
         // says nothing new; within an eighth it is not worth a message.
@@ -306,6 +326,7 @@ impl Controller {
                 outcome.clamped += self.swap(fallback, now_us).clamped;
             }
         }
+        self.settings.cwnd_bytes = self.ceiling.apply(self.requested_cwnd_bytes);
         outcome.command = self.settings.changes_from(Some(&entry));
         if let (Some(cwnd), Some(unit)) = (outcome.command.cwnd_bytes, self.caps.cwnd_packets) {
             let mss = u64::from(self.mss);
@@ -384,7 +405,7 @@ impl Controller {
         };
 
         if let Some(c) = cwnd {
-            self.settings.cwnd_bytes = c;
+            self.requested_cwnd_bytes = c;
         }
         if pacing.is_some() {
             self.settings.pacing = pacing;

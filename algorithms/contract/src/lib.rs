@@ -16,7 +16,8 @@
 //! - [`limits`]: the safety limits, including the window floor every algorithm and the
 //!   controller respect ([`MIN_CWND_PKTS`]).
 //! - [`controller`]: catch_unwind around every algorithm call, sanitize and clamp, the report
-//!   policy in the datapath's own terms, fault counting and fallback.
+//!   policy in the datapath's own terms, fault counting and fallback; [`ceiling`]: the bound it
+//!   puts on a window the flow does not use.
 //!
 //! Nothing here does I/O or reads a clock: time comes in as `now_us`.
 //!
@@ -36,6 +37,7 @@
 
 pub mod action;
 pub mod algorithm;
+pub mod ceiling;
 pub mod controller;
 pub mod descriptor;
 pub mod limits;

@@ -141,7 +141,7 @@ pub struct RttStats {
 ///
 /// Counters (`acked_*`, `lost_pkts`, `ce_*`, ...) cover only the interval; gauges
 /// (`inflight_bytes`, `cwnd_bytes`, ...) are the values at the end of the interval.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Report {
     /// Datapath clock at the end of the interval, microseconds. Monotonic per flow.
@@ -193,11 +193,52 @@ pub struct Report {
     pub pacing_rate_bytes_per_s: Option<u64>,
     /// The sender had nothing more to send for part of the interval, so rates understate capacity.
     pub app_limited: bool,
+    /// The window limited the sender during the interval: it had as much in flight as the window
+    /// allowed at some point (Linux's `tcp_is_cwnd_limited`, with its slow-start rule: in slow
+    /// start, a window below twice the most it had in flight counts as limiting, RFC 7661's
+    /// spirit). False when the application, the receiver's window or anything else kept the flow
+    /// below its window the whole interval: a window that is not limiting must not grow, or a
+    /// later burst leaves at the rate of a window nobody tested. Datapaths that cannot tell
+    /// report `true` (the default), as before this field existed.
+    pub cwnd_limited: bool,
 
     /// Set when the report was sent early.
     pub urgent: Option<Urgent>,
     /// Congestion feedback from the network, when the datapath carries it.
     pub feedback: Option<NetworkFeedback>,
+}
+
+impl Default for Report {
+    /// An empty interval of a flow whose window is what limits it (`cwnd_limited`): the reading a
+    /// datapath that cannot tell gives, and a recording made before the field existed replays as.
+    fn default() -> Self {
+        Report {
+            now_us: 0,
+            interval_us: 0,
+            mss_bytes: 0,
+            acked_bytes: 0,
+            acked_pkts: 0,
+            sacked_bytes: 0,
+            sacked_pkts: 0,
+            lost_pkts: 0,
+            timeouts: 0,
+            ce_bytes: 0,
+            ce_pkts: 0,
+            ece_acks: 0,
+            rtt: None,
+            rtt_samples_over_threshold: 0,
+            send_rate_bytes_per_s: None,
+            recv_rate_bytes_per_s: None,
+            inflight_bytes: 0,
+            pending_bytes: 0,
+            cwnd_bytes: 0,
+            pacing_rate_bytes_per_s: None,
+            app_limited: false,
+            cwnd_limited: true,
+            urgent: None,
+            feedback: None,
+        }
+    }
 }
 
 /// One line of a report recording (`ccp-agent run --record-reports`, `ccp-sim run

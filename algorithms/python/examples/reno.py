@@ -66,7 +66,8 @@ class Reno(Algorithm):
         elif lost > 0:
             if self.loss_is_new_event(now_us):
                 self.reduce(now_us)
-        elif now_us >= self.recovery_until_us and not report.app_limited:
+        elif now_us >= self.recovery_until_us and report.cwnd_limited and not report.app_limited:
+            # Only a window the flow fills may grow (Linux's tcp_is_cwnd_limited).
             self.grow(float(report.acked_bytes))
         return Action(self.cwnd_bytes)
 

@@ -68,7 +68,7 @@ class Vegas(Reno):
         elif report.lost_pkts > 0:
             if self.loss_is_new_event(now):
                 self.reduce(now)
-        elif not self.in_recovery(now) and not report.app_limited:
+        elif not self.in_recovery(now) and report.cwnd_limited and not report.app_limited:
             if now >= self.round_end_us:
                 self.end_round(report.acked_bytes)
                 self.new_round(now)

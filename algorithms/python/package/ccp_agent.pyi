@@ -65,6 +65,9 @@ class Report:
     cwnd_bytes: int
     pacing_rate_bytes_per_s: Optional[int]
     app_limited: bool
+    cwnd_limited: bool
+    """The window limited the sender during the interval (Linux's tcp_is_cwnd_limited); a window
+    the flow does not fill must not grow. True where the datapath cannot tell."""
     rtt: Optional[RttStats]
     urgent: Optional[str]
     """``"loss"``, ``"timeout"``, ``"state_change"`` or None."""

@@ -107,7 +107,8 @@ macro_rules! plain_report_fields {
             pending_bytes: u64,
             cwnd_bytes: u64,
             pacing_rate_bytes_per_s: Option<u64>,
-            app_limited: bool
+            app_limited: bool,
+            cwnd_limited: bool
         );
     };
 }
@@ -157,8 +158,10 @@ macro_rules! define_report {
                 vec![$((stringify!($f), format!("{:?}", self.$f)),)*]
             }
 
+            /// The contract's empty report: zeros, and a window that limits the flow.
             fn empty() -> Self {
-                PyReport { $($f: Default::default(),)* rtt: None, urgent: None, feedback: None }
+                let r = Report::default();
+                PyReport { $($f: r.$f,)* rtt: None, urgent: None, feedback: None }
             }
         }
     };
@@ -201,7 +204,8 @@ fn feedback_object(py: Python<'_>, f: &NetworkFeedback) -> PyResult<Py<PyAny>> {
 
 #[pymethods]
 impl PyReport {
-    /// A report built by hand, for testing an algorithm: any field by keyword, the rest zero.
+    /// A report built by hand, for testing an algorithm: any field by keyword, the rest zero
+    /// (and `cwnd_limited` true, as a datapath that cannot tell reports it).
     #[new]
     #[pyo3(signature = (**fields))]
     fn new(fields: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {

@@ -53,6 +53,7 @@ mod tests;
 
 use std::sync::Arc;
 
+use crate::window::RenoWindow;
 use ccp_contract::params::shared;
 use ccp_contract::{
     declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, FlowStart, Param, ParamError, Params,
@@ -222,8 +223,7 @@ impl Inigo {
 fn ack_of(r: &Report, mss: f64) -> Ack {
     let pkts = r.acked_pkts.saturating_add(r.sacked_pkts);
     let inflight = (r.inflight_bytes as f64 / mss).round();
-    let cwnd_limited =
-        !r.app_limited && (r.pending_bytes > r.inflight_bytes || r.inflight_bytes as f64 + mss >= r.cwnd_bytes as f64);
+    let cwnd_limited = RenoWindow::window_limits(r);
     Ack {
         acked_pkts: u32::try_from(pkts).unwrap_or(u32::MAX),
         acked_bytes: r.acked_bytes.saturating_add(r.sacked_bytes),

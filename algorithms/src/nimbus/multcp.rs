@@ -161,7 +161,7 @@ impl Algorithm for MulTcp {
         }
         if report.has_loss() {
             self.on_loss(report.now_us);
-        } else if !report.app_limited {
+        } else if crate::window::RenoWindow::window_limits(report) {
             self.grow(report.acked_bytes.saturating_add(report.sacked_bytes) as f64);
         }
         Action::cwnd(self.cwnd_bytes())

@@ -94,6 +94,7 @@ impl Sim {
                             self.q.schedule(at.max(now), Event::Pace { flow: f });
                         }
                         Blocked::NoData if st.snd.pipe_bytes < st.snd.cwnd_bytes => st.cc.note_app_limited(),
+                        Blocked::Window => st.cc.note_cwnd_limited(),
                         _ => {}
                     }
                 }

@@ -117,6 +117,9 @@ pub struct Sender {
     /// Payload bytes sent and neither acknowledged nor deemed lost (RFC 6675 "pipe").
     pub pipe_bytes: u64,
     pub cwnd_bytes: u64,
+    /// `snd_nxt` when the window last stopped the sender: until it is acknowledged the flow
+    /// counts as window-limited, as Linux keeps `is_cwnd_limited` for a window of data.
+    cwnd_limited_until: u32,
     /// Pacing rate, bytes/s; `None` = unpaced.
     pub pacing: Option<f64>,
     next_send_at: Time,
@@ -282,6 +285,7 @@ impl Sender {
             last_payload,
             snd_una: 0,
             snd_nxt: 0,
+            cwnd_limited_until: 0,
             segs: VecDeque::new(),
             pipe_bytes: 0,
             cwnd_bytes: u64::from(tp.init_cwnd_pkts) * u64::from(tp.mss),
@@ -339,9 +343,19 @@ impl Sender {
         };
         let len = u64::from(self.payload(seg, mss));
         if self.pipe_bytes > 0 && self.pipe_bytes + len > self.cwnd_bytes {
+            self.cwnd_limited_until = self.snd_nxt;
             return Err(Blocked::Window);
         }
         Ok((seg, retx))
+    }
+
+    /// Whether the window limits the sender (`Report::cwnd_limited`): it is full now, or it
+    /// stopped the sender within the last window of data (until what was sent by then is
+    /// acknowledged), as Linux's `tcp_cwnd_validate` keeps `is_cwnd_limited` for a window. A
+    /// report taken between an ACK and the sending it allows would otherwise see a window that
+    /// is not full.
+    fn cwnd_limited(&self, mss: u32) -> bool {
+        self.snd_una < self.cwnd_limited_until || self.pipe_bytes + u64::from(mss) > self.cwnd_bytes
     }
 
     /// Records the transmission of `seg` at `now`; returns its payload bytes.

@@ -50,6 +50,7 @@ impl Sim {
             cwnd_bytes: st.snd.cwnd_bytes,
             pacing: st.snd.pacing,
             srtt: st.snd.srtt,
+            cwnd_limited: st.snd.cwnd_limited(mss),
         };
         let report = st.cc.build_report(now, &g);
         if let Some(r) = self.record.as_mut() {

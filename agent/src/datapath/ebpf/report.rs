@@ -58,6 +58,7 @@ pub fn to_report(k: &KernelReport) -> Report {
         cwnd_bytes: u64::from(k.cwnd_pkts) * mss,
         pacing_rate_bytes_per_s: k.paced.then_some(k.pacing_rate),
         app_limited: k.app_limited,
+        cwnd_limited: true, // not measured yet: the default of a datapath that cannot tell
         urgent: k.urgent.map(|u| match u {
             ccp_ebpf::Urgent::StateChange => Urgent::StateChange,
             ccp_ebpf::Urgent::Loss => Urgent::Loss,

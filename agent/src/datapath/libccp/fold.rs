@@ -288,6 +288,7 @@ impl FlowDecoder {
             },
             // libccp has no app-limited primitive; see the module docs of the adapter.
             app_limited: false,
+            cwnd_limited: true, // not measured yet: the default of a datapath that cannot tell
             // libccp's fallthrough flag is sticky, so every true clause after the first runs and
             // the last one to write `urgent` wins; the counters say what actually happened.
             urgent: match f(layout.urgent) {

@@ -401,3 +401,42 @@ fn a_window_that_comes_to_the_same_packets_is_not_sent() {
         "a datapath in bytes gets every change"
     );
 }
+
+/// An algorithm that grows its window without end (a buggy or learned one) on a flow its window
+/// does not limit: the datapath holds at most twice the flight (or the restart window), the
+/// algorithm is not told, and a swap seeds the next algorithm from what the datapath held.
+#[test]
+fn a_window_the_flow_does_not_use_is_held_to_twice_its_flight() {
+    let runaway: Vec<Step> = (1..=50).map(|i| Step::Act(Action::cwnd(1e6 * f64::from(i)))).collect();
+    let (mut c, _) = start(runaway);
+    let idle = |now_us: u64| Report { inflight_bytes: 15_000, cwnd_limited: false, ..report(now_us) };
+    for i in 1..=20 {
+        c.on_report(&idle(i * 10_000), i * 10_000);
+        assert_eq!(c.cwnd_bytes(), 30_000, "report {i}");
+    }
+    assert_eq!(c.window_ceiling_bytes(), Some(30_000));
+    // The application turns bulk: the 30 kB window fills, and the ceiling doubles once per SRTT
+    // (20 ms) with the flight, however fast the reports come.
+    let mut held = Vec::new();
+    for i in 21..=30 {
+        let bulk = Report { inflight_bytes: c.cwnd_bytes(), cwnd_limited: true, ..report(i * 10_000) };
+        c.on_report(&bulk, i * 10_000);
+        held.push(c.cwnd_bytes());
+    }
+    assert_eq!(held, [30_000, 60_000, 60_000, 120_000, 120_000, 240_000, 240_000, 480_000, 480_000, 960_000]);
+    // Idle again: the 480 kB the flow had in flight within the in-use period still count.
+    c.on_report(&idle(310_000), 310_000);
+    assert_eq!(c.cwnd_bytes(), 960_000);
+    c.swap(additive(), 310_000);
+    assert_eq!(c.cwnd_bytes(), 960_000, "the new algorithm starts from the held window");
+}
+
+/// Datapaths that cannot tell report `cwnd_limited` (the default): nothing changes for them.
+#[test]
+fn reports_that_do_not_say_leave_the_window_alone() {
+    let (mut c, _) = start(vec![Step::Act(Action::cwnd(5e8))]);
+    assert!(report(1).cwnd_limited);
+    c.on_report(&report(1), 1);
+    assert_eq!(c.cwnd_bytes(), 500_000_000);
+    assert_eq!(c.window_ceiling_bytes(), None);
+}

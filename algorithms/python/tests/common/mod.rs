@@ -93,6 +93,7 @@ pub fn synthetic_reports(n: usize, seed: u64) -> Vec<Report> {
             4 => rep.ce_bytes = u64::from(MSS),
             5 => rep.app_limited = true,
             6 => rep.rtt = None,
+            7 | 8 => rep.cwnd_limited = false,
             _ => {}
         }
         out.push(rep);
