@@ -18,7 +18,8 @@ use crate::datapath::{self, Kind, OpenContext};
 use crate::install::InstallPaths;
 use crate::metrics::MetricsServer;
 use crate::permissions::resolve_group;
-use crate::runtime::{FlowTrace, ReportRecord, Runtime, Services};
+use crate::runtime::{Runtime, Services};
+use crate::trace::{FlowTrace, ReportRecord};
 use attach::{AttachArgs, DetachArgs, Direct};
 use ctl::CtlArgs;
 
