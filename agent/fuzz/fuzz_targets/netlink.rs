@@ -140,6 +140,7 @@ fuzz_target!(|data: &[u8]| {
                 DatapathEvent::FlowClosed { flow, .. } => {
                     assert!(known.remove(flow), "close of unknown flow {flow}");
                 }
+                DatapathEvent::Writable { peer } => panic!("peer {peer} writable again, yet no send here finds a queue full"),
             }
         }
         polls += 1;
