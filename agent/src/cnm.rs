@@ -2,7 +2,7 @@
 //!
 //! A congestion point (ccp-router `--qdisc qcn`, a switch program) samples the packets it queues
 //! and sends the sampled packet's source a UDP datagram carrying the quantized feedback and the
-//! first bytes of the sampled packet (`ccp_qdisc::qcn::wire`, the one definition of the format).
+//! first bytes of the sampled packet (`ccp_cnm_wire`, the one definition of the format).
 //! This module is the host end: one UDP socket, **off unless configured** (`[cnm] listen`,
 //! `run --cnm-listen`), optionally bound inside another network namespace (`netns`: a CNM is
 //! addressed to the sender's own address, so it arrives in the sender's namespace), served by the
@@ -38,8 +38,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use ccp_cnm_wire::Cnm;
 use ccp_contract::NetworkFeedback;
-use ccp_qdisc::qcn::wire::Cnm;
 use ipnet::IpNet;
 use mio::{Interest, Registry, Token};
 use serde::Serialize;

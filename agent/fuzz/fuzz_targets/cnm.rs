@@ -14,8 +14,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ccp_agent::clock::Clock;
 use ccp_agent::cnm::{classify, Reason};
+use ccp_cnm_wire::Cnm;
 use ccp_contract::NetworkFeedback;
-use ccp_qdisc::qcn::wire::Cnm;
 use ipnet::IpNet;
 use libfuzzer_sys::fuzz_target;
 
