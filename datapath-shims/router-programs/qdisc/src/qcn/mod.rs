@@ -14,8 +14,9 @@
 use ccp_cnm_wire::{Cnm, CNM_MAX_SAMPLE_LEN, FLAG_STANDARD_QUANTIZATION};
 
 use crate::dctcp::{StepDecision, StepMarker};
+use crate::droptail::{DropTailWith, OnArrival};
 use crate::rng::{Draw, SeedableRng, SplitMix64};
-use crate::{Departure, DropReason, Dropped, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc, MTU_BYTES};
+use crate::{Fifo, Limit, Nanos, Outputs, Packet, ParamError, MTU_BYTES};
 
 /// Largest 6-bit feedback value (what a CNM carries).
 pub const QFB_MAX: u8 = ccp_cnm_wire::QFB_MAX;
@@ -257,51 +258,41 @@ impl CongestionPoint {
     }
 }
 
-/// A drop-tail FIFO with a QCN congestion point on arrivals and, optionally, DCTCP step marking
-/// on the same queue (the Annulus switch configuration: QCN for the near-source loop, ECN for the
-/// end-to-end one).
+/// What the Annulus switch does with an arrival: a QCN congestion point samples it and,
+/// optionally, DCTCP step marking marks (or drops) it on the same queue.
 #[derive(Debug)]
-pub struct Qcn<P> {
-    fifo: Fifo<P>,
+pub struct QcnArrival {
     cp: CongestionPoint,
     ecn: Option<StepMarker>,
 }
 
-impl<P: Packet> Qcn<P> {
-    pub fn new(limit: Limit, params: QcnParams, ecn: Option<StepMarker>) -> Result<Qcn<P>, ParamError> {
-        Ok(Qcn { fifo: Fifo::new(limit), cp: CongestionPoint::new(params)?, ecn })
-    }
+impl<P: Packet> OnArrival<P> for QcnArrival {
+    const NAME: &'static str = "qcn";
 
-    pub fn stats(&self) -> &CpStats {
-        self.cp.stats()
+    fn admit(&mut self, now: Nanos, packet: &mut P, fifo: &Fifo<P>, out: &mut Outputs<P>) -> bool {
+        // Sampled before the enqueue-or-drop decision, against the backlog the packet finds.
+        if let Some(cnm) = self.cp.on_arrival(now, packet, fifo.len_bytes()) {
+            out.notifications.push(cnm);
+        }
+        match self.ecn {
+            Some(marker) => marker.on_arrival(packet, fifo.len_packets(), fifo.len_bytes()) != StepDecision::Drop,
+            None => true,
+        }
     }
 }
 
-impl<P: Packet> Qdisc<P> for Qcn<P> {
-    fn enqueue(&mut self, now: Nanos, mut packet: P, out: &mut Outputs<P>) {
-        // Sampled before the enqueue-or-drop decision, against the backlog the packet finds.
-        if let Some(cnm) = self.cp.on_arrival(now, &packet, self.fifo.len_bytes()) {
-            out.notifications.push(cnm);
-        }
-        if let Some(marker) = self.ecn {
-            if marker.on_arrival(&mut packet, self.fifo.len_packets(), self.fifo.len_bytes()) == StepDecision::Drop {
-                out.drops.push(Dropped { packet, reason: DropReason::Aqm, enqueued_at: None });
-                return;
-            }
-        }
-        self.fifo.push_or_drop(now, packet, out);
+/// A drop-tail FIFO with a QCN congestion point on arrivals and, optionally, DCTCP step marking
+/// on the same queue (the Annulus switch configuration: QCN for the near-source loop, ECN for the
+/// end-to-end one).
+pub type Qcn<P> = DropTailWith<P, QcnArrival>;
+
+impl<P: Packet> Qcn<P> {
+    pub fn new(limit: Limit, params: QcnParams, ecn: Option<StepMarker>) -> Result<Qcn<P>, ParamError> {
+        Ok(DropTailWith::with_rule(limit, QcnArrival { cp: CongestionPoint::new(params)?, ecn }))
     }
 
-    fn dequeue(&mut self, _now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
-        self.fifo.pop()
-    }
-
-    fn buffers(&self) -> &[Fifo<P>] {
-        std::slice::from_ref(&self.fifo)
-    }
-
-    fn name(&self) -> &'static str {
-        "qcn"
+    pub fn stats(&self) -> &CpStats {
+        self.rule().cp.stats()
     }
 }
 
@@ -310,6 +301,7 @@ mod tests {
     use super::*;
     use crate::test_packet::TestPacket;
     use crate::Ecn;
+    use crate::Qdisc;
 
     /// The first 60 bytes of a TCP/IPv4 packet 10.77.0.1:40000 → 10.77.0.2:5201.
     fn tcp_packet() -> Vec<u8> {
