@@ -7,7 +7,8 @@ use ccp_ebpf::attach::{Filter, Namespaces, Net, Settings};
 use ccp_ebpf::{Fallback, Knobs, ReportEvery};
 use clap::{Parser, Subcommand};
 
-use ccp_libccp_host::ipc::{Bind, Endpoints};
+use ccp_libccp_host::args::AgentArgs;
+use ccp_libccp_host::ipc::Endpoints;
 
 /// ccp-libccp-shim: this kernel's BPF congestion control, driven by an unmodified CCP agent
 /// (portus, generic_cong_avoid, …) through the real libccp, as ccp-kernel would be.
@@ -90,32 +91,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub instance: InstanceArgs,
 
-    /// Socket directory (portus's convention: /tmp/ccp; portus 0.7 cannot use another).
-    #[arg(long, default_value = "/tmp/ccp", value_name = "DIR")]
-    pub ipc_dir: PathBuf,
+    #[command(flatten)]
+    pub ipc: AgentArgs,
 
     /// This datapath's socket name inside --ipc-dir.
     #[arg(long, default_value = "ccp-ebpf", value_name = "NAME")]
     pub ipc_name: String,
-
-    /// The agent's socket name inside --ipc-dir (portus binds `portus`).
-    #[arg(long, default_value = "portus", value_name = "NAME")]
-    pub agent: String,
-
-    /// How the agent sees our address: `relative` to --ipc-dir (portus 0.7, which replies to
-    /// /tmp/ccp/<address>) or `absolute` (portus 0.9, which replies to the address as given).
-    /// ccp-agent takes either.
-    #[arg(long, value_enum, default_value_t = Bind::Relative)]
-    pub bind: Bind,
-
-    /// Datapath id sent in READY.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub datapath_id: u32,
-
-    /// Algorithm name sent in every CREATE (at most 63 bytes); portus picks by it when it runs
-    /// several. Default: none.
-    #[arg(long, value_name = "NAME", value_parser = parse_cong_alg)]
-    pub cong_alg: Option<String>,
 
     /// In-kernel algorithm for flows the agent does not steer (before its first command, while
     /// it is gone, beyond --max-connections).
@@ -154,13 +135,6 @@ pub struct RunArgs {
     pub max_connections: u32,
 }
 
-fn parse_cong_alg(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.len() > 63 || s.contains('\0') {
-        return Err("an algorithm name is 1-63 bytes without NUL".into());
-    }
-    Ok(s.to_string())
-}
-
 fn parse_ring_mib(s: &str) -> Result<u32, String> {
     let v: u32 = s.parse().map_err(|e| format!("{e}"))?;
     if !v.is_power_of_two() || v > 1024 {
@@ -171,7 +145,7 @@ fn parse_ring_mib(s: &str) -> Result<u32, String> {
 
 impl RunArgs {
     pub fn endpoints(&self) -> Endpoints {
-        Endpoints { dir: self.ipc_dir.clone(), name: self.ipc_name.clone(), agent: self.agent.clone(), bind: self.bind }
+        self.ipc.endpoints(&self.ipc_name)
     }
 
     pub fn instance_config(&self) -> ccp_ebpf::Config {
@@ -274,6 +248,7 @@ fn parse_netns(s: &str) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ccp_libccp_host::ipc::Bind;
     use clap::CommandFactory;
 
     #[test]
