@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 use crate::clock::Now;
 
 use ccp_contract::{Capabilities, Command, PacingCommand, PacketWindow, Settings};
-use ccp_ebpf::attach::{Attacher, Detach, Namespaces, Outcome};
+use ccp_ebpf::attach::{Attacher, Detach, Namespaces};
 use ccp_ebpf::{Config, Control, DecodeError, Instance, Record};
 use mio::unix::SourceFd;
 use tracing::{debug, info, warn};
@@ -137,28 +137,6 @@ pub struct EbpfDatapath {
     last_stats: Option<Instant>,
 }
 
-/// Logs what an attach or detach did.
-fn log_outcome(what: &str, out: &Outcome) {
-    for s in &out.switched {
-        match s.errno {
-            None => info!(netns = %s.netns, local = ?s.local, remote = ?s.remote, from = %s.from, to = %s.to, "{what}: switched"),
-            Some(e) => warn!(
-                netns = %s.netns, local = ?s.local, remote = ?s.remote, from = %s.from, to = %s.to,
-                error = %io::Error::from_raw_os_error(e), "{what}: could not switch"
-            ),
-        }
-    }
-    for c in &out.cgroups {
-        info!(cgroup = %c.display(), "{what}: sockops");
-    }
-    for d in &out.defaults {
-        info!(default = %d, "{what}: namespace default");
-    }
-    for w in &out.warnings {
-        warn!("{what}: {w}");
-    }
-}
-
 /// `ccp-agent attach`/`detach` run directly, through the pins of the configuration's agent.
 pub fn attach_direct(cfg: &DatapathConfig, selection: &Selection, attach: bool) -> anyhow::Result<AttachReport> {
     let settings = EbpfSettings::from_section(&cfg.section(KIND.name)).map_err(|e| anyhow::anyhow!("[datapath.ebpf]: {e}"))?;
@@ -168,7 +146,7 @@ pub fn attach_direct(cfg: &DatapathConfig, selection: &Selection, attach: bool) 
     } else {
         attacher.detach(&select::to_detach(selection).map_err(anyhow::Error::msg)?)?
     };
-    Ok(select::report(&out))
+    Ok(AttachReport::from(&out))
 }
 
 /// A flow's settings as the kernel's control entry.
@@ -213,10 +191,10 @@ impl EbpfDatapath {
             "ebpf congestion control registered"
         );
         if inst.adopted_maps() {
-            log_outcome("restart", &attacher.reassert_defaults()?);
+            attacher.reassert_defaults()?.log("restart");
         }
         if cfg.attach != Selection::default() {
-            log_outcome("attach", &attacher.attach(&select::to_attach(&cfg.attach).map_err(anyhow::Error::msg)?)?);
+            attacher.attach(&select::to_attach(&cfg.attach).map_err(anyhow::Error::msg)?)?.log("attach");
         }
         Ok(EbpfDatapath {
             inst,
@@ -469,7 +447,7 @@ impl Datapath for EbpfDatapath {
     fn shutdown(&mut self, now: Now) {
         self.log_stats();
         match self.attacher.detach(&Detach::default()) {
-            Ok(out) => log_outcome("detach", &out),
+            Ok(out) => out.log("detach"),
             Err(e) => warn!(error = %e, "detach at shutdown failed"),
         }
         if self.drain_closes(now) > 0 {
@@ -477,7 +455,7 @@ impl Datapath for EbpfDatapath {
             // control itself): look everywhere.
             let everywhere = Detach { namespaces: Namespaces { paths: Vec::new(), all: true }, ..Detach::default() };
             match self.attacher.detach(&everywhere) {
-                Ok(out) => log_outcome("detach", &out),
+                Ok(out) => out.log("detach"),
                 Err(e) => warn!(error = %e, "detach in every namespace failed"),
             }
         }
@@ -501,15 +479,15 @@ impl AttachControl for EbpfDatapath {
             let spec = select::to_attach(selection)?;
             Ok(Box::new(move || {
                 let out = attacher.attach(&spec).map_err(|e| e.to_string())?;
-                log_outcome("attach", &out);
-                Ok(select::report(&out))
+                out.log("attach");
+                Ok(AttachReport::from(&out))
             }))
         } else {
             let spec = select::to_detach(selection)?;
             Ok(Box::new(move || {
                 let out = attacher.detach(&spec).map_err(|e| e.to_string())?;
-                log_outcome("detach", &out);
-                Ok(select::report(&out))
+                out.log("detach");
+                Ok(AttachReport::from(&out))
             }))
         }
     }

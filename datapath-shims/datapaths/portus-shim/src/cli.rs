@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ccp_ebpf::attach::{Filter, Namespaces, Net, Settings};
+use ccp_ebpf::attach::Settings;
 use ccp_ebpf::{Fallback, Knobs, ReportEvery};
 use clap::{Parser, Subcommand};
 
@@ -32,10 +32,10 @@ pub enum Command {
     Run(RunArgs),
     /// Switch flows to the congestion control (`run` must be running): existing flows, new
     /// flows of cgroups, namespace defaults.
-    Attach(AttachArgs),
+    Attach(InstanceAttachArgs),
     /// Switch flows back to the congestion control they had, and remove what attach installed.
     /// Without selections: everything attach did.
-    Detach(DetachArgs),
+    Detach(InstanceDetachArgs),
 }
 
 /// Which congestion control instance (the same for `run`, `attach` and `detach`).
@@ -169,80 +169,24 @@ impl RunArgs {
     }
 }
 
-/// Which flows and namespaces an attach or detach covers (as `ccp-agent attach` has them).
+/// `attach`: which instance, and the flags `ccp-agent attach` takes.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SelectArgs {
+pub struct InstanceAttachArgs {
     #[command(flatten)]
     pub instance: InstanceArgs,
 
-    /// Flows with either end on this port (repeatable; with --addr, both must match).
-    #[arg(long = "port", value_name = "PORT")]
-    pub ports: Vec<u16>,
-
-    /// Flows with either end in this address or prefix, e.g. 10.0.0.0/8 (repeatable).
-    #[arg(long = "addr", value_name = "ADDR[/LEN]", value_parser = parse_net)]
-    pub addrs: Vec<Net>,
-
-    /// Every flow.
-    #[arg(long)]
-    pub all: bool,
-
-    /// A network namespace: a name from `ip netns`, or a path such as /proc/PID/ns/net
-    /// (repeatable). Default: this process's namespace.
-    #[arg(long = "netns", value_name = "NAME|PATH", value_parser = parse_netns)]
-    pub netns: Vec<PathBuf>,
-
-    /// Every network namespace that can be named.
-    #[arg(long)]
-    pub all_netns: bool,
-}
-
-impl SelectArgs {
-    pub fn filter(&self) -> Option<Filter> {
-        let f = Filter { all: self.all, ports: self.ports.clone(), nets: self.addrs.clone() };
-        f.selects_something().then_some(f)
-    }
-
-    pub fn namespaces(&self) -> Namespaces {
-        Namespaces { paths: self.netns.clone(), all: self.all_netns }
-    }
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct AttachArgs {
     #[command(flatten)]
-    pub select: SelectArgs,
-
-    /// A cgroup v2 directory (absolute, or relative to the cgroup2 mount) whose new flows get
-    /// the congestion control when established (repeatable).
-    #[arg(long = "cgroup", value_name = "DIR")]
-    pub cgroups: Vec<PathBuf>,
-
-    /// Also make the congestion control the default of the namespaces.
-    #[arg(long = "default")]
-    pub set_default: bool,
+    pub selection: ccp_ebpf::attach::args::AttachArgs,
 }
 
+/// `detach`: which instance, and the flags `ccp-agent detach` takes.
 #[derive(Debug, Clone, clap::Args)]
-pub struct DetachArgs {
+pub struct InstanceDetachArgs {
     #[command(flatten)]
-    pub select: SelectArgs,
+    pub instance: InstanceArgs,
 
-    /// Remove the sockops program from this cgroup only (repeatable).
-    #[arg(long = "cgroup", value_name = "DIR")]
-    pub cgroups: Vec<PathBuf>,
-}
-
-fn parse_net(s: &str) -> Result<Net, String> {
-    s.parse()
-}
-
-/// A bare name is one of `ip netns`'s.
-fn parse_netns(s: &str) -> Result<PathBuf, String> {
-    if s.is_empty() {
-        return Err("empty namespace".into());
-    }
-    Ok(if s.contains('/') { PathBuf::from(s) } else { Path::new("/run/netns").join(s) })
+    #[command(flatten)]
+    pub selection: ccp_ebpf::attach::args::DetachArgs,
 }
 
 #[cfg(test)]
@@ -284,8 +228,8 @@ mod tests {
         }
         let cli = Cli::parse_from(["ccp-libccp-shim", "attach", "--port", "5201", "--netns", "lab-snd", "--name", "ccpy"]);
         let Command::Attach(a) = cli.command else { panic!("not attach") };
-        assert_eq!(a.select.netns, vec![PathBuf::from("/run/netns/lab-snd")]);
-        assert!(a.select.filter().is_some());
-        assert_eq!(a.select.instance.attach_settings().cc_name, "ccpy");
+        assert_eq!(a.selection.select.netns, vec![PathBuf::from("/run/netns/lab-snd")]);
+        assert!(a.selection.select.filter().is_some());
+        assert_eq!(a.instance.attach_settings().cc_name, "ccpy");
     }
 }

@@ -44,7 +44,6 @@ use ccp_libccp_host::stop;
 use libccp::{Connection, Datapath, LibccpError};
 use tracing::{debug, info, warn};
 
-use crate::attach::log_outcome;
 use crate::cli::RunArgs;
 use crate::flows::{Desc, Flow};
 use crate::primitives;
@@ -70,7 +69,7 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let attacher = Attacher::new(args.instance.attach_settings(), Some(inst.prev_cc_map()?));
     info!(name, epoch = inst.epoch(), adopted_maps = inst.adopted_maps(), pins = %inst.pin_dir().display(), progs = ?prog_ids(&inst), "per-ACK congestion control registered");
     if inst.adopted_maps() {
-        log_outcome("restart", &attacher.reassert_defaults()?);
+        attacher.reassert_defaults()?.log("restart");
     }
 
     let shared = Rc::new(Shared::new(Channel::open(&args.endpoints()).map_err(anyhow::Error::msg)?));
@@ -466,7 +465,7 @@ impl<'dp> Shim<'dp> {
     fn shutdown(&mut self) {
         info!("stopping");
         match self.attacher.detach(&Detach::default()) {
-            Ok(out) => log_outcome("detach", &out),
+            Ok(out) => out.log("detach"),
             Err(e) => warn!(error = %e, "detach at shutdown failed"),
         }
         self.drain_ring();
@@ -475,7 +474,7 @@ impl<'dp> Shim<'dp> {
             // control itself): look everywhere.
             let everywhere = Detach { namespaces: Namespaces { paths: Vec::new(), all: true }, ..Detach::default() };
             match self.attacher.detach(&everywhere) {
-                Ok(out) => log_outcome("detach", &out),
+                Ok(out) => out.log("detach"),
                 Err(e) => warn!(error = %e, "detach in every namespace failed"),
             }
             self.drain_ring();
