@@ -10,8 +10,8 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use ccp_agent::datapath::latch::Latch;
 use ccp_agent::datapath::libccp::fold::{FlowDecoder, Fold};
+use ccp_agent::flows::latch::Latch;
 use ccp_contract::{Capabilities, Controller, FlowStart, Limits};
 use ccp_wire::{implicit, Measure, Msg, RegKind, UpdateField, UpdateFields};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

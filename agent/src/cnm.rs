@@ -2,7 +2,7 @@
 //!
 //! A congestion point (ccp-router `--qdisc qcn`, a switch program) samples the packets it queues
 //! and sends the sampled packet's source a UDP datagram carrying the quantized feedback and the
-//! first bytes of the sampled packet (`ccp_qdisc::qcn::wire`, the one definition of the format).
+//! first bytes of the sampled packet (`ccp_cnm_wire`, the one definition of the format).
 //! This module is the host end: one UDP socket, **off unless configured** (`[cnm] listen`,
 //! `run --cnm-listen`), optionally bound inside another network namespace (`netns`: a CNM is
 //! addressed to the sender's own address, so it arrives in the sender's namespace), served by the
@@ -38,15 +38,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use ccp_cnm_wire::Cnm;
 use ccp_contract::NetworkFeedback;
-use ccp_qdisc::qcn::wire::Cnm;
 use ipnet::IpNet;
 use mio::{Interest, Registry, Token};
 use serde::Serialize;
 use serde_json::json;
 use tracing::{info, warn};
 
-use crate::flows::Tuple;
+use crate::clock::Now;
+use crate::datapath::Tuple;
 use crate::latency::Histogram;
 use crate::log_limit::LogLimit;
 
@@ -178,7 +179,7 @@ pub struct Notice {
     /// The congestion point that sent it.
     pub cpid: u32,
     pub from: IpAddr,
-    /// When the agent read it.
+    /// When the agent read it: the start of the batch it was read in.
     pub received: Instant,
     /// From the congestion point's sample to the read, when the CNM's timestamp is on this
     /// host's CLOCK_MONOTONIC (a congestion point on this host, such as ccp-router).
@@ -212,14 +213,8 @@ fn v4(a: IpAddr) -> Option<Ipv4Addr> {
 }
 
 /// Checks one datagram from `from` (the allow-list first, then the payload) and turns it into
-/// a notice. `truncated`: the datagram was longer than any CNM.
-pub fn classify(
-    from: IpAddr,
-    payload: &[u8],
-    truncated: bool,
-    allow_from: &[IpNet],
-    received: Instant,
-) -> Result<Notice, Dropped> {
+/// a notice. `truncated`: the datagram was longer than any CNM; `now`: when it was read.
+pub fn classify(from: IpAddr, payload: &[u8], truncated: bool, allow_from: &[IpNet], now: Now) -> Result<Notice, Dropped> {
     let from = canonical(from);
     if !allow_from.iter().any(|n| n.contains(&from)) {
         return Err(dropped(Reason::NotAllowed, "source not in cnm.allow_from"));
@@ -241,8 +236,7 @@ pub fn classify(
         return Err(dropped(Reason::Malformed, "the sample ends before the TCP ports"));
     }
     let age_us = {
-        let now = ccp_ebpf::mono_ns();
-        let age = now.checked_sub(cnm.timestamp_ns).map(Duration::from_nanos);
+        let age = now.mono_ns.checked_sub(cnm.timestamp_ns).map(Duration::from_nanos);
         age.filter(|a| *a <= MAX_PLAUSIBLE_AGE).map(|a| a.as_micros() as u64)
     };
     Ok(Notice {
@@ -254,7 +248,7 @@ pub fn classify(
         },
         cpid: cnm.cpid,
         from,
-        received,
+        received: now.instant,
         age_us,
     })
 }
@@ -435,21 +429,22 @@ impl CnmListener {
 
     /// Reads at most `max_per_pass` datagrams: notices go to `out`, the rest are counted and
     /// dropped. Sets `pending` when it stopped at the budget rather than on an empty socket.
-    pub fn read_batch(&mut self, out: &mut Vec<Notice>) {
+    /// `now`: when the runtime started the batch, the read time of every datagram in it.
+    pub fn read_batch(&mut self, out: &mut Vec<Notice>, now: Now) {
         self.pending = false;
         let mut buf = [0u8; RECV_BYTES];
         for _ in 0..self.max_per_pass {
             match self.recv(&mut buf) {
                 Ok((n, from, truncated)) => {
                     self.counters.received += 1;
-                    match classify(from.ip(), &buf[..n], truncated, &self.allow_from, Instant::now()) {
+                    match classify(from.ip(), &buf[..n], truncated, &self.allow_from, now) {
                         Ok(notice) => out.push(notice),
-                        Err(d) => self.drop_one(d.reason, Some(from.ip()), &d.detail),
+                        Err(d) => self.drop_one(d.reason, Some(from.ip()), &d.detail, now),
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => self.drop_one(Reason::ReceiveError, None, &e.to_string()),
+                Err(e) => self.drop_one(Reason::ReceiveError, None, &e.to_string(), now),
             }
         }
         self.pending = true;
@@ -495,9 +490,9 @@ impl CnmListener {
     }
 
     /// Counts a datagram that is not delivered; logs it unless this reason logged recently.
-    pub fn drop_one(&mut self, reason: Reason, from: Option<IpAddr>, detail: &str) {
+    pub fn drop_one(&mut self, reason: Reason, from: Option<IpAddr>, detail: &str, now: Now) {
         *self.counters.slot(reason) += 1;
-        let Some(suppressed) = self.throttle[Reason::ALL.iter().position(|r| *r == reason).unwrap_or(0)].allow(Instant::now())
+        let Some(suppressed) = self.throttle[Reason::ALL.iter().position(|r| *r == reason).unwrap_or(0)].allow(now.instant)
         else {
             return;
         };

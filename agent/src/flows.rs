@@ -28,29 +28,28 @@
 //!   is not is raised to the feedback's time (`feedback_clock_clamps`), so a flow's reports never
 //!   go back in time.
 //!
-//! Time comes in as `now_us`, the runtime's clock (microseconds since the agent started).
+//! Time comes in as `now` (`crate::clock`): the controllers see its `agent_us`, the runtime's
+//! clock (microseconds since the agent started).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::net::SocketAddr;
 
 use ccp_contract::{Command, Controller, Limits, NetworkFeedback, Outcome, PacingCommand, Report, ReportPolicy};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
 pub mod admission;
+pub mod latch;
 
-use crate::datapath::latch::Latch;
-use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
+use crate::clock::Now;
+use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef, Tuple};
 use crate::log_limit::LogLimit;
 use crate::rules::Policy;
-use crate::runtime::{CnmTrace, FlowTrace, ReportRecord};
+use crate::trace::{FlowTrace, ReportRecord};
+use latch::Latch;
 
 /// A flow: the index of its datapath adapter and the adapter's reference.
 pub type FlowKey = (usize, FlowRef);
-
-/// A flow's addresses as its sender sends: (source address, port), (destination address, port).
-pub type Tuple = ((IpAddr, u16), (IpAddr, u16));
 
 /// Which flow a 5-tuple names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,23 +63,12 @@ pub enum Lookup {
     Ambiguous,
 }
 
-/// Network feedback on its way to a flow, with where it came from (for the trace).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct FeedbackEvent {
-    pub feedback: NetworkFeedback,
-    /// The congestion point that sent it.
-    pub cpid: u32,
-    /// When the agent read it.
-    pub received: Instant,
-    /// From the congestion point's sample to the read, when known.
-    pub age_us: Option<u64>,
-}
-
 /// What delivering feedback did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Delivered {
-    /// From the read to the decision applied.
-    pub latency: Duration,
+    /// The report that carried the feedback to the controller; `None` when the feedback waits
+    /// for the flow's first datapath report.
+    pub report: Option<Report>,
     /// The decision changed the flow's settings and a command was sent.
     pub action: bool,
 }
@@ -298,21 +286,15 @@ impl FlowTable {
     }
 
     /// One datapath event for the flows of adapter `dp`.
-    pub fn handle(
-        &mut self,
-        dp: usize,
-        adapter: &mut dyn Datapath,
-        ev: DatapathEvent,
-        now_us: u64,
-        trace: Option<&mut FlowTrace>,
-    ) {
+    pub fn handle(&mut self, dp: usize, adapter: &mut dyn Datapath, ev: DatapathEvent, now: Now, trace: Option<&mut FlowTrace>) {
+        let now_us = now.agent_us;
         match ev {
-            DatapathEvent::FlowStarted { flow, info } => self.start(dp, adapter, flow, info, now_us),
+            DatapathEvent::FlowStarted { flow, info } => self.start(dp, adapter, flow, info, now),
             DatapathEvent::Report { flow, mut report } => {
                 self.counters.reports += 1;
                 let key = (dp, flow);
                 let Some(f) = self.flows.get_mut(&key) else {
-                    if self.admission.is_refused(&key, now_us) {
+                    if self.admission.is_refused(&key, now) {
                         return;
                     }
                     self.counters.reports_for_unknown_flows += 1;
@@ -344,7 +326,7 @@ impl FlowTable {
                 if let Some(t) = trace {
                     t.record(now_us, f.id, &report, &f.controller, None);
                 }
-                self.account(key, adapter, &outcome);
+                self.account(key, adapter, &outcome, now);
             }
             DatapathEvent::FlowClosed { flow, reason } => {
                 let key = (dp, flow);
@@ -364,15 +346,15 @@ impl FlowTable {
                 let key = (dp, flow);
                 if let Some(f) = self.flows.get_mut(&key) {
                     f.latch.reset();
-                    self.flush(key, adapter, &Command::default(), false);
+                    self.flush(key, adapter, &Command::default(), false, now);
                 }
             }
-            DatapathEvent::Writable { peer } => self.retry_peer(dp, peer, adapter),
+            DatapathEvent::Writable { peer } => self.retry_peer(dp, peer, adapter, now),
         }
     }
 
-    fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, mut info: FlowInfo, now_us: u64) {
-        let key = (dp, flow);
+    fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, mut info: FlowInfo, now: Now) {
+        let (key, now_us) = ((dp, flow), now.agent_us);
         if let Some(old) = self.remove(&key) {
             debug!(flow = old.id, "flow id re-used by the datapath");
         }
@@ -381,7 +363,7 @@ impl FlowTable {
                 info = info.or_identity_of(known);
             }
         }
-        if self.admission.admit(key, &info, now_us).is_err() {
+        if self.admission.admit(key, &info, now).is_err() {
             // The datapath's fallback steers it; its reports are dropped until it is examined again.
             return;
         }
@@ -433,7 +415,7 @@ impl FlowTable {
             self.by_tuple.entry((src, dst)).or_default().push(key);
         }
         self.flows.insert(key, flow);
-        self.account(key, adapter, &outcome);
+        self.account(key, adapter, &outcome, now);
     }
 
     /// Removes a flow and its tuple index entry, and frees its place.
@@ -479,23 +461,23 @@ impl FlowTable {
 
     /// Delivers network feedback to a flow at once: its report (see the module's documentation)
     /// goes through the flow's controller, and what the decision changed is applied through
-    /// `adapter` right away, as for a datapath's report. `None` when the flow is gone.
+    /// `adapter` right away, as for a datapath's report. `None` when the flow is gone. The
+    /// runtime traces the report: how long the feedback took to act on is its to measure.
     pub fn network_feedback(
         &mut self,
         key: FlowKey,
         adapter: &mut dyn Datapath,
-        ev: &FeedbackEvent,
-        now_us: u64,
-        trace: Option<&mut FlowTrace>,
+        feedback: NetworkFeedback,
+        now: Now,
     ) -> Option<Delivered> {
         let f = self.flows.get_mut(&key)?;
         f.cnms += 1;
         let Some(gauges) = f.gauges else {
-            f.held_feedback = Some(ev.feedback);
+            f.held_feedback = Some(feedback);
             self.counters.feedback_held += 1;
-            return Some(Delivered { latency: ev.received.elapsed(), action: false });
+            return Some(Delivered { report: None, action: false });
         };
-        let report = f.feedback_report(gauges, ev.feedback, now_us);
+        let report = f.feedback_report(gauges, feedback, now.agent_us);
         if report.now_us > f.gauges.map_or(0, |g| g.now_us) {
             f.feedback_ahead = true;
         }
@@ -504,20 +486,14 @@ impl FlowTable {
         if let Some(r) = self.record.as_mut() {
             r.record(f.id, &report);
         }
-        let outcome = f.controller.on_report(&report, now_us);
+        let outcome = f.controller.on_report(&report, now.agent_us);
         let sent = self.counters.commands_sent;
-        self.account(key, adapter, &outcome);
-        let latency = ev.received.elapsed();
-        let action = self.counters.commands_sent > sent;
-        if let (Some(t), Some(f)) = (trace, self.flows.get(&key)) {
-            let cnm = CnmTrace { cpid: ev.cpid, read_to_action_us: latency.as_micros() as u64, sample_to_read_us: ev.age_us };
-            t.record(now_us, f.id, &report, &f.controller, Some(&cnm));
-        }
-        Some(Delivered { latency, action })
+        self.account(key, adapter, &outcome, now);
+        Some(Delivered { report: Some(report), action: self.counters.commands_sent > sent })
     }
 
     /// Counts and logs what a controller did, and applies the flow's settings.
-    fn account(&mut self, key: FlowKey, adapter: &mut dyn Datapath, outcome: &Outcome) {
+    fn account(&mut self, key: FlowKey, adapter: &mut dyn Datapath, outcome: &Outcome, now: Now) {
         let id = self.flows.get(&key).map_or(0, |f| f.id);
         self.counters.clamped_values += u64::from(outcome.clamped);
         if let Some(fault) = &outcome.fault {
@@ -531,11 +507,11 @@ impl FlowTable {
             self.counters.fallbacks += 1;
             warn!(flow = id, fallback = to, "algorithm replaced after repeated faults");
         }
-        self.flush(key, adapter, &outcome.command, false);
+        self.flush(key, adapter, &outcome.command, false, now);
     }
 
     /// Applies what the flow's datapath does not hold yet; `change` is the controller's latest.
-    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, change: &Command, retry: bool) -> Flushed {
+    fn flush(&mut self, key: FlowKey, adapter: &mut dyn Datapath, change: &Command, retry: bool, now: Now) -> Flushed {
         let Some(f) = self.flows.get_mut(&key) else {
             self.unapplied.remove(&key);
             return Flushed::Done;
@@ -548,7 +524,7 @@ impl FlowTable {
             }
             return Flushed::Done;
         }
-        match adapter.apply(key.1, &want, &changed) {
+        match adapter.apply(key.1, &want, &changed, now) {
             Ok(()) => {
                 f.latch.applied();
                 self.unapplied.remove(&key);
@@ -572,7 +548,7 @@ impl FlowTable {
                     return Flushed::Done;
                 }
                 self.unapplied.insert(key);
-                if let Some(not_logged) = self.apply_errors_log.allow(Instant::now()) {
+                if let Some(not_logged) = self.apply_errors_log.allow(now.instant) {
                     warn!(
                         flow = f.id, error = %e, retry, not_logged, errors_total = self.counters.apply_errors,
                         "could not deliver settings; they stay pending and are retried (further failures are logged \
@@ -586,11 +562,11 @@ impl FlowTable {
     }
 
     /// Retries what adapter `dp` could not apply.
-    pub fn retry(&mut self, dp: usize, adapter: &mut dyn Datapath) {
+    pub fn retry(&mut self, dp: usize, adapter: &mut dyn Datapath, now: Now) {
         let keys: Vec<FlowKey> =
             self.unapplied.range((dp, FlowRef { peer: 0, sid: 0 })..).take_while(|k| k.0 == dp).copied().collect();
         for key in keys {
-            self.flush(key, adapter, &Command::default(), true);
+            self.flush(key, adapter, &Command::default(), true, now);
         }
         let unapplied = &self.unapplied;
         self.retry_cursor.retain(|(d, peer), _| {
@@ -601,7 +577,7 @@ impl FlowTable {
     /// Retries what adapter `dp` could not apply to the flows of `peer`, which has room again,
     /// until its queue is full again. The next round starts where this one stopped, so every
     /// waiting flow gets its turn however many wait.
-    fn retry_peer(&mut self, dp: usize, peer: u32, adapter: &mut dyn Datapath) {
+    fn retry_peer(&mut self, dp: usize, peer: u32, adapter: &mut dyn Datapath, now: Now) {
         let from = self.retry_cursor.remove(&(dp, peer)).unwrap_or(0);
         let waiting = |t: &Self, lo: u32, hi: u32| -> Vec<FlowKey> {
             t.unapplied.range((dp, FlowRef { peer, sid: lo })..=(dp, FlowRef { peer, sid: hi })).copied().collect()
@@ -611,7 +587,7 @@ impl FlowTable {
             keys.extend(waiting(self, 0, from - 1));
         }
         for key in keys {
-            if self.flush(key, adapter, &Command::default(), true) == Flushed::Backpressure {
+            if self.flush(key, adapter, &Command::default(), true, now) == Flushed::Backpressure {
                 self.retry_cursor.insert((dp, peer), key.1.sid);
                 return;
             }
@@ -620,8 +596,8 @@ impl FlowTable {
 
     /// Forgets flows silent for longer than the idle timeout; returns them so that their
     /// adapters can drop what they keep for them.
-    pub fn expire(&mut self, now_us: u64) -> Vec<FlowKey> {
-        let idle = self.idle_timeout_us;
+    pub fn expire(&mut self, now: Now) -> Vec<FlowKey> {
+        let (idle, now_us) = (self.idle_timeout_us, now.agent_us);
         let stale: Vec<FlowKey> =
             self.flows.iter().filter(|(_, f)| now_us.saturating_sub(f.last_activity_us) > idle).map(|(k, _)| *k).collect();
         for key in &stale {
@@ -636,7 +612,7 @@ impl FlowTable {
         }
         let keep = idle.saturating_mul(DORMANT_IDLE_TIMEOUTS);
         self.dormant.retain(|_, (_, at)| now_us.saturating_sub(*at) <= keep);
-        self.admission.expire(now_us, idle);
+        self.admission.expire(now, idle);
         stale
     }
 
@@ -646,16 +622,16 @@ impl FlowTable {
         keys: &[FlowKey],
         choose: impl Fn(&Flow) -> ccp_contract::Choice,
         adapters: &mut [Box<dyn Datapath>],
-        now_us: u64,
+        now: Now,
     ) -> Vec<u64> {
         let mut ids = Vec::with_capacity(keys.len());
         for key in keys {
             let Some(f) = self.flows.get_mut(key) else { continue };
             let choice = choose(f);
-            let outcome = f.controller.swap(choice, now_us);
+            let outcome = f.controller.swap(choice, now.agent_us);
             ids.push(f.id);
             self.counters.swaps += 1;
-            self.account(*key, adapters[key.0].as_mut(), &outcome);
+            self.account(*key, adapters[key.0].as_mut(), &outcome, now);
         }
         ids
     }
@@ -663,7 +639,7 @@ impl FlowTable {
     /// A snapshot of every flow.
     /// Flow rows in flow-key order: at most `limit` rows from the `offset`-th flow on: building rows is loop work, so a
     /// caller with very many flows pages through them.
-    pub fn status_page(&self, adapters: &[Box<dyn Datapath>], now_us: u64, offset: usize, limit: usize) -> Vec<FlowStatus> {
+    pub fn status_page(&self, adapters: &[Box<dyn Datapath>], now: Now, offset: usize, limit: usize) -> Vec<FlowStatus> {
         self.flows
             .iter()
             .skip(offset)
@@ -693,7 +669,7 @@ impl FlowTable {
                         ReportPolicy::EveryUs(_) => None,
                     },
                     reports: f.reports,
-                    report_age_ms: f.last_report_us.map(|t| now_us.saturating_sub(t) / 1000),
+                    report_age_ms: f.last_report_us.map(|t| now.agent_us.saturating_sub(t) / 1000),
                     faults: f.controller.total_faults(),
                     cnms: f.cnms,
                     state: f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),

@@ -4,6 +4,7 @@
 
 pub mod catalog;
 pub mod cli;
+pub mod clock;
 pub mod cnm;
 pub mod config;
 pub mod control;
@@ -16,3 +17,4 @@ pub mod metrics;
 pub mod permissions;
 pub mod rules;
 pub mod runtime;
+pub mod trace;

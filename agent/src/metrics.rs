@@ -96,8 +96,9 @@ impl MetricsServer {
         token == LISTENER || (CONN_BASE..CONN_BASE + MAX_CONNECTIONS).contains(&token.0)
     }
 
-    /// Handles readiness; calls `body` to render the metrics when a request is complete.
-    pub fn ready(&mut self, registry: &Registry, token: Token, body: impl Fn() -> String) {
+    /// Handles readiness; calls `body` to render the metrics when a request is complete. `now`:
+    /// when the runtime took up the work, the time a connection accepted now was opened.
+    pub fn ready(&mut self, registry: &Registry, token: Token, now: std::time::Instant, body: impl Fn() -> String) {
         if token == LISTENER {
             loop {
                 match self.listener.accept() {
@@ -120,7 +121,7 @@ impl MetricsServer {
                             }
                         };
                         if registry.register(&mut stream, Token(CONN_BASE + slot), Interest::READABLE).is_ok() {
-                            self.conns[slot] = Some(Conn { stream, request: Vec::new(), opened: std::time::Instant::now() });
+                            self.conns[slot] = Some(Conn { stream, request: Vec::new(), opened: now });
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ccp_agent::clock::{Clock, Now};
 use ccp_agent::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef};
 use ccp_agent::flows::FlowTable;
 use ccp_agent::rules::Policy;
@@ -252,10 +253,10 @@ impl Datapath for Recorder {
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> std::io::Result<()> {
         Ok(())
     }
-    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize) -> usize {
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize, _: Now) -> usize {
         0
     }
-    fn apply(&mut self, _: FlowRef, _: &Settings, changed: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, _: FlowRef, _: &Settings, changed: &Command, _: Now) -> Result<(), ApplyError> {
         self.applied.lock().unwrap().push(*changed);
         Ok(())
     }
@@ -273,10 +274,12 @@ fn agent_path(choice: Choice, reports: &[Report]) -> Trace {
     let info = FlowInfo { mss_bytes: MSS, init_cwnd_bytes: INIT_CWND_BYTES, ..FlowInfo::default() };
     let mut changes = Vec::new();
     let mut take = |at: usize| changes.extend(applied.lock().unwrap().drain(..).map(|c| (at, c)));
-    table.handle(0, &mut dp, DatapathEvent::FlowStarted { flow, info }, 0, None);
+    // The agent's clock runs with the datapath's, as the simulator's does.
+    let clock = Clock::start();
+    table.handle(0, &mut dp, DatapathEvent::FlowStarted { flow, info }, clock.at(0), None);
     take(usize::MAX);
     for (i, r) in reports.iter().enumerate() {
-        table.handle(0, &mut dp, DatapathEvent::Report { flow, report: r.clone() }, r.now_us, None);
+        table.handle(0, &mut dp, DatapathEvent::Report { flow, report: r.clone() }, clock.at(r.now_us), None);
         take(i);
     }
     let algorithm = table.get(&(0, flow)).unwrap().controller.algorithm_name().to_string();

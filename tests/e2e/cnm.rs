@@ -26,7 +26,7 @@ fn status(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// The CNM wire format (ccp_qdisc::qcn::wire, as ccp-router sends it), written out by hand so
+/// The CNM wire format (ccp_cnm_wire, as ccp-router sends it), written out by hand so
 /// that the test checks the agent against the layout rather than against the same encoder.
 fn cnm(qfb: u8, proto: u8, src: (Ipv4Addr, u16), dst: (Ipv4Addr, u16)) -> Vec<u8> {
     let mut sample = vec![0u8; 40];

@@ -11,11 +11,11 @@
 #![no_main]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::time::Instant;
 
+use ccp_agent::clock::Clock;
 use ccp_agent::cnm::{classify, Reason};
+use ccp_cnm_wire::Cnm;
 use ccp_contract::NetworkFeedback;
-use ccp_qdisc::qcn::wire::Cnm;
 use ipnet::IpNet;
 use libfuzzer_sys::fuzz_target;
 
@@ -59,7 +59,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = cnm.flow();
     }
 
-    match classify(from, payload, truncated, &allow, Instant::now()) {
+    match classify(from, payload, truncated, &allow, Clock::start().now()) {
         Ok(n) => {
             assert!(allowed, "delivered from {from}, not in allow_from");
             assert!(!truncated);

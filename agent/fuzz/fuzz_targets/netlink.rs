@@ -20,7 +20,9 @@
 
 use std::collections::{HashSet, VecDeque};
 use std::io;
+use std::time::Instant;
 
+use ccp_agent::clock::Clock;
 use ccp_agent::datapath::libccp::netlink::{port_name, sender_allowed};
 use ccp_agent::datapath::libccp::transport::{Received, Transport};
 use ccp_agent::datapath::libccp::{AddressOrder, LibccpDatapath};
@@ -48,7 +50,7 @@ impl Transport for Fuzzed {
         Ok(())
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<u32>>> {
+    fn recv(&mut self, buf: &mut [u8], _: Instant) -> io::Result<Option<Received<u32>>> {
         loop {
             let Some((nl_pid, datagram)) = self.datagrams.pop_front() else { return Ok(None) };
             if !sender_allowed(nl_pid, self.allow_user_peers) {
@@ -69,7 +71,7 @@ impl Transport for Fuzzed {
         }
     }
 
-    fn send(&mut self, to: &u32, msg: &[u8]) -> io::Result<()> {
+    fn send(&mut self, to: &u32, msg: &[u8], _: Instant) -> io::Result<()> {
         assert!(sender_allowed(*to, self.allow_user_peers), "a reply to port {to}, which is never heard");
         let (decoded, used) = ccp_wire::decode(msg).unwrap_or_else(|e| panic!("the agent sent an undecodable message: {e}"));
         assert_eq!(used, msg.len(), "the agent sent trailing bytes after {decoded:?}");
@@ -108,6 +110,7 @@ fuzz_target!(|data: &[u8]| {
     let total = queued.len() as u64;
     let transport = Fuzzed { datagrams: queued, allow_user_peers, refused: 0, malformed: 0, delivered: 0, sent: 0 };
     let mut dp = LibccpDatapath::new(transport, order).expect("the standard fold compiles");
+    let clock = Clock::start();
 
     // The runtime's flow table, as far as the adapter's `known` is concerned.
     let mut known: HashSet<FlowRef> = HashSet::new();
@@ -117,7 +120,7 @@ fuzz_target!(|data: &[u8]| {
         events.clear();
         let read = {
             let k = known.clone();
-            dp.poll_events(&move |f| k.contains(&f), &mut events, budget)
+            dp.poll_events(&move |f| k.contains(&f), &mut events, budget, clock.now())
         };
         assert!(read <= budget);
         for e in &events {
@@ -137,6 +140,7 @@ fuzz_target!(|data: &[u8]| {
                 DatapathEvent::FlowClosed { flow, .. } => {
                     assert!(known.remove(flow), "close of unknown flow {flow}");
                 }
+                DatapathEvent::Writable { peer } => panic!("peer {peer} writable again, yet no send here finds a queue full"),
             }
         }
         polls += 1;

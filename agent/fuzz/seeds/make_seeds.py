@@ -6,7 +6,7 @@ target, kept as they were found). Run from anywhere: python3 agent/fuzz/seeds/ma
 Layouts: control requests as `ccp-agent ctl` serialises them (serde_json, one line each);
 ring-buffer records as the repr(C) structs of datapath-shims/datapaths/ebpf/src/bpf/ccp.h
 (little-endian, x86-64); netlink datagrams as ccp-kernel sends them (a 16-byte nlmsghdr, then a
-libccp message); CNMs as ccp_qdisc::qcn::wire encodes them (big-endian).
+libccp message); CNMs as ccp_cnm_wire encodes them (big-endian).
 """
 
 import json

@@ -6,11 +6,14 @@ use anyhow::bail;
 use clap::Subcommand;
 use serde_json::Value;
 
-use super::attach::{print_outcome, AttachArgs, DetachArgs};
+use ccp_ebpf::attach::args::{AttachArgs, DetachArgs};
+
+use super::attach::print_outcome;
 use super::parse_param;
 use crate::config::client_control_socket;
 use crate::control::client;
 use crate::control::protocol::{MatchSpec, Request, Target};
+use crate::datapath::Selection;
 
 #[derive(Debug, clap::Args)]
 pub struct CtlArgs {
@@ -122,8 +125,8 @@ fn request(cmd: CtlCommand) -> anyhow::Result<Request> {
         }
         CtlCommand::Default { algorithm, params } => Request::Default { algorithm: absolute(algorithm)?, params: table(params) },
         CtlCommand::Reload { apply_existing } => Request::Reload { apply_existing },
-        CtlCommand::Attach(a) => Request::Attach { spec: a.selection() },
-        CtlCommand::Detach(d) => Request::Detach { spec: d.selection() },
+        CtlCommand::Attach(a) => Request::Attach { spec: Selection::from(&a) },
+        CtlCommand::Detach(d) => Request::Detach { spec: Selection::from(&d) },
     })
 }
 

@@ -18,8 +18,10 @@ use crate::datapath::{self, Kind, OpenContext};
 use crate::install::InstallPaths;
 use crate::metrics::MetricsServer;
 use crate::permissions::resolve_group;
-use crate::runtime::{FlowTrace, ReportRecord, Runtime, Services};
-use attach::{AttachArgs, DetachArgs, Direct};
+use crate::runtime::{Runtime, Services};
+use crate::trace::{FlowTrace, ReportRecord};
+use attach::Direct;
+use ccp_ebpf::attach::args::{AttachArgs, DetachArgs};
 use ctl::CtlArgs;
 
 /// ccp-agent: congestion control off the datapath.
@@ -441,7 +443,7 @@ mod tests {
         ])
         .unwrap();
         let Command::Attach(a) = cli.command else { panic!("not attach") };
-        let sel = a.args.selection();
+        let sel = Selection::from(&a.args);
         assert_eq!(sel.ports, vec![5201]);
         assert_eq!(sel.addrs, vec!["10.0.0.0/8".to_string()]);
         assert!(!sel.all);
@@ -451,7 +453,7 @@ mod tests {
 
         let cli = Cli::try_parse_from(["ccp-agent", "detach"]).unwrap();
         let Command::Detach(d) = cli.command else { panic!("not detach") };
-        assert_eq!(d.args.selection(), Selection::default(), "no selection: detach everything");
+        assert_eq!(Selection::from(&d.args), Selection::default(), "no selection: detach everything");
         assert!(Cli::try_parse_from(["ccp-agent", "attach", "--addr", "10.0.0.0/99"]).is_err());
         assert!(Cli::try_parse_from(["ccp-agent", "run", "--datapath", "ebpf"]).is_ok());
         let e = Cli::try_parse_from(["ccp-agent", "run", "--datapath", "dpdk"]).unwrap_err().to_string();

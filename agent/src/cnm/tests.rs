@@ -41,8 +41,13 @@ fn allow() -> Vec<IpNet> {
     vec!["10.77.0.254/32".parse().unwrap(), "127.0.0.1/32".parse().unwrap()]
 }
 
+/// The read time of every datagram here.
+fn now() -> Now {
+    Now::at_us(0)
+}
+
 fn classify_from(from: Ipv4Addr, payload: &[u8]) -> Result<Notice, Dropped> {
-    classify(IpAddr::V4(from), payload, false, &allow(), Instant::now())
+    classify(IpAddr::V4(from), payload, false, &allow(), now())
 }
 
 #[test]
@@ -63,9 +68,9 @@ fn the_allow_list_is_checked_before_the_payload() {
     assert_eq!(e.reason, Reason::NotAllowed);
     // A v4-mapped source is its IPv4 address.
     let mapped = IpAddr::V6(ROUTER.to_ipv6_mapped());
-    assert!(classify(mapped, &cnm_bytes(1, &ipv4_sample(6)), false, &allow(), Instant::now()).is_ok());
+    assert!(classify(mapped, &cnm_bytes(1, &ipv4_sample(6)), false, &allow(), now()).is_ok());
     // An empty allow-list admits nothing (config refuses it; the check does not depend on that).
-    let e = classify(IpAddr::V4(ROUTER), &cnm_bytes(1, &ipv4_sample(6)), false, &[], Instant::now()).unwrap_err();
+    let e = classify(IpAddr::V4(ROUTER), &cnm_bytes(1, &ipv4_sample(6)), false, &[], now()).unwrap_err();
     assert_eq!(e.reason, Reason::NotAllowed);
 }
 
@@ -107,7 +112,7 @@ fn malformed_datagrams_are_named() {
         assert_eq!(e.reason, Reason::Malformed, "{why}: {e:?}");
         assert!(e.detail.contains(why), "{why}: {}", e.detail);
     }
-    let e = classify(IpAddr::V4(ROUTER), &good, true, &allow(), Instant::now()).unwrap_err();
+    let e = classify(IpAddr::V4(ROUTER), &good, true, &allow(), now()).unwrap_err();
     assert_eq!(e.reason, Reason::Malformed, "a truncated datagram");
 }
 
@@ -132,11 +137,11 @@ fn non_tcp_and_ipv6_samples_are_dropped_by_reason() {
 #[test]
 fn a_timestamp_on_this_hosts_clock_gives_the_cnms_age() {
     let mut bytes = cnm_bytes(5, &ipv4_sample(6));
-    let sampled = ccp_ebpf::mono_ns() - 3_000_000;
+    let sampled = now().mono_ns - 3_000_000;
     bytes[24..32].copy_from_slice(&sampled.to_be_bytes());
     let age = classify_from(ROUTER, &bytes).unwrap().age_us.unwrap();
     assert!((3_000..1_000_000).contains(&age), "{age}");
-    bytes[24..32].copy_from_slice(&(ccp_ebpf::mono_ns() + 1_000_000_000).to_be_bytes());
+    bytes[24..32].copy_from_slice(&(now().mono_ns + 1_000_000_000).to_be_bytes());
     assert_eq!(classify_from(ROUTER, &bytes).unwrap().age_us, None, "a clock ahead of ours is another host's");
 }
 
@@ -174,7 +179,7 @@ fn drain(l: &mut CnmListener) -> (Vec<Notice>, usize) {
     let mut out = Vec::new();
     let mut passes = 0;
     loop {
-        l.read_batch(&mut out);
+        l.read_batch(&mut out, now());
         passes += 1;
         if !l.pending() {
             return (out, passes);
@@ -194,7 +199,7 @@ fn the_listener_reads_a_bounded_batch_per_pass() {
     tx.send_to(&[0u8; 1000], l.local_addr()).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     let mut out = Vec::new();
-    l.read_batch(&mut out);
+    l.read_batch(&mut out, now());
     assert_eq!(out.len(), 4, "one pass reads max_per_pass datagrams");
     assert!(l.pending(), "and says more may be waiting");
     let (rest, passes) = drain(&mut l);

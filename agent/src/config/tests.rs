@@ -1,4 +1,6 @@
 use super::*;
+use crate::datapath::ebpf::EbpfSettings;
+use crate::datapath::Selection;
 use ccp_contract::ReportPolicy;
 
 fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
@@ -297,4 +299,44 @@ fn a_python_class_declared_parameter_is_validated() {
     assert!(e.contains("default algorithm") && e.contains("\"beta\" = 1.5 is out of range"), "{e}");
     let e = with(vec![("no_such".into(), toml::Value::Integer(1))]).unwrap_err().to_string();
     assert!(e.contains("no_such") && e.contains("init_cwnd_pkts"), "unknown, listing the known ones: {e}");
+}
+
+#[test]
+fn ebpf_section_defaults_and_overrides() {
+    let c = parse("[datapath]\nkind = \"ebpf\"\n").unwrap();
+    assert_eq!(c.datapath.kind, "ebpf");
+    let e = EbpfSettings::from_section(&c.datapath.section("ebpf")).unwrap();
+    assert_eq!(e.name, "ccp");
+    assert_eq!(e.pin_dir, PathBuf::from("/sys/fs/bpf/ccp-agent"));
+    assert_eq!(e.fallback, ccp_ebpf::Fallback::Cubic);
+    assert_eq!(e.realtime_priority, 10);
+    assert_eq!(e.attach, Selection::default(), "nothing attached by default");
+    let c = parse(
+        "[datapath.ebpf]\nname = \"ccp2\"\nfallback = \"reno\"\n\
+         [datapath.ebpf.attach]\nports = [5201]\naddrs = [\"10.0.0.0/8\"]\ncgroups = [\"test\"]\n",
+    )
+    .unwrap();
+    let e = EbpfSettings::from_section(&c.datapath.section("ebpf")).unwrap();
+    assert_eq!((e.name.as_str(), e.fallback), ("ccp2", ccp_ebpf::Fallback::Reno));
+    assert_eq!(e.attach.ports, vec![5201]);
+    assert_eq!(e.attach.cgroups, vec![PathBuf::from("test")]);
+    let e = parse("[datapath.ebpf]\nreport_per_rtt = true\n").unwrap_err();
+    assert!(e.message.contains("report_per_rtt"), "moved to [reports] per_rtt: {e}");
+}
+
+#[test]
+fn bad_ebpf_settings_are_refused() {
+    for (text, what) in [
+        ("[datapath.ebpf]\nname = \"a-name-much-too-long\"\n", "name"),
+        ("[datapath.ebpf]\nring_bytes = 5000\n", "ring_bytes"),
+        ("[datapath.ebpf]\nsilence_timeout_ms = 0\n", "silence_timeout_ms"),
+        ("[datapath.ebpf]\nconsume_interval_us = 1\n", "consume_interval_us"),
+        ("[datapath.ebpf]\nfallback = \"bbr\"\n", "fallback"),
+        ("[datapath.ebpf]\nrealtime_priority = 100\n", "realtime_priority"),
+        ("[datapath.ebpf.attach]\naddrs = [\"nonsense\"]\n", "attach"),
+        ("[datapath.ebpf.attach]\nports = [1,2,3,4,5,6,7,8,9]\n", "attach"),
+    ] {
+        let e = parse(text).expect_err(what);
+        assert!(e.to_string().contains(what) || e.to_string().contains("unknown variant"), "{what}: {e}");
+    }
 }

@@ -158,22 +158,23 @@ impl ControlServer {
     }
 
     /// Handles readiness on `token`; returns the complete requests received, each with the
-    /// token to answer on.
-    pub fn ready(&mut self, registry: &Registry, token: Token) -> Vec<(Token, Result<Request, String>)> {
+    /// token to answer on. `now` (here and below): when the runtime took up the work, the time
+    /// of the connections' activity.
+    pub fn ready(&mut self, registry: &Registry, token: Token, now: Instant) -> Vec<(Token, Result<Request, String>)> {
         let mut requests = Vec::new();
         if token == LISTENER {
-            self.accept(registry);
+            self.accept(registry, now);
         } else if let Some(slot) = token.0.checked_sub(CONN_BASE) {
-            self.read(slot, &mut requests);
+            self.read(slot, &mut requests, now);
             // With requests pending, `respond` writes (and closes if asked) once they are answered.
             if requests.is_empty() {
-                self.flush(registry, slot);
+                self.flush(registry, slot, now);
             }
         }
         requests
     }
 
-    fn accept(&mut self, registry: &Registry) {
+    fn accept(&mut self, registry: &Registry, now: Instant) {
         loop {
             let (mut stream, _) = match self.listener.accept() {
                 Ok(s) => s,
@@ -219,7 +220,7 @@ impl ControlServer {
                 rbuf: Vec::new(),
                 wbuf: Vec::new(),
                 closing: false,
-                last_active: Instant::now(),
+                last_active: now,
             });
         }
     }
@@ -254,7 +255,7 @@ impl ControlServer {
 
     /// Reads what is available and splits it into requests. Stops reading (and marks the
     /// connection for closing once its answers are written) at EOF or at a line over the limit.
-    fn read(&mut self, slot: usize, out: &mut Vec<(Token, Result<Request, String>)>) {
+    fn read(&mut self, slot: usize, out: &mut Vec<(Token, Result<Request, String>)>, now: Instant) {
         let token = Token(CONN_BASE + slot);
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
         let mut buf = [0u8; 4096];
@@ -266,7 +267,7 @@ impl ControlServer {
                 }
                 Ok(n) => {
                     conn.rbuf.extend_from_slice(&buf[..n]);
-                    conn.last_active = Instant::now();
+                    conn.last_active = now;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -298,14 +299,14 @@ impl ControlServer {
     }
 
     /// Queues `response` on the connection behind `token` if it is still the one with `serial`.
-    pub fn respond_later(&mut self, registry: &Registry, token: Token, serial: u64, response: &Response) {
+    pub fn respond_later(&mut self, registry: &Registry, token: Token, serial: u64, response: &Response, now: Instant) {
         if self.serial(token) == Some(serial) {
-            self.respond(registry, token, response);
+            self.respond(registry, token, response, now);
         }
     }
 
     /// Queues `response` on the connection behind `token`.
-    pub fn respond(&mut self, registry: &Registry, token: Token, response: &Response) {
+    pub fn respond(&mut self, registry: &Registry, token: Token, response: &Response, now: Instant) {
         let Some(slot) = token.0.checked_sub(CONN_BASE) else { return };
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
         match serde_json::to_vec(response) {
@@ -320,17 +321,17 @@ impl ControlServer {
             }
             Err(e) => warn!(error = %e, "could not serialise a control response"),
         }
-        self.flush(registry, slot);
+        self.flush(registry, slot, now);
     }
 
-    fn flush(&mut self, registry: &Registry, slot: usize) {
+    fn flush(&mut self, registry: &Registry, slot: usize, now: Instant) {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else { return };
         while !conn.wbuf.is_empty() {
             match conn.stream.write(&conn.wbuf) {
                 Ok(0) => break,
                 Ok(n) => {
                     conn.wbuf.drain(..n);
-                    conn.last_active = Instant::now();
+                    conn.last_active = now;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     let _ =

@@ -27,27 +27,9 @@ pub struct Selection {
     pub set_default: bool,
 }
 
-/// One flow an attach or detach tried to switch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Switched {
-    pub netns: String,
-    pub local: Option<String>,
-    pub remote: Option<String>,
-    pub from: String,
-    pub to: String,
-    /// Why the switch failed, if it did.
-    pub error: Option<String>,
-}
-
-/// What an attach or detach did, for the caller and the log.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct AttachReport {
-    pub switched: Vec<Switched>,
-    pub failed: usize,
-    pub cgroups: Vec<PathBuf>,
-    pub defaults: Vec<String>,
-    pub warnings: Vec<String>,
-}
+/// What an attach or detach did, for the caller and the log: ccp-ebpf's report, which the
+/// portus shim prints alike.
+pub use ccp_ebpf::attach::AttachReport;
 
 /// An attach or detach to run off the event loop: it walks network namespaces and cgroups, and
 /// switches every selected socket, which can take long with many of them.

@@ -5,14 +5,13 @@
 //! algorithm-facing is the `ccp-contract` boundary; nothing datapath-specific leaks past this
 //! module. What the adapters do not keep: the flows themselves, their controllers, and what has
 //! been applied — that is the runtime's one flow table (`crate::flows`) and its latch
-//! (`latch.rs`), the same for every datapath.
+//! (`flows/latch.rs`), the same for every datapath.
 //!
 //! Adding a datapath: a folder here with the adapter, its settings type and a [`Kind`], and one
 //! line in [`KINDS`].
 
 pub mod attach;
 pub mod ebpf;
-pub mod latch;
 pub mod libccp;
 
 use std::collections::BTreeMap;
@@ -21,6 +20,8 @@ use std::net::IpAddr;
 
 use ccp_contract::{Capabilities, Command, Limits, Report, Seed, Settings};
 use serde::de::DeserializeOwned;
+
+use crate::clock::Now;
 
 pub use attach::{AttachControl, AttachJob, AttachReport, Selection};
 
@@ -137,6 +138,9 @@ impl fmt::Display for FlowRef {
     }
 }
 
+/// A flow's addresses as its sender sends: (source address, port), (destination address, port).
+pub type Tuple = ((IpAddr, u16), (IpAddr, u16));
+
 /// What the datapath told us about a new flow.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct FlowInfo {
@@ -249,7 +253,8 @@ pub trait Datapath {
     /// its timers, signals and other sources, so one flooded source cannot starve the loop.
     /// `known(flow)` says whether the agent controls `flow`: a report of a flow it does not is
     /// announced with `FlowStarted` first (adopting the flow from its state) or dropped.
-    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize;
+    /// `now`: when the runtime started this batch.
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize, now: Now) -> usize;
 
     /// Whether events are waiting that need no read: produced outside `poll_events` (a peer
     /// found gone by a send). The runtime polls again for them before it sleeps.
@@ -259,17 +264,17 @@ pub trait Datapath {
 
     /// Brings the flow's datapath to `want`; `changed` holds the fields the datapath is not
     /// known to hold yet (every field after a start or `SettingsLost`). An error leaves the flow
-    /// to be applied again on the next tick.
-    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command) -> Result<(), ApplyError>;
+    /// to be applied again on the next tick. `now`: the time of the batch the decision came from.
+    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command, now: Now) -> Result<(), ApplyError>;
 
     /// Human name of a peer datapath, for status output and logs.
     fn peer_name(&self, peer: u32) -> String;
 
     /// Called every 100 ms: protocol housekeeping (heartbeats, re-sent program switches).
-    fn tick(&mut self, _now: std::time::Instant) {}
+    fn tick(&mut self, _now: Now) {}
 
     /// Called once when the agent stops cleanly: undo what the adapter installed.
-    fn shutdown(&mut self) {}
+    fn shutdown(&mut self, _now: Now) {}
 
     /// The agent forgot a flow that went silent; drop any protocol state kept for it.
     fn forget(&mut self, _flow: FlowRef) {}

@@ -16,12 +16,12 @@
 //! [`LOG_EVERY`](crate::log_limit::LOG_EVERY) with the count since the last line.
 
 use std::collections::HashMap;
-use std::time::Instant;
 
 use serde::Serialize;
 use tracing::warn;
 
 use super::FlowKey;
+use crate::clock::Now;
 use crate::datapath::FlowInfo;
 use crate::log_limit::{LogLimit, LOG_EVERY};
 
@@ -133,7 +133,7 @@ impl Admission {
     }
 
     /// Admits the flow, or says which limit refuses it (and remembers the refusal).
-    pub fn admit(&mut self, key: FlowKey, info: &FlowInfo, now_us: u64) -> Result<(), Limit> {
+    pub fn admit(&mut self, key: FlowKey, info: &FlowInfo, now: Now) -> Result<(), Limit> {
         self.release(&key);
         let o = Owner::of(&key, info);
         let l = self.limits;
@@ -149,7 +149,7 @@ impl Admission {
             None
         };
         if let Some(limit) = over {
-            self.refuse(key, info, limit, now_us);
+            self.refuse(key, info, limit, now);
             return Err(limit);
         }
         self.refused.remove(&key);
@@ -164,7 +164,7 @@ impl Admission {
         Ok(())
     }
 
-    fn refuse(&mut self, key: FlowKey, info: &FlowInfo, limit: Limit, now_us: u64) {
+    fn refuse(&mut self, key: FlowKey, info: &FlowInfo, limit: Limit, now: Now) {
         let r = &mut self.refusals;
         match limit {
             Limit::Total => r.max_flows += 1,
@@ -173,9 +173,9 @@ impl Admission {
             Limit::Uid => r.max_flows_per_uid += 1,
         }
         if self.refused.len() < self.limits.max_flows || self.refused.contains_key(&key) {
-            self.refused.insert(key, (now_us, now_us));
+            self.refused.insert(key, (now.agent_us, now.agent_us));
         }
-        if let Some(not_logged) = self.log.allow(Instant::now()) {
+        if let Some(not_logged) = self.log.allow(now.instant) {
             warn!(
                 limit = limit.name(),
                 src = ?info.src,
@@ -194,7 +194,8 @@ impl Admission {
     /// A report of a flow the table does not hold: true when it is a refused flow's (dropped,
     /// and counted). A refusal older than [`Admission::RETRY_US`] ends here: the flow's next
     /// report is examined afresh.
-    pub fn is_refused(&mut self, key: &FlowKey, now_us: u64) -> bool {
+    pub fn is_refused(&mut self, key: &FlowKey, now: Now) -> bool {
+        let now_us = now.agent_us;
         match self.refused.get_mut(key) {
             Some((at, _)) if now_us.saturating_sub(*at) >= Self::RETRY_US => {
                 self.refused.remove(key);
@@ -231,8 +232,8 @@ impl Admission {
 
     /// Forgets refusals not refreshed by a report for `idle_us`: such a flow is gone, or will be
     /// examined afresh when it reports.
-    pub fn expire(&mut self, now_us: u64, idle_us: u64) {
-        self.refused.retain(|_, (_, seen)| now_us.saturating_sub(*seen) <= idle_us);
+    pub fn expire(&mut self, now: Now, idle_us: u64) {
+        self.refused.retain(|_, (_, seen)| now.agent_us.saturating_sub(*seen) <= idle_us);
     }
 
     pub fn refused_now(&self) -> usize {
@@ -244,6 +245,10 @@ impl Admission {
 mod tests {
     use super::*;
     use crate::datapath::FlowRef;
+
+    fn at(us: u64) -> Now {
+        Now::at_us(us)
+    }
 
     fn key(peer: u32, sid: u32) -> FlowKey {
         (0, FlowRef { peer, sid })
@@ -260,66 +265,66 @@ mod tests {
     #[test]
     fn each_limit_refuses_the_flow_over_it_and_frees_its_place_on_release() {
         let mut a = Admission::new(limits(100, 100, 100, 2));
-        assert_eq!(a.admit(key(0, 1), &info(7, 1000), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 2), &info(8, 1000), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 3), &info(9, 1000), 0), Err(Limit::Uid));
+        assert_eq!(a.admit(key(0, 1), &info(7, 1000), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 2), &info(8, 1000), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 3), &info(9, 1000), at(0)), Err(Limit::Uid));
         // Another user, and root, are not held to uid 1000's count.
-        assert_eq!(a.admit(key(0, 4), &info(9, 1001), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 5), &info(9, 0), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 6), &info(9, 0), 0), Ok(()));
+        assert_eq!(a.admit(key(0, 4), &info(9, 1001), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 5), &info(9, 0), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 6), &info(9, 0), at(0)), Ok(()));
         a.release(&key(0, 1));
-        assert_eq!(a.admit(key(0, 3), &info(9, 1000), 0), Ok(()));
+        assert_eq!(a.admit(key(0, 3), &info(9, 1000), at(0)), Ok(()));
         assert_eq!(a.refusals.max_flows_per_uid, 1);
 
         let mut a = Admission::new(limits(100, 100, 1, 100));
-        assert_eq!(a.admit(key(0, 1), &info(7, 5), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 2), &info(7, 6), 0), Err(Limit::Netns));
-        assert_eq!(a.admit(key(0, 3), &info(8, 6), 0), Ok(()));
+        assert_eq!(a.admit(key(0, 1), &info(7, 5), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 2), &info(7, 6), at(0)), Err(Limit::Netns));
+        assert_eq!(a.admit(key(0, 3), &info(8, 6), at(0)), Ok(()));
 
         let mut a = Admission::new(limits(100, 1, 100, 100));
-        assert_eq!(a.admit(key(0, 1), &FlowInfo::default(), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 2), &FlowInfo::default(), 0), Err(Limit::Peer));
-        assert_eq!(a.admit(key(1, 2), &FlowInfo::default(), 0), Ok(()));
+        assert_eq!(a.admit(key(0, 1), &FlowInfo::default(), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 2), &FlowInfo::default(), at(0)), Err(Limit::Peer));
+        assert_eq!(a.admit(key(1, 2), &FlowInfo::default(), at(0)), Ok(()));
 
         let mut a = Admission::new(limits(2, 100, 100, 100));
-        assert_eq!(a.admit(key(0, 1), &info(1, 1), 0), Ok(()));
-        assert_eq!(a.admit(key(1, 1), &info(2, 2), 0), Ok(()));
-        assert_eq!(a.admit(key(2, 1), &info(3, 0), 0), Err(Limit::Total));
+        assert_eq!(a.admit(key(0, 1), &info(1, 1), at(0)), Ok(()));
+        assert_eq!(a.admit(key(1, 1), &info(2, 2), at(0)), Ok(()));
+        assert_eq!(a.admit(key(2, 1), &info(3, 0), at(0)), Err(Limit::Total));
         assert_eq!(a.refusals.max_flows, 1);
     }
 
     #[test]
     fn a_refused_flow_is_remembered_until_it_goes_quiet_and_admitted_once_there_is_room() {
         let mut a = Admission::new(limits(1, 10, 10, 10));
-        assert_eq!(a.admit(key(0, 1), &info(1, 1), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 2), &info(1, 1), 0), Err(Limit::Total));
+        assert_eq!(a.admit(key(0, 1), &info(1, 1), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 2), &info(1, 1), at(0)), Err(Limit::Total));
         assert!(a.refused(&key(0, 2)));
-        assert!(a.is_refused(&key(0, 2), 5_000_000));
-        assert!(!a.is_refused(&key(0, 1), 5_000_000));
+        assert!(a.is_refused(&key(0, 2), at(5_000_000)));
+        assert!(!a.is_refused(&key(0, 1), at(5_000_000)));
         assert_eq!(a.refusals.reports_dropped, 1);
         // Refreshed at 5 s: still remembered at 9 s with a 5 s idle timeout, gone at 11 s.
-        a.expire(9_000_000, 5_000_000);
+        a.expire(at(9_000_000), 5_000_000);
         assert!(a.refused(&key(0, 2)));
-        a.expire(11_000_000, 5_000_000);
+        a.expire(at(11_000_000), 5_000_000);
         assert!(!a.refused(&key(0, 2)));
 
         // Reported all along: examined again once RETRY_US has passed since the refusal.
-        assert_eq!(a.admit(key(0, 3), &info(1, 1), 20_000_000), Err(Limit::Total));
-        assert!(a.is_refused(&key(0, 3), 20_000_000 + Admission::RETRY_US - 1));
+        assert_eq!(a.admit(key(0, 3), &info(1, 1), at(20_000_000)), Err(Limit::Total));
+        assert!(a.is_refused(&key(0, 3), at(20_000_000 + Admission::RETRY_US - 1)));
         a.release(&key(0, 1));
-        assert!(!a.is_refused(&key(0, 3), 20_000_000 + Admission::RETRY_US));
+        assert!(!a.is_refused(&key(0, 3), at(20_000_000 + Admission::RETRY_US)));
         assert!(!a.refused(&key(0, 3)));
-        assert_eq!(a.admit(key(0, 3), &info(1, 1), 31_000_000), Ok(()));
+        assert_eq!(a.admit(key(0, 3), &info(1, 1), at(31_000_000)), Ok(()));
     }
 
     #[test]
     fn the_memory_of_refusals_is_bounded_by_max_flows() {
         let mut a = Admission::new(limits(4, 1 << 20, 1 << 20, 1 << 20));
         for sid in 0..4 {
-            a.admit(key(0, sid), &FlowInfo::default(), 0).unwrap();
+            a.admit(key(0, sid), &FlowInfo::default(), at(0)).unwrap();
         }
         for sid in 4..1000 {
-            assert_eq!(a.admit(key(0, sid), &FlowInfo::default(), 0), Err(Limit::Total));
+            assert_eq!(a.admit(key(0, sid), &FlowInfo::default(), at(0)), Err(Limit::Total));
         }
         assert_eq!(a.refused_now(), 4);
         assert_eq!(a.refusals.max_flows, 996);
@@ -328,8 +333,8 @@ mod tests {
     #[test]
     fn admitting_a_flow_again_under_the_same_key_does_not_count_it_twice() {
         let mut a = Admission::new(limits(1, 10, 10, 10));
-        assert_eq!(a.admit(key(0, 1), &info(1, 1), 0), Ok(()));
-        assert_eq!(a.admit(key(0, 1), &info(1, 1), 0), Ok(()));
+        assert_eq!(a.admit(key(0, 1), &info(1, 1), at(0)), Ok(()));
+        assert_eq!(a.admit(key(0, 1), &info(1, 1), at(0)), Ok(()));
         a.release(&key(0, 1));
         assert!(a.per_uid.is_empty() && a.per_netns.is_empty() && a.per_peer.is_empty());
     }

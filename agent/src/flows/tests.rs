@@ -7,6 +7,11 @@ use ccp_contract::{Capabilities, Command, Report, RttStats, Seed, Settings};
 
 use super::*;
 use crate::datapath::CloseReason;
+
+/// `us` into a test's run.
+fn at(us: u64) -> Now {
+    Now::at_us(us)
+}
 use crate::rules::Policy;
 
 #[derive(Default)]
@@ -32,10 +37,10 @@ impl Datapath for Recorder {
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
         Ok(())
     }
-    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize) -> usize {
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize, _: Now) -> usize {
         0
     }
-    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command, _: Now) -> Result<(), ApplyError> {
         if let Some(e) = self.fail.pop_front() {
             return Err(e);
         }
@@ -84,14 +89,14 @@ fn unreachable() -> ApplyError {
 #[test]
 fn a_new_flow_gets_every_setting_then_only_changes() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started(None), 0, None);
+    t.handle(0, &mut dp, started(None), at(0), None);
     assert!(t.contains(0, FLOW));
     let (_, want, changed) = dp.applied[0];
     assert_eq!(changed, want.changes_from(None), "the datapath holds nothing yet");
     assert_eq!(want.cwnd_bytes, 10_000);
-    t.handle(0, &mut dp, report(0), 1, None);
+    t.handle(0, &mut dp, report(0), at(1), None);
     assert_eq!(dp.applied.len(), 1, "nothing acknowledged, nothing changed, nothing sent");
-    t.handle(0, &mut dp, report(5000), 2, None);
+    t.handle(0, &mut dp, report(5000), at(2), None);
     let (_, want, changed) = dp.applied[1];
     assert_eq!(changed, Command { cwnd_bytes: Some(15_000), ..Command::default() }, "slow start: only the window");
     assert_eq!(want.cwnd_bytes, 15_000);
@@ -101,16 +106,16 @@ fn a_new_flow_gets_every_setting_then_only_changes() {
 #[test]
 fn a_failed_apply_is_kept_and_retried_until_it_lands() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started(None), 0, None);
+    t.handle(0, &mut dp, started(None), at(0), None);
     dp.fail.push_back(unreachable());
     dp.fail.push_back(unreachable());
-    t.handle(0, &mut dp, report(5000), 1, None);
+    t.handle(0, &mut dp, report(5000), at(1), None);
     assert_eq!(dp.applied.len(), 1);
-    t.retry(0, &mut dp);
+    t.retry(0, &mut dp, at(2));
     assert_eq!(dp.applied.len(), 1, "the second attempt failed too");
-    t.retry(0, &mut dp);
+    t.retry(0, &mut dp, at(3));
     assert_eq!(dp.applied[1].2.cwnd_bytes, Some(15_000));
-    t.retry(0, &mut dp);
+    t.retry(0, &mut dp, at(4));
     assert_eq!(dp.applied.len(), 2, "nothing left to retry");
     assert_eq!(t.counters.apply_errors, 2);
 }
@@ -118,18 +123,18 @@ fn a_failed_apply_is_kept_and_retried_until_it_lands() {
 #[test]
 fn an_unknown_flow_is_not_retried() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started(None), 0, None);
+    t.handle(0, &mut dp, started(None), at(0), None);
     dp.fail.push_back(ApplyError::UnknownFlow(FLOW));
-    t.handle(0, &mut dp, report(5000), 1, None);
-    t.retry(0, &mut dp);
+    t.handle(0, &mut dp, report(5000), at(1), None);
+    t.retry(0, &mut dp, at(2));
     assert_eq!(dp.applied.len(), 1);
 }
 
 #[test]
 fn lost_settings_are_applied_again_in_full() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started(None), 0, None);
-    t.handle(0, &mut dp, DatapathEvent::SettingsLost { flow: FLOW }, 1, None);
+    t.handle(0, &mut dp, started(None), at(0), None);
+    t.handle(0, &mut dp, DatapathEvent::SettingsLost { flow: FLOW }, at(1), None);
     let (_, want, changed) = dp.applied[1];
     assert_eq!(changed, want.changes_from(None));
 }
@@ -138,7 +143,7 @@ fn lost_settings_are_applied_again_in_full() {
 fn an_adopted_flow_continues_from_its_state() {
     let (mut t, mut dp) = (table(), Recorder::default());
     let seed = Seed { cwnd_bytes: 77_000, srtt_us: Some(20_000), ..Seed::default() };
-    t.handle(0, &mut dp, started(Some(seed)), 0, None);
+    t.handle(0, &mut dp, started(Some(seed)), at(0), None);
     assert_eq!(dp.applied[0].1.cwnd_bytes, 77_000);
     assert_eq!(t.counters.flows_adopted, 1);
 }
@@ -146,24 +151,24 @@ fn an_adopted_flow_continues_from_its_state() {
 #[test]
 fn a_reused_flow_id_is_a_new_flow_and_a_close_ends_it() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started(None), 0, None);
+    t.handle(0, &mut dp, started(None), at(0), None);
     let first = t.get(&(0, FLOW)).unwrap().id;
-    t.handle(0, &mut dp, started(None), 1, None);
+    t.handle(0, &mut dp, started(None), at(1), None);
     assert_eq!(t.len(), 1);
     assert_ne!(t.get(&(0, FLOW)).unwrap().id, first);
-    t.handle(0, &mut dp, DatapathEvent::FlowClosed { flow: FLOW, reason: CloseReason::Closed }, 2, None);
+    t.handle(0, &mut dp, DatapathEvent::FlowClosed { flow: FLOW, reason: CloseReason::Closed }, at(2), None);
     assert!(t.is_empty());
-    t.handle(0, &mut dp, report(1000), 3, None);
+    t.handle(0, &mut dp, report(1000), at(3), None);
     assert_eq!(t.counters.reports_for_unknown_flows, 1);
 }
 
 #[test]
 fn silent_flows_are_forgotten_after_the_idle_timeout() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started(None), 0, None);
-    t.handle(0, &mut dp, report(1000), 500_000, None);
-    assert!(t.expire(1_400_000).is_empty(), "silent for 0.9 s of 1 s");
-    assert_eq!(t.expire(1_600_000), vec![(0, FLOW)]);
+    t.handle(0, &mut dp, started(None), at(0), None);
+    t.handle(0, &mut dp, report(1000), at(500_000), None);
+    assert!(t.expire(at(1_400_000)).is_empty(), "silent for 0.9 s of 1 s");
+    assert_eq!(t.expire(at(1_600_000)), vec![(0, FLOW)]);
     assert!(t.is_empty());
     assert_eq!(t.counters.flows_forgotten, 1);
 }
@@ -187,13 +192,8 @@ fn started_at(flow: FlowRef, netns_cookie: Option<u64>) -> DatapathEvent {
     }
 }
 
-fn qcn(fb: u8) -> FeedbackEvent {
-    FeedbackEvent {
-        feedback: ccp_contract::NetworkFeedback::Qcn { fb_quantized: fb, q_off_bytes: 3000, q_delta_bytes: -100 },
-        cpid: 1,
-        received: std::time::Instant::now(),
-        age_us: None,
-    }
+fn qcn(fb: u8) -> NetworkFeedback {
+    NetworkFeedback::Qcn { fb_quantized: fb, q_off_bytes: 3000, q_delta_bytes: -100 }
 }
 
 fn report_at(flow: FlowRef, now_us: u64, acked_bytes: u64) -> DatapathEvent {
@@ -260,42 +260,42 @@ fn recording_table() -> (FlowTable, Seen) {
 fn feedback_finds_its_flow_by_the_senders_tuple_and_namespace() {
     let (mut t, mut dp) = (table(), Recorder::default());
     let other = FlowRef { peer: 0, sid: 8 };
-    t.handle(0, &mut dp, started_at(FLOW, Some(1)), 0, None);
+    t.handle(0, &mut dp, started_at(FLOW, Some(1)), at(0), None);
     assert_eq!(t.lookup(&(SRC, DST), Some(1)), Lookup::Found((0, FLOW)));
     assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Found((0, FLOW)), "a socket that cannot say matches any");
     assert_eq!(t.lookup(&(DST, SRC), Some(1)), Lookup::Unknown, "the reverse direction is another flow");
     assert_eq!(t.lookup(&(SRC, DST), Some(2)), Lookup::OtherNetns);
     // The same tuple in a second namespace: each namespace finds its own.
-    t.handle(0, &mut dp, started_at(other, Some(2)), 0, None);
+    t.handle(0, &mut dp, started_at(other, Some(2)), at(0), None);
     assert_eq!(t.lookup(&(SRC, DST), Some(2)), Lookup::Found((0, other)));
     assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Ambiguous, "nothing tells them apart");
     // Closing and forgetting take the flow out of the index.
-    t.handle(0, &mut dp, DatapathEvent::FlowClosed { flow: other, reason: CloseReason::Closed }, 1, None);
+    t.handle(0, &mut dp, DatapathEvent::FlowClosed { flow: other, reason: CloseReason::Closed }, at(1), None);
     assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Found((0, FLOW)));
-    assert_eq!(t.expire(10_000_000), vec![(0, FLOW)]);
+    assert_eq!(t.expire(at(10_000_000)), vec![(0, FLOW)]);
     assert_eq!(t.lookup(&(SRC, DST), Some(1)), Lookup::Unknown);
     // A flow whose datapath gave no addresses is not indexed.
-    t.handle(0, &mut dp, started(None), 0, None);
+    t.handle(0, &mut dp, started(None), at(0), None);
     assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Unknown);
 }
 
 #[test]
 fn a_reused_flow_id_moves_the_index_to_the_new_flow() {
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
-    t.handle(0, &mut dp, started(None), 1, None);
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
+    t.handle(0, &mut dp, started(None), at(1), None);
     assert_eq!(t.lookup(&(SRC, DST), None), Lookup::Unknown, "the old flow's tuple left with it");
 }
 
 #[test]
 fn feedback_is_a_report_of_gauges_with_zero_counters_on_the_datapaths_clock() {
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
-    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), 100_000, None);
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), at(100_000), None);
     let acked_before = t.get(&(0, FLOW)).unwrap().totals.acked_bytes;
-    let d = t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
-    assert!(d.latency < Duration::from_secs(1));
+    let d = t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000)).unwrap();
     let r = seen.last();
+    assert_eq!(d.report.as_ref(), Some(&r), "delivered with the report the controller was given, for the trace");
     assert_eq!(r.feedback, Some(ccp_contract::NetworkFeedback::Qcn { fb_quantized: 20, q_off_bytes: 3000, q_delta_bytes: -100 }));
     assert_eq!(r.now_us, 5_003_000, "the last report's time plus the agent's 3 ms since it arrived");
     assert_eq!((r.interval_us, r.urgent), (0, None));
@@ -306,24 +306,24 @@ fn feedback_is_a_report_of_gauges_with_zero_counters_on_the_datapaths_clock() {
     let f = t.get(&(0, FLOW)).unwrap();
     assert_eq!((f.cnms, f.totals.acked_bytes), (1, acked_before), "nothing counted twice");
     assert_eq!(t.counters.feedback_reports, 1);
-    assert_eq!(t.status_page(&[Box::new(Recorder::default()) as Box<dyn Datapath>], 0, 0, usize::MAX)[0].cnms, 1);
+    assert_eq!(t.status_page(&[Box::new(Recorder::default()) as Box<dyn Datapath>], at(0), 0, usize::MAX)[0].cnms, 1);
     // Two CNMs in the same microsecond: time stands still, never goes back.
-    t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
+    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000)).unwrap();
     assert_eq!(seen.last().now_us, 5_003_000);
 }
 
 #[test]
 fn a_datapath_report_older_than_the_feedback_is_raised_to_its_time() {
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
-    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), 100_000, None);
-    t.network_feedback((0, FLOW), &mut dp, &qcn(20), 110_000, None).unwrap();
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), at(100_000), None);
+    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(110_000)).unwrap();
     // A report the datapath closed at 5.004 s that reached the agent only now.
-    t.handle(0, &mut dp, report_at(FLOW, 5_004_000, 1000), 111_000, None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_004_000, 1000), at(111_000), None);
     assert_eq!(seen.last().now_us, 5_010_000);
     assert_eq!(t.counters.feedback_clock_clamps, 1);
     // Later reports are the datapath's own again.
-    t.handle(0, &mut dp, report_at(FLOW, 5_020_000, 1000), 121_000, None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_020_000, 1000), at(121_000), None);
     assert_eq!(seen.last().now_us, 5_020_000);
     assert_eq!(t.counters.feedback_clock_clamps, 1);
 }
@@ -332,13 +332,14 @@ fn a_datapath_report_older_than_the_feedback_is_raised_to_its_time() {
 fn feedback_before_the_first_report_travels_with_it() {
     // The datapath's clock is unknown until its first report: no report at time 0 is made.
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     let given = seen.0.lock().unwrap().len();
-    t.network_feedback((0, FLOW), &mut dp, &qcn(30), 1_000, None).unwrap();
-    t.network_feedback((0, FLOW), &mut dp, &qcn(63), 1_500, None).unwrap();
+    let held = t.network_feedback((0, FLOW), &mut dp, qcn(30), at(1_000)).unwrap();
+    assert_eq!(held, Delivered { report: None, action: false }, "no report to trace");
+    t.network_feedback((0, FLOW), &mut dp, qcn(63), at(1_500)).unwrap();
     assert_eq!(seen.0.lock().unwrap().len(), given, "nothing reached the controller yet");
     assert_eq!((t.counters.feedback_held, t.counters.feedback_reports), (2, 0));
-    t.handle(0, &mut dp, report_at(FLOW, 7_000_000, 3000), 2_000, None);
+    t.handle(0, &mut dp, report_at(FLOW, 7_000_000, 3000), at(2_000), None);
     let r = seen.last();
     assert_eq!(r.now_us, 7_000_000, "on the datapath's clock");
     assert_eq!(r.acked_bytes, 3000, "the datapath's own counters");
@@ -348,25 +349,25 @@ fn feedback_before_the_first_report_travels_with_it() {
         "the latest held feedback"
     );
     // Held once: the next report carries none.
-    t.handle(0, &mut dp, report_at(FLOW, 7_010_000, 3000), 12_000, None);
+    t.handle(0, &mut dp, report_at(FLOW, 7_010_000, 3000), at(12_000), None);
     assert_eq!(seen.last().feedback, None);
-    assert!(t.network_feedback((0, FlowRef { peer: 0, sid: 99 }), &mut dp, &qcn(1), 1_000, None).is_none());
+    assert!(t.network_feedback((0, FlowRef { peer: 0, sid: 99 }), &mut dp, qcn(1), at(1_000)).is_none());
 }
 
 #[test]
 fn the_decision_on_feedback_is_applied_at_once() {
     // Reno ignores CNMs: a decision that changes nothing sends nothing.
     let (mut t, mut dp) = (table(), Recorder::default());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     let sent = dp.applied.len();
-    let d = t.network_feedback((0, FLOW), &mut dp, &qcn(63), 1_000, None).unwrap();
+    let d = t.network_feedback((0, FLOW), &mut dp, qcn(63), at(1_000)).unwrap();
     assert!(!d.action);
     assert_eq!(dp.applied.len(), sent);
     // A reaction point's cut goes to the datapath before network_feedback returns.
     let ((mut t, _), mut dp) = (recording_table(), Recorder::default());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
-    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 0), 500, None);
-    let d = t.network_feedback((0, FLOW), &mut dp, &qcn(64), 1_000, None).unwrap();
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 0), at(500), None);
+    let d = t.network_feedback((0, FLOW), &mut dp, qcn(64), at(1_000)).unwrap();
     assert!(d.action);
     let (flow, want, changed) = dp.applied.last().copied().unwrap();
     assert_eq!((flow, want.cwnd_bytes, changed.cwnd_bytes), (FLOW, 5_000, Some(5_000)));
@@ -378,14 +379,14 @@ fn status_rows_come_in_pages_in_a_stable_order() {
     let (mut t, mut dp) = (table(), Recorder::default());
     for sid in [5, 1, 9] {
         let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, ..FlowInfo::default() };
-        t.handle(0, &mut dp, DatapathEvent::FlowStarted { flow: FlowRef { peer: 0, sid }, info }, 0, None);
+        t.handle(0, &mut dp, DatapathEvent::FlowStarted { flow: FlowRef { peer: 0, sid }, info }, at(0), None);
     }
     let adapters = [Box::new(Recorder::default()) as Box<dyn Datapath>];
     let sids = |rows: Vec<FlowStatus>| rows.iter().map(|r| r.sid).collect::<Vec<_>>();
-    assert_eq!(sids(t.status_page(&adapters, 0, 0, usize::MAX)), vec![1, 5, 9]);
-    assert_eq!(sids(t.status_page(&adapters, 0, 1, 1)), vec![5]);
-    assert_eq!(sids(t.status_page(&adapters, 0, 2, 10)), vec![9]);
-    assert!(t.status_page(&adapters, 0, 3, 10).is_empty());
+    assert_eq!(sids(t.status_page(&adapters, at(0), 0, usize::MAX)), vec![1, 5, 9]);
+    assert_eq!(sids(t.status_page(&adapters, at(0), 1, 1)), vec![5]);
+    assert_eq!(sids(t.status_page(&adapters, at(0), 2, 10)), vec![9]);
+    assert!(t.status_page(&adapters, at(0), 3, 10).is_empty());
 }
 
 /// Settings held back by a full queue go out when the peer has room, in turns: a round stops at
@@ -398,7 +399,7 @@ fn backpressured_settings_go_out_in_turns_when_the_peer_has_room() {
     for sid in 1..=4 {
         let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, ..FlowInfo::default() };
         dp.fail.push_back(ApplyError::Backpressure(flow(sid)));
-        t.handle(0, &mut dp, DatapathEvent::FlowStarted { flow: flow(sid), info }, 0, None);
+        t.handle(0, &mut dp, DatapathEvent::FlowStarted { flow: flow(sid), info }, at(0), None);
     }
     assert!(dp.applied.is_empty());
     assert_eq!((t.counters.apply_deferred, t.counters.apply_errors), (4, 0));
@@ -407,13 +408,13 @@ fn backpressured_settings_go_out_in_turns_when_the_peer_has_room() {
     // Room for two: 1 and 2 get through, 3 finds the queue full again and 4 is not even tried.
     let mut script: VecDeque<Option<ApplyError>> = VecDeque::from([None, None, Some(ApplyError::Backpressure(flow(3)))]);
     let mut gate = Gate { inner: &mut dp, script: &mut script };
-    t.handle(0, &mut gate, DatapathEvent::Writable { peer: 0 }, 1, None);
+    t.handle(0, &mut gate, DatapathEvent::Writable { peer: 0 }, at(1), None);
     assert_eq!(applied(&dp), vec![1, 2]);
     assert_eq!(t.counters.apply_deferred, 5, "one more refusal, not one per waiting flow");
     // The next round starts at 3, and 4 goes too.
-    t.handle(0, &mut dp, DatapathEvent::Writable { peer: 0 }, 2, None);
+    t.handle(0, &mut dp, DatapathEvent::Writable { peer: 0 }, at(2), None);
     assert_eq!(applied(&dp), vec![1, 2, 3, 4]);
-    t.handle(0, &mut dp, DatapathEvent::Writable { peer: 0 }, 3, None);
+    t.handle(0, &mut dp, DatapathEvent::Writable { peer: 0 }, at(3), None);
     assert_eq!(dp.applied.len(), 4, "nothing left waiting");
 }
 
@@ -433,13 +434,13 @@ impl Datapath for Gate<'_> {
     fn register(&mut self, r: &mio::Registry, t: mio::Token) -> io::Result<()> {
         self.inner.register(r, t)
     }
-    fn poll_events(&mut self, k: &dyn Fn(FlowRef) -> bool, o: &mut Vec<DatapathEvent>, b: usize) -> usize {
-        self.inner.poll_events(k, o, b)
+    fn poll_events(&mut self, k: &dyn Fn(FlowRef) -> bool, o: &mut Vec<DatapathEvent>, b: usize, now: Now) -> usize {
+        self.inner.poll_events(k, o, b, now)
     }
-    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, flow: FlowRef, want: &Settings, changed: &Command, now: Now) -> Result<(), ApplyError> {
         match self.script.pop_front().flatten() {
             Some(e) => Err(e),
-            None => self.inner.apply(flow, want, changed),
+            None => self.inner.apply(flow, want, changed, now),
         }
     }
     fn peer_name(&self, p: u32) -> String {
@@ -453,11 +454,11 @@ fn the_report_record_holds_every_report_the_algorithm_was_given() {
     let path = dir.path().join("reports.jsonl");
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
     t.record = Some(ReportRecord::create(&path).unwrap());
-    t.handle(0, &mut dp, started_at(FLOW, None), 0, None);
-    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), 100_000, None);
-    t.network_feedback((0, FLOW), &mut dp, &qcn(20), 103_000, None).unwrap();
-    t.handle(0, &mut dp, report_at(FLOW, 5_010_000, 3000), 110_000, None);
-    t.handle(0, &mut dp, report_at(FlowRef { peer: 9, sid: 9 }, 5_010_000, 1), 110_000, None);
+    t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
+    t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), at(100_000), None);
+    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000)).unwrap();
+    t.handle(0, &mut dp, report_at(FLOW, 5_010_000, 3000), at(110_000), None);
+    t.handle(0, &mut dp, report_at(FlowRef { peer: 9, sid: 9 }, 5_010_000, 1), at(110_000), None);
     t.record.as_mut().unwrap().flush();
     let id = t.get(&(0, FLOW)).unwrap().id;
     let lines: Vec<ccp_contract::RecordedReport> =

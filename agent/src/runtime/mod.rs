@@ -7,18 +7,21 @@
 //! that have been silent longer than the idle timeout (they are adopted again if they report).
 //! The same loop serves the control socket (`ops.rs`: status, swaps, reloads, attach/detach),
 //! the optional metrics endpoint, the optional per-report flow trace and report record
-//! (`trace.rs`), and the
+//! (`crate::trace`), and the
 //! optional CNM listener (`crate::cnm`): each CNM that names a flow is delivered to it at once,
 //! after the reports its datapath already queued, and the decision is applied before the loop
 //! moves on. At most `max_per_pass` CNMs are read per pass; when more may be waiting the loop
 //! polls without sleeping, so timers, control requests and datapaths interleave with a flood.
 //! SIGUSR1 logs a status line per flow; SIGINT/SIGTERM stop the loop.
+//!
+//! The runtime is the one reader of the clock (`crate::clock`): it reads it as it starts each
+//! piece of work (a batch of one source, a CNM batch, a tick, a control request) and hands the
+//! moment down.
 
 mod jobs;
 mod ops;
 #[cfg(test)]
 mod tests;
-mod trace;
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,15 +34,16 @@ use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook_mio::v1_0::Signals;
 use tracing::{debug, info};
 
-use crate::cnm::{CnmListener, Notice};
+use crate::clock::{Clock, Now};
+use crate::cnm::{CnmListener, Notice, Reason};
 use crate::config::{AgentConfig, Overrides};
 use crate::control::protocol::MAX_STATUS_ROWS;
 use crate::control::server::ControlServer;
 use crate::datapath::{Datapath, DatapathEvent};
 pub use crate::flows::{Counters, FlowStatus};
-use crate::flows::{FeedbackEvent, FlowTable, Lookup};
+use crate::flows::{FlowTable, Lookup};
 use crate::metrics::MetricsServer;
-pub use trace::{create_private, CnmTrace, FlowTrace, ReportRecord};
+use crate::trace::{CnmTrace, FlowTrace, ReportRecord};
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
 const TICK: Duration = Duration::from_secs(1);
@@ -76,7 +80,7 @@ pub struct Runtime {
     algorithm_params: std::collections::BTreeMap<String, toml::Table>,
     services: Services,
     config_source: String,
-    started: Instant,
+    clock: Clock,
     /// CNMs read in one pass, waiting for their flows.
     notices: Vec<Notice>,
     /// Per adapter: its last turn ended at the work budget, so more may be waiting.
@@ -121,7 +125,7 @@ impl Runtime {
             algorithm_params: config.algorithm_params.clone(),
             services,
             config_source: config.source.clone(),
-            started: Instant::now(),
+            clock: Clock::start(),
             notices: Vec::new(),
             pending: vec![false; n_datapaths],
             jobs,
@@ -129,9 +133,9 @@ impl Runtime {
         })
     }
 
-    /// The runtime's clock, µs since the agent started: what the flow table's controllers see.
-    fn now_us(&self) -> u64 {
-        self.started.elapsed().as_micros() as u64
+    /// Reads the clock for a piece of work, whose moment the modules below are given.
+    fn now(&self) -> Now {
+        self.clock.now()
     }
 
     /// Runs until SIGINT/SIGTERM or the stop flag.
@@ -192,22 +196,23 @@ impl Runtime {
                     self.service(i, &mut dp_events);
                 }
             }
-            let now = Instant::now();
-            if now >= next_dp_tick {
+            let now = self.now();
+            if now.instant >= next_dp_tick {
                 for i in 0..self.datapaths.len() {
                     self.datapaths[i].tick(now);
                     self.service(i, &mut dp_events);
-                    self.flows.retry(i, self.datapaths[i].as_mut());
+                    self.flows.retry(i, self.datapaths[i].as_mut(), now);
                 }
-                next_dp_tick = now + DATAPATH_TICK;
+                next_dp_tick = now.instant + DATAPATH_TICK;
             }
-            if now >= next_tick {
-                self.tick();
-                next_tick = now + TICK;
+            if now.instant >= next_tick {
+                self.tick(now);
+                next_tick = now.instant + TICK;
             }
         }
+        let now = self.now();
         for dp in &mut self.datapaths {
-            dp.shutdown();
+            dp.shutdown(now);
         }
         if let Some(t) = self.services.trace.as_mut() {
             t.flush();
@@ -230,11 +235,11 @@ impl Runtime {
             buf.clear();
             let flows = &self.flows;
             let chunk = left.min(WORK_CHUNK);
-            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, chunk);
+            let now = self.now();
+            let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, chunk, now);
             left -= read.min(left);
-            let now_us = self.now_us();
             for ev in buf.drain(..) {
-                self.flows.handle(dp, self.datapaths[dp].as_mut(), ev, now_us, self.services.trace.as_mut());
+                self.flows.handle(dp, self.datapaths[dp].as_mut(), ev, now, self.services.trace.as_mut());
             }
             if left == 0 || (read > 0 && started.elapsed() >= TURN_TIME) {
                 self.pending[dp] = true;
@@ -254,40 +259,46 @@ impl Runtime {
     fn serve_cnm(&mut self, buf: &mut Vec<DatapathEvent>) {
         let Some(mut cnm) = self.services.cnm.take() else { return };
         let mut notices = std::mem::take(&mut self.notices);
-        cnm.read_batch(&mut notices);
+        cnm.read_batch(&mut notices, self.now());
         if !notices.is_empty() {
             for i in 0..self.datapaths.len() {
                 self.service(i, buf);
             }
         }
         for n in notices.drain(..) {
+            let now = self.now();
             let key = match self.flows.lookup(&n.tuple, cnm.netns_cookie()) {
                 Lookup::Found(key) => key,
                 miss => {
                     let reason = match miss {
-                        Lookup::OtherNetns => crate::cnm::Reason::OtherNetns,
-                        Lookup::Ambiguous => crate::cnm::Reason::AmbiguousFlow,
-                        _ => crate::cnm::Reason::UnknownFlow,
+                        Lookup::OtherNetns => Reason::OtherNetns,
+                        Lookup::Ambiguous => Reason::AmbiguousFlow,
+                        _ => Reason::UnknownFlow,
                     };
                     let ((sa, sp), (da, dp)) = n.tuple;
-                    cnm.drop_one(reason, Some(n.from), &format!("no single flow {sa}:{sp} -> {da}:{dp}"));
+                    cnm.drop_one(reason, Some(n.from), &format!("no single flow {sa}:{sp} -> {da}:{dp}"), now);
                     continue;
                 }
             };
-            let ev = FeedbackEvent { feedback: n.feedback, cpid: n.cpid, received: n.received, age_us: n.age_us };
-            let now_us = self.now_us();
             let adapter = self.datapaths[key.0].as_mut();
-            match self.flows.network_feedback(key, adapter, &ev, now_us, self.services.trace.as_mut()) {
-                Some(d) => cnm.delivered(&n, d.latency, d.action),
-                None => cnm.drop_one(crate::cnm::Reason::UnknownFlow, Some(n.from), "the flow closed"),
+            let Some(d) = self.flows.network_feedback(key, adapter, n.feedback, now) else {
+                cnm.drop_one(Reason::UnknownFlow, Some(n.from), "the flow closed", now);
+                continue;
+            };
+            // From the read to the decision applied: the clock again, now that it is.
+            let latency = n.received.elapsed();
+            if let (Some(t), Some(report), Some(f)) = (self.services.trace.as_mut(), d.report, self.flows.get(&key)) {
+                let how = CnmTrace { cpid: n.cpid, read_to_action_us: latency.as_micros() as u64, sample_to_read_us: n.age_us };
+                t.record(now.agent_us, f.id, &report, &f.controller, Some(&how));
             }
+            cnm.delivered(&n, latency, d.action);
         }
         self.notices = notices;
         self.services.cnm = Some(cnm);
     }
 
-    fn tick(&mut self) {
-        for (dp, flow) in self.flows.expire(self.now_us()) {
+    fn tick(&mut self, now: Now) {
+        for (dp, flow) in self.flows.expire(now) {
             // The adapter forgets it too, so a report that does come later adopts it afresh.
             self.datapaths[dp].forget(flow);
         }
@@ -298,7 +309,7 @@ impl Runtime {
             r.flush();
         }
         if let Some(c) = self.services.control.as_mut() {
-            c.tick(self.poll.registry(), Instant::now());
+            c.tick(self.poll.registry(), now.instant);
         }
         debug!(flows = self.flows.len(), counters = ?self.flows.counters, "tick");
     }
@@ -307,7 +318,7 @@ impl Runtime {
     /// SIGUSR1: the counters, and a line per flow for the first `MAX_STATUS_ROWS` flows (a
     /// line each for 100,000 flows would hold the loop past the heartbeat).
     fn log_status(&self) {
-        let rows = self.flows.status_page(&self.datapaths, self.now_us(), 0, MAX_STATUS_ROWS);
+        let rows = self.flows.status_page(&self.datapaths, self.now(), 0, MAX_STATUS_ROWS);
         info!(
             flows = self.flows.len(),
             rows = rows.len(),

@@ -73,7 +73,7 @@ fn matcher_of(spec: &MatchSpec) -> Result<(Matcher, Option<String>), String> {
 impl Runtime {
     pub(super) fn serve_control(&mut self, token: Token) {
         let Some(mut server) = self.services.control.take() else { return };
-        for (tok, request) in server.ready(self.poll.registry(), token) {
+        for (tok, request) in server.ready(self.poll.registry(), token, self.now().instant) {
             self.flows.counters.control_requests += 1;
             let response = match request {
                 Ok(Request::Attach { spec }) => self.start_attach(&server, tok, &spec, true),
@@ -82,7 +82,7 @@ impl Runtime {
                 Err(e) => Some(Response::error(e)),
             };
             if let Some(response) = response {
-                server.respond(self.poll.registry(), tok, &response);
+                server.respond(self.poll.registry(), tok, &response, self.now().instant);
             }
         }
         self.services.control = Some(server);
@@ -109,19 +109,21 @@ impl Runtime {
     /// Answers the attach and detach jobs that finished.
     pub(super) fn finish_jobs(&mut self) {
         let done = self.jobs.finished();
+        let now = self.now().instant;
         let Some(server) = self.services.control.as_mut() else { return };
         for ((tok, serial), result) in done {
             let response = match result {
                 Ok(report) => Response::ok(serde_json::to_value(report).unwrap_or_default()),
                 Err(e) => Response::error(e),
             };
-            server.respond_later(self.poll.registry(), tok, serial, &response);
+            server.respond_later(self.poll.registry(), tok, serial, &response, now);
         }
     }
 
     pub(super) fn serve_metrics(&mut self, token: Token) {
         let Some(mut server) = self.services.metrics.take() else { return };
-        server.ready(self.poll.registry(), token, || self.metrics_text());
+        let now = self.now().instant;
+        server.ready(self.poll.registry(), token, now, || self.metrics_text());
         self.services.metrics = Some(server);
     }
 
@@ -182,8 +184,8 @@ impl Runtime {
 
     /// Swaps each flow in `keys` to `choose(flow)`; returns the ids swapped.
     fn swap_flows(&mut self, keys: &[FlowKey], choose: impl Fn(&crate::flows::Flow) -> Choice) -> Vec<u64> {
-        let now_us = self.now_us();
-        self.flows.swap(keys, choose, &mut self.datapaths, now_us)
+        let now = self.now();
+        self.flows.swap(keys, choose, &mut self.datapaths, now)
     }
 
     /// Re-reads the configuration file, if the agent has one; either way every Python algorithm
@@ -258,12 +260,12 @@ impl Runtime {
     fn status_json(&self, summary: bool, offset: Option<usize>, limit: Option<usize>) -> serde_json::Value {
         let offset = offset.unwrap_or(0);
         let limit = limit.unwrap_or(MAX_STATUS_ROWS).min(MAX_STATUS_ROWS);
-        let rows = if summary { Vec::new() } else { self.flows.status_page(&self.datapaths, self.now_us(), offset, limit) };
+        let rows = if summary { Vec::new() } else { self.flows.status_page(&self.datapaths, self.now(), offset, limit) };
         let shown = rows.len();
         let choice = |c: &Choice| json!({ "algorithm": c.algorithm(), "params": c.params });
         json!({
             "version": env!("CARGO_PKG_VERSION"),
-            "uptime_s": self.started.elapsed().as_secs_f64(),
+            "uptime_s": self.clock.started().elapsed().as_secs_f64(),
             "config": self.config_source,
             "datapaths": self.datapaths.iter().map(|d| d.describe()).collect::<Vec<_>>(),
             "datapath_stats": self.datapaths.iter().map(|d| d.stats_json()).collect::<Vec<_>>(),
@@ -314,7 +316,7 @@ impl Runtime {
                 "ccp_uptime_seconds",
                 "gauge",
                 "Seconds since the agent started.",
-                self.started.elapsed().as_secs_f64(),
+                self.clock.started().elapsed().as_secs_f64(),
             ),
             Family {
                 name: "ccp_flows",

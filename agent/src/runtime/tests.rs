@@ -46,7 +46,7 @@ impl Datapath for Flood {
         }
         Ok(())
     }
-    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize {
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize, _: Now) -> usize {
         if !self.started {
             self.started = true;
             let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, ..FlowInfo::default() };
@@ -60,13 +60,13 @@ impl Datapath for Flood {
         self.read.fetch_add(n as u64, Ordering::Relaxed);
         n
     }
-    fn apply(&mut self, _: FlowRef, _: &Settings, _: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, _: FlowRef, _: &Settings, _: &Command, _: Now) -> Result<(), ApplyError> {
         Ok(())
     }
     fn peer_name(&self, _: u32) -> String {
         "flood".into()
     }
-    fn tick(&mut self, _: Instant) {
+    fn tick(&mut self, _: Now) {
         // The eBPF adapter refreshes the heartbeat here: every flow on the host falls back if
         // it does not run.
         self.ticks.fetch_add(1, Ordering::Relaxed);
@@ -182,10 +182,10 @@ impl Datapath for Quiet {
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
         Ok(())
     }
-    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize) -> usize {
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize, _: Now) -> usize {
         0
     }
-    fn apply(&mut self, _: FlowRef, _: &Settings, _: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, _: FlowRef, _: &Settings, _: &Command, _: Now) -> Result<(), ApplyError> {
         Ok(())
     }
     fn peer_name(&self, _: u32) -> String {
@@ -217,7 +217,7 @@ fn reload_of_a_config_gives_a_changed_python_class_to_new_flows_and_with_apply_e
             0,
             rt.datapaths[0].as_mut(),
             DatapathEvent::FlowStarted { flow: FlowRef { peer: 0, sid }, info },
-            0,
+            Now::at_us(0),
             None,
         );
     };

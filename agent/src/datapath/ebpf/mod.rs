@@ -31,8 +31,10 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+use crate::clock::Now;
+
 use ccp_contract::{Capabilities, Command, PacingCommand, PacketWindow, Settings};
-use ccp_ebpf::attach::{Attacher, Detach, Namespaces, Outcome};
+use ccp_ebpf::attach::{Attacher, Detach, Namespaces};
 use ccp_ebpf::{Config, Control, DecodeError, Instance, Record};
 use mio::unix::SourceFd;
 use tracing::{debug, info, warn};
@@ -125,33 +127,14 @@ pub struct EbpfDatapath {
     /// Every control write gets a new sequence number: the kernel redoes its division of the
     /// window by the MSS only when the entry changed.
     seq: u32,
-    /// When each flow's control entry was last written (CLOCK_MONOTONIC ns).
+    /// When each flow's control entry was last written (CLOCK_MONOTONIC ns): the time of the
+    /// batch that wrote it, never later than the write, so an entry is never taken for newer
+    /// than a report's interval that it missed.
     written: HashMap<u32, u64>,
     latency: Histogram,
     stats: EbpfStats,
-    last_stats: Instant,
-}
-
-/// Logs what an attach or detach did.
-fn log_outcome(what: &str, out: &Outcome) {
-    for s in &out.switched {
-        match s.errno {
-            None => info!(netns = %s.netns, local = ?s.local, remote = ?s.remote, from = %s.from, to = %s.to, "{what}: switched"),
-            Some(e) => warn!(
-                netns = %s.netns, local = ?s.local, remote = ?s.remote, from = %s.from, to = %s.to,
-                error = %io::Error::from_raw_os_error(e), "{what}: could not switch"
-            ),
-        }
-    }
-    for c in &out.cgroups {
-        info!(cgroup = %c.display(), "{what}: sockops");
-    }
-    for d in &out.defaults {
-        info!(default = %d, "{what}: namespace default");
-    }
-    for w in &out.warnings {
-        warn!("{what}: {w}");
-    }
+    /// When the stats were last logged (none yet: from the first tick on).
+    last_stats: Option<Instant>,
 }
 
 /// `ccp-agent attach`/`detach` run directly, through the pins of the configuration's agent.
@@ -163,7 +146,7 @@ pub fn attach_direct(cfg: &DatapathConfig, selection: &Selection, attach: bool) 
     } else {
         attacher.detach(&select::to_detach(selection).map_err(anyhow::Error::msg)?)?
     };
-    Ok(select::report(&out))
+    Ok(AttachReport::from(&out))
 }
 
 /// A flow's settings as the kernel's control entry.
@@ -208,10 +191,10 @@ impl EbpfDatapath {
             "ebpf congestion control registered"
         );
         if inst.adopted_maps() {
-            log_outcome("restart", &attacher.reassert_defaults()?);
+            attacher.reassert_defaults()?.log("restart");
         }
         if cfg.attach != Selection::default() {
-            log_outcome("attach", &attacher.attach(&select::to_attach(&cfg.attach).map_err(anyhow::Error::msg)?)?);
+            attacher.attach(&select::to_attach(&cfg.attach).map_err(anyhow::Error::msg)?)?.log("attach");
         }
         Ok(EbpfDatapath {
             inst,
@@ -225,7 +208,7 @@ impl EbpfDatapath {
             written: HashMap::new(),
             latency: Histogram::default(),
             stats: EbpfStats::default(),
-            last_stats: Instant::now(),
+            last_stats: None,
         })
     }
 
@@ -312,9 +295,9 @@ impl EbpfDatapath {
     }
 
     /// Drains the ring with nobody to answer (shutdown): the closes it holds are what matters.
-    fn drain_closes(&mut self) -> usize {
+    fn drain_closes(&mut self, now: Now) -> usize {
         let mut sink = Vec::new();
-        self.poll_events(&|_| true, &mut sink, usize::MAX);
+        self.poll_events(&|_| true, &mut sink, usize::MAX, now);
         self.inst.live_flows()
     }
 }
@@ -340,7 +323,7 @@ impl Datapath for EbpfDatapath {
         registry.register(&mut SourceFd(&self.timer.0.as_raw_fd()), token, mio::Interest::READABLE)
     }
 
-    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize {
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize, now: Now) -> usize {
         self.timer.clear();
         self.closed_in_batch.clear();
         let mut recs = std::mem::take(&mut self.records);
@@ -373,7 +356,7 @@ impl Datapath for EbpfDatapath {
                 Record::Report(_) => {}
             }
         }
-        let now_ns = ccp_ebpf::mono_ns();
+        let now_ns = now.mono_ns;
         let mut live: HashMap<u32, bool> = HashMap::new();
         for (i, r) in recs.drain(..).enumerate() {
             self.stats.records += 1;
@@ -401,7 +384,7 @@ impl Datapath for EbpfDatapath {
         read
     }
 
-    fn apply(&mut self, flow: FlowRef, want: &Settings, _changed: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, flow: FlowRef, want: &Settings, _changed: &Command, now: Now) -> Result<(), ApplyError> {
         if self.closed_in_batch.contains(&flow.sid) {
             // The answer to a report that arrived with the flow's close.
             return Ok(());
@@ -411,7 +394,7 @@ impl Datapath for EbpfDatapath {
         match self.inst.set_control(flow.sid, &control(want), self.seq) {
             Ok(()) => {
                 self.stats.control_writes += 1;
-                self.written.insert(flow.sid, ccp_ebpf::mono_ns());
+                self.written.insert(flow.sid, now.mono_ns);
                 Ok(())
             }
             Err(e) => {
@@ -428,13 +411,17 @@ impl Datapath for EbpfDatapath {
         format!("ebpf:{}", self.inst.name())
     }
 
-    fn tick(&mut self, now: Instant) {
+    fn tick(&mut self, now: Now) {
         if let Err(e) = self.inst.heartbeat() {
             warn!(error = %e, "could not refresh the heartbeat; flows will fall back");
         }
-        if now.duration_since(self.last_stats) >= STATS_EVERY {
-            self.last_stats = now;
-            self.log_stats();
+        match self.last_stats {
+            None => self.last_stats = Some(now.instant),
+            Some(at) if now.instant.duration_since(at) >= STATS_EVERY => {
+                self.last_stats = Some(now.instant);
+                self.log_stats();
+            }
+            Some(_) => {}
         }
     }
 
@@ -457,22 +444,22 @@ impl Datapath for EbpfDatapath {
         self.written.remove(&flow.sid);
     }
 
-    fn shutdown(&mut self) {
+    fn shutdown(&mut self, now: Now) {
         self.log_stats();
         match self.attacher.detach(&Detach::default()) {
-            Ok(out) => log_outcome("detach", &out),
+            Ok(out) => out.log("detach"),
             Err(e) => warn!(error = %e, "detach at shutdown failed"),
         }
-        if self.drain_closes() > 0 {
+        if self.drain_closes(now) > 0 {
             // Flows in namespaces attach never recorded (an application chose the congestion
             // control itself): look everywhere.
             let everywhere = Detach { namespaces: Namespaces { paths: Vec::new(), all: true }, ..Detach::default() };
             match self.attacher.detach(&everywhere) {
-                Ok(out) => log_outcome("detach", &out),
+                Ok(out) => out.log("detach"),
                 Err(e) => warn!(error = %e, "detach in every namespace failed"),
             }
         }
-        let left = self.drain_closes();
+        let left = self.drain_closes(now);
         if left > 0 {
             warn!(flows = left, "flows still on the congestion control keep running on its fallback");
         }
@@ -492,15 +479,15 @@ impl AttachControl for EbpfDatapath {
             let spec = select::to_attach(selection)?;
             Ok(Box::new(move || {
                 let out = attacher.attach(&spec).map_err(|e| e.to_string())?;
-                log_outcome("attach", &out);
-                Ok(select::report(&out))
+                out.log("attach");
+                Ok(AttachReport::from(&out))
             }))
         } else {
             let spec = select::to_detach(selection)?;
             Ok(Box::new(move || {
                 let out = attacher.detach(&spec).map_err(|e| e.to_string())?;
-                log_outcome("detach", &out);
-                Ok(select::report(&out))
+                out.log("detach");
+                Ok(AttachReport::from(&out))
             }))
         }
     }

@@ -1,8 +1,8 @@
-//! A `Selection` in `ccp-ebpf`'s terms, and what `ccp-ebpf` did in the agent's.
+//! A `Selection` in `ccp-ebpf`'s terms.
 
-use ccp_ebpf::attach::{Attach, Detach, Filter, Namespaces, Outcome};
+use ccp_ebpf::attach::{Attach, Detach, Filter, Namespaces};
 
-use crate::datapath::attach::{AttachReport, Selection, Switched};
+use crate::datapath::attach::Selection;
 
 fn filter(sel: &Selection) -> Result<Option<Filter>, String> {
     let nets = sel.addrs.iter().map(|a| a.parse()).collect::<Result<Vec<_>, _>>()?;
@@ -34,28 +34,6 @@ pub fn to_detach(sel: &Selection) -> Result<Detach, String> {
         return Err("set_default applies to attach only".into());
     }
     Ok(Detach { filter: filter(sel)?, namespaces: namespaces(sel), cgroups: sel.cgroups.clone() })
-}
-
-pub fn report(out: &Outcome) -> AttachReport {
-    let end = |e: &Option<ccp_ebpf::Endpoint>| e.map(|e| format!("{}:{}", e.addr, e.port));
-    AttachReport {
-        switched: out
-            .switched
-            .iter()
-            .map(|s| Switched {
-                netns: s.netns.clone(),
-                local: end(&s.local),
-                remote: end(&s.remote),
-                from: s.from.clone(),
-                to: s.to.clone(),
-                error: s.errno.map(|e| std::io::Error::from_raw_os_error(e).to_string()),
-            })
-            .collect(),
-        failed: out.failures().count(),
-        cgroups: out.cgroups.clone(),
-        defaults: out.defaults.clone(),
-        warnings: out.warnings.clone(),
-    }
 }
 
 #[cfg(test)]

@@ -1,17 +1,10 @@
 //! The adapter's own logic; its behaviour against the kernel is covered end to end
 //! (tests/e2e/ebpf.rs).
 
-use std::path::PathBuf;
-
 use ccp_contract::ReportPolicy;
 use ccp_ebpf::ReportEvery;
 
 use super::*;
-use crate::config::{AgentConfig, ConfigError, Overrides};
-
-fn parse(text: &str) -> Result<AgentConfig, ConfigError> {
-    AgentConfig::parse("test.toml", text, &Overrides::default())
-}
 
 #[test]
 fn report_policies_reach_the_kernel_in_its_terms() {
@@ -64,44 +57,4 @@ fn sections_are_checked_and_name_the_bad_key() {
     assert!(EbpfSettings::from_section(&bad).unwrap_err().contains("ring_bytes"));
     let long: toml::Table = "name = \"a_name_that_is_far_too_long\"".parse().unwrap();
     assert!(EbpfSettings::from_section(&long).unwrap_err().starts_with("name"));
-}
-
-#[test]
-fn ebpf_section_defaults_and_overrides() {
-    let c = parse("[datapath]\nkind = \"ebpf\"\n").unwrap();
-    assert_eq!(c.datapath.kind, "ebpf");
-    let e = EbpfSettings::from_section(&c.datapath.section("ebpf")).unwrap();
-    assert_eq!(e.name, "ccp");
-    assert_eq!(e.pin_dir, PathBuf::from("/sys/fs/bpf/ccp-agent"));
-    assert_eq!(e.fallback, ccp_ebpf::Fallback::Cubic);
-    assert_eq!(e.realtime_priority, 10);
-    assert_eq!(e.attach, Selection::default(), "nothing attached by default");
-    let c = parse(
-        "[datapath.ebpf]\nname = \"ccp2\"\nfallback = \"reno\"\n\
-         [datapath.ebpf.attach]\nports = [5201]\naddrs = [\"10.0.0.0/8\"]\ncgroups = [\"test\"]\n",
-    )
-    .unwrap();
-    let e = EbpfSettings::from_section(&c.datapath.section("ebpf")).unwrap();
-    assert_eq!((e.name.as_str(), e.fallback), ("ccp2", ccp_ebpf::Fallback::Reno));
-    assert_eq!(e.attach.ports, vec![5201]);
-    assert_eq!(e.attach.cgroups, vec![PathBuf::from("test")]);
-    let e = parse("[datapath.ebpf]\nreport_per_rtt = true\n").unwrap_err();
-    assert!(e.message.contains("report_per_rtt"), "moved to [reports] per_rtt: {e}");
-}
-
-#[test]
-fn bad_ebpf_settings_are_refused() {
-    for (text, what) in [
-        ("[datapath.ebpf]\nname = \"a-name-much-too-long\"\n", "name"),
-        ("[datapath.ebpf]\nring_bytes = 5000\n", "ring_bytes"),
-        ("[datapath.ebpf]\nsilence_timeout_ms = 0\n", "silence_timeout_ms"),
-        ("[datapath.ebpf]\nconsume_interval_us = 1\n", "consume_interval_us"),
-        ("[datapath.ebpf]\nfallback = \"bbr\"\n", "fallback"),
-        ("[datapath.ebpf]\nrealtime_priority = 100\n", "realtime_priority"),
-        ("[datapath.ebpf.attach]\naddrs = [\"nonsense\"]\n", "attach"),
-        ("[datapath.ebpf.attach]\nports = [1,2,3,4,5,6,7,8,9]\n", "attach"),
-    ] {
-        let e = parse(text).expect_err(what);
-        assert!(e.to_string().contains(what) || e.to_string().contains("unknown variant"), "{what}: {e}");
-    }
 }

@@ -19,7 +19,7 @@
 //!
 //! Per flow the adapter keeps only what the protocol needs: the fold's decoder (its smoothed
 //! RTT) and the state of the program switch. What the flow should hold, and whether the datapath
-//! has it, are the runtime's (`crate::flows`, `datapath/latch.rs`).
+//! has it, are the runtime's (`crate::flows`, `flows/latch.rs`).
 //!
 //! libccp has no app-limited primitive, so reports from these datapaths never set `app_limited`.
 
@@ -42,6 +42,7 @@ use ccp_wire::{ChangeProg, Create, Msg, RegKind, UpdateField, UpdateFields};
 use tracing::{debug, info, warn};
 
 use super::{ApplyError, CloseReason, Datapath, DatapathEvent, FlowInfo, FlowRef};
+use crate::clock::Now;
 use crate::log_limit::LogLimit;
 use fold::{FlowDecoder, Fold};
 pub use settings::{NetlinkSettings, UnixSettings, NETLINK, UNIX};
@@ -195,11 +196,11 @@ impl<T: Transport> LibccpDatapath<T> {
         id
     }
 
-    fn send(&mut self, peer: u32, msg: &[u8]) -> std::io::Result<()> {
+    fn send(&mut self, peer: u32, msg: &[u8], now: Instant) -> std::io::Result<()> {
         let Some(addr) = self.peers.get(&peer).map(|p| p.addr.clone()) else {
             return Err(std::io::Error::from_raw_os_error(libc::ENOTCONN));
         };
-        let r = self.transport.send(&addr, msg);
+        let r = self.transport.send(&addr, msg, now);
         match &r {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => self.stats.send_backpressure += 1,
             Err(e) => {
@@ -215,11 +216,11 @@ impl<T: Transport> LibccpDatapath<T> {
 
     /// Logs a failed send of the adapter's own message at a bounded rate; a full queue is not
     /// a failure (what waits for it is sent when the peer has room, or on a tick).
-    fn send_failed(&mut self, peer: u32, what: &'static str, e: &std::io::Error) {
+    fn send_failed(&mut self, peer: u32, what: &'static str, e: &std::io::Error, now: Instant) {
         if e.kind() == std::io::ErrorKind::WouldBlock {
             return;
         }
-        if let Some(not_logged) = self.send_failures.allow(Instant::now()) {
+        if let Some(not_logged) = self.send_failures.allow(now) {
             warn!(peer, error = %e, not_logged, "could not send {what}; will retry (further failures are logged at most every {}s)",
                 crate::log_limit::LOG_EVERY.as_secs());
         }
@@ -228,11 +229,11 @@ impl<T: Transport> LibccpDatapath<T> {
     /// `peer` has room again after a full queue: the fold and program switches that waited go
     /// first, then the runtime applies the settings that waited (`Writable`).
     fn resume(&mut self, peer: u32, now: Instant, out: &mut Vec<DatapathEvent>) {
-        self.ensure_installed(peer);
+        self.ensure_installed(peer, now);
         let Some(p) = self.peers.get(&peer) else { return };
         let waiting: Vec<u32> = p.sessions.iter().filter(|(_, s)| s.switch_unsent).map(|(sid, _)| *sid).collect();
         for sid in waiting {
-            if !self.change_prog(peer, sid) {
+            if !self.change_prog(peer, sid, now) {
                 break;
             }
             if let Some(s) = self.peers.get_mut(&peer).and_then(|p| p.sessions.get_mut(&sid)) {
@@ -261,12 +262,12 @@ impl<T: Transport> LibccpDatapath<T> {
         }
     }
 
-    fn ensure_installed(&mut self, peer: u32) {
+    fn ensure_installed(&mut self, peer: u32, now: Instant) {
         if self.peers.get(&peer).is_none_or(|p| p.installed) {
             return;
         }
         let msg = self.install_msg.clone();
-        match self.send(peer, &msg) {
+        match self.send(peer, &msg, now) {
             Ok(()) => {
                 self.stats.installs += 1;
                 if let Some(p) = self.peers.get_mut(&peer) {
@@ -274,14 +275,14 @@ impl<T: Transport> LibccpDatapath<T> {
                 }
                 debug!(peer, "installed standard fold");
             }
-            Err(e) => self.send_failed(peer, "the standard fold", &e),
+            Err(e) => self.send_failed(peer, "the standard fold", &e, now),
         }
     }
 
     /// Switches a flow to the fold; true when the message was sent.
-    fn change_prog(&mut self, peer: u32, sid: u32) -> bool {
+    fn change_prog(&mut self, peer: u32, sid: u32, now: Instant) -> bool {
         match Msg::ChangeProg(ChangeProg { sid, program_uid: FOLD_UID, updates: Vec::new() }).to_bytes() {
-            Ok(bytes) => match self.send(peer, &bytes) {
+            Ok(bytes) => match self.send(peer, &bytes, now) {
                 Ok(()) => true,
                 Err(e) => {
                     if e.kind() == std::io::ErrorKind::WouldBlock {
@@ -289,7 +290,7 @@ impl<T: Transport> LibccpDatapath<T> {
                             s.switch_unsent = true;
                         }
                     }
-                    self.send_failed(peer, "a switch to the standard fold", &e);
+                    self.send_failed(peer, "a switch to the standard fold", &e, now);
                     false
                 }
             },
@@ -314,7 +315,7 @@ impl<T: Transport> LibccpDatapath<T> {
                 }
                 p.reprogrammed.clear();
                 p.installed = false;
-                self.ensure_installed(peer);
+                self.ensure_installed(peer, now);
             }
             Msg::Create(c) => self.on_create(peer, c, now, out),
             Msg::Measure(m) if m.is_close() => {
@@ -344,11 +345,11 @@ impl<T: Transport> LibccpDatapath<T> {
     }
 
     fn on_create(&mut self, peer: u32, c: Create, now: Instant, out: &mut Vec<DatapathEvent>) {
-        self.ensure_installed(peer);
+        self.ensure_installed(peer, now);
         let Some(p) = self.peers.get_mut(&peer) else { return };
         p.reprogrammed.remove(&c.sid);
         p.sessions.insert(c.sid, Session::new(FlowDecoder::new(c.mss.max(1), now), Some(now)));
-        self.change_prog(peer, c.sid);
+        self.change_prog(peer, c.sid, now);
         let info = FlowInfo {
             mss_bytes: c.mss,
             init_cwnd_bytes: u64::from(c.init_cwnd),
@@ -378,13 +379,13 @@ impl<T: Transport> LibccpDatapath<T> {
         if uid != FOLD_UID || fields.len() != self.fold.layout.num_fields {
             // Another program's report: a previous agent's flow, or a table we have not written.
             self.stats.foreign_program_reports += 1;
-            self.ensure_installed(peer);
+            self.ensure_installed(peer, now);
             let Some(p) = self.peers.get_mut(&peer) else { return };
             let due = p.reprogrammed.get(&sid).is_none_or(|t| now.duration_since(*t) >= REPROGRAM_RETRY);
             if due {
                 debug!(%flow, uid, fields = fields.len(), "report from a foreign program; switching flow to the standard fold");
                 p.reprogrammed.insert(sid, now);
-                if self.change_prog(peer, sid) && known(flow) {
+                if self.change_prog(peer, sid, now) && known(flow) {
                     out.push(DatapathEvent::SettingsLost { flow });
                 }
             }
@@ -411,7 +412,7 @@ impl<T: Transport> LibccpDatapath<T> {
             };
             info!(%flow, cwnd_bytes = first.cwnd_bytes, "adopting a running flow");
             p.sessions.insert(sid, Session::new(decoder, None));
-            self.ensure_installed(peer);
+            self.ensure_installed(peer, now);
             out.push(DatapathEvent::FlowStarted { flow, info });
             out.push(DatapathEvent::Report { flow, report: first });
             return;
@@ -495,13 +496,14 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         self.transport.register(registry, token)
     }
 
-    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize) -> usize {
+    fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize, now: Now) -> usize {
+        let now = now.instant;
         out.append(&mut self.deferred);
         let mut writable = std::mem::take(&mut self.writable);
-        self.transport.writable_again(&mut writable);
+        self.transport.writable_again(&mut writable, now);
         for addr in writable.drain(..) {
             if let Some(peer) = self.peer_ids.get(&addr).copied() {
-                self.resume(peer, Instant::now(), out);
+                self.resume(peer, now, out);
             }
         }
         self.writable = writable;
@@ -510,7 +512,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         let mut read = 0;
         while read < budget {
             read += 1;
-            let received = match self.transport.recv(&mut rx) {
+            let received = match self.transport.recv(&mut rx, now) {
                 Ok(Some(r)) => r,
                 Ok(None) => {
                     read -= 1;
@@ -518,7 +520,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
                     self.stats.decode_errors += 1;
-                    self.malformed.refuse(&e, Instant::now());
+                    self.malformed.refuse(&e, now);
                     continue;
                 }
                 Err(e) => {
@@ -527,7 +529,6 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
                 }
             };
             self.stats.datagrams += 1;
-            let now = Instant::now();
             let Some(from) = received.from else {
                 self.stats.unreplyable_datagrams += 1;
                 self.unnamed.refuse(&"an unnamed socket", now);
@@ -572,7 +573,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         serde_json::to_value(self.stats()).unwrap_or_default()
     }
 
-    fn apply(&mut self, flow: FlowRef, _want: &Settings, changed: &Command) -> Result<(), ApplyError> {
+    fn apply(&mut self, flow: FlowRef, _want: &Settings, changed: &Command, now: Now) -> Result<(), ApplyError> {
         if !self.peers.get(&flow.peer).is_some_and(|p| p.sessions.contains_key(&flow.sid)) {
             return Err(ApplyError::UnknownFlow(flow));
         }
@@ -583,7 +584,7 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         let bytes = Msg::UpdateFields(UpdateFields { sid: flow.sid, fields: updates })
             .to_bytes()
             .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?;
-        self.send(flow.peer, &bytes).map_err(|source| match source.kind() {
+        self.send(flow.peer, &bytes, now.instant).map_err(|source| match source.kind() {
             std::io::ErrorKind::WouldBlock => ApplyError::Backpressure(flow),
             _ => ApplyError::Unreachable { flow, source },
         })?;
@@ -602,7 +603,8 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         }
     }
 
-    fn tick(&mut self, now: Instant) {
+    fn tick(&mut self, now: Now) {
+        let now = now.instant;
         let mut reprogram = Vec::new();
         for (peer, p) in &self.peers {
             for (sid, session) in &p.sessions {
@@ -613,8 +615,8 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         }
         for flow in reprogram {
             debug!(%flow, "no report since the switch to the standard fold; switching again");
-            self.ensure_installed(flow.peer);
-            if self.change_prog(flow.peer, flow.sid) {
+            self.ensure_installed(flow.peer, now);
+            if self.change_prog(flow.peer, flow.sid, now) {
                 if let Some(s) = self.peers.get_mut(&flow.peer).and_then(|p| p.sessions.get_mut(&flow.sid)) {
                     s.awaiting_report_since = Some(now);
                     s.retry_after = (s.retry_after * 2).min(PROGRAM_RETRY_MAX);

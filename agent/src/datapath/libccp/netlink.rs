@@ -142,7 +142,7 @@ impl Transport for NetlinkTransport {
         registry.register(&mut mio::unix::SourceFd(&self.raw()), token, mio::Interest::READABLE)
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<u32>>> {
+    fn recv(&mut self, buf: &mut [u8], now: std::time::Instant) -> io::Result<Option<Received<u32>>> {
         loop {
             let mut from = sockaddr(0);
             let mut len = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
@@ -166,7 +166,7 @@ impl Transport for NetlinkTransport {
                 };
             }
             if !sender_allowed(from.nl_pid, self.allow_user_peers) {
-                self.refusals.refuse(&format_args!("netlink port {}", from.nl_pid), std::time::Instant::now());
+                self.refusals.refuse(&format_args!("netlink port {}", from.nl_pid), now);
                 continue;
             }
             let datagram = &self.rx[..n as usize];
@@ -185,7 +185,7 @@ impl Transport for NetlinkTransport {
         }
     }
 
-    fn send(&mut self, to: &u32, msg: &[u8]) -> io::Result<()> {
+    fn send(&mut self, to: &u32, msg: &[u8], _now: std::time::Instant) -> io::Result<()> {
         self.tx.clear();
         ccp_wire::netlink::frame(msg, &mut self.tx);
         let sa = sockaddr(*to);
@@ -293,12 +293,12 @@ mod tests {
 
         let mut strict = NetlinkTransport::bind(CCP_MULTICAST_GROUP, false).unwrap();
         send_create(&user, strict.port_id());
-        assert!(strict.recv(&mut buf).unwrap().is_none(), "the user-space CREATE is dropped");
+        assert!(strict.recv(&mut buf, Instant::now()).unwrap().is_none(), "the user-space CREATE is dropped");
         assert_eq!(strict.refused(), 1);
 
         let mut open = NetlinkTransport::bind(CCP_MULTICAST_GROUP, true).unwrap();
         send_create(&user, open.port_id());
-        let got = open.recv(&mut buf).unwrap().expect("heard when user peers are allowed");
+        let got = open.recv(&mut buf, Instant::now()).unwrap().expect("heard when user peers are allowed");
         assert!(matches!(ccp_wire::decode(&buf[..got.len]).unwrap().0, ccp_wire::Msg::Create(c) if c.sid == 9));
         assert_ne!(got.from, Some(0));
         assert_eq!(open.refused(), 0);

@@ -38,13 +38,13 @@ impl Transport for Mock {
     fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
         Ok(())
     }
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<PathBuf>>> {
+    fn recv(&mut self, buf: &mut [u8], _: Instant) -> io::Result<Option<Received<PathBuf>>> {
         Ok(self.0.borrow_mut().inbox.pop_front().map(|(bytes, from)| {
             buf[..bytes.len()].copy_from_slice(&bytes);
             Received { len: bytes.len(), from }
         }))
     }
-    fn send(&mut self, to: &PathBuf, msg: &[u8]) -> io::Result<()> {
+    fn send(&mut self, to: &PathBuf, msg: &[u8], _: Instant) -> io::Result<()> {
         let mut w = self.0.borrow_mut();
         if w.full {
             return Err(io::Error::from_raw_os_error(libc::EAGAIN));
@@ -59,7 +59,7 @@ impl Transport for Mock {
     fn addr_name(&self, a: &PathBuf) -> String {
         a.display().to_string()
     }
-    fn writable_again(&mut self, out: &mut Vec<PathBuf>) {
+    fn writable_again(&mut self, out: &mut Vec<PathBuf>, _: Instant) {
         let mut w = self.0.borrow_mut();
         if std::mem::take(&mut w.writable) {
             w.full = false;
@@ -75,13 +75,15 @@ struct T {
     dp: LibccpDatapath<Mock>,
     /// The flows the runtime would control after the events so far.
     known: HashSet<FlowRef>,
+    /// The time of every poll and apply.
+    now: Now,
 }
 
 impl T {
     fn new() -> T {
         let wire = Mock::default();
         let dp = LibccpDatapath::new(wire.clone(), AddressOrder::Host).unwrap();
-        T { wire, dp, known: HashSet::new() }
+        T { wire, dp, known: HashSet::new(), now: Now::at_us(0) }
     }
 
     fn push_raw(&self, bytes: Vec<u8>) {
@@ -95,7 +97,7 @@ impl T {
     fn poll(&mut self) -> Vec<DatapathEvent> {
         let mut out = Vec::new();
         let known = self.known.clone();
-        self.dp.poll_events(&|f| known.contains(&f), &mut out, usize::MAX);
+        self.dp.poll_events(&|f| known.contains(&f), &mut out, usize::MAX, self.now);
         for e in &out {
             match e {
                 DatapathEvent::FlowStarted { flow, .. } => self.known.insert(*flow),
@@ -115,7 +117,7 @@ impl T {
             rtt_threshold_us: None,
             report_acked_pkts: 0,
         };
-        self.dp.apply(FlowRef { peer: 0, sid }, &want, &changed)
+        self.dp.apply(FlowRef { peer: 0, sid }, &want, &changed, self.now)
     }
 
     fn sent(&self) -> Vec<Msg> {
@@ -317,7 +319,7 @@ fn only_the_changed_fields_are_sent_and_a_failed_send_is_an_error() {
         t.apply(1, Command { cwnd_bytes: Some(40_000), ..Command::default() }),
         Err(ApplyError::Unreachable { .. })
     ));
-    t.dp.tick(Instant::now());
+    t.dp.tick(t.now);
     assert!(t.sent().is_empty());
     assert!(matches!(t.apply(9, Command { cwnd_bytes: Some(1), ..Command::default() }), Err(ApplyError::UnknownFlow(_))));
     let e = t.apply(1, Command { report: Some(ReportPolicy::PerRtt { rtts: 1.0 }), ..Command::default() }).unwrap_err();
@@ -341,7 +343,7 @@ fn silent_flow_is_switched_again_with_backoff() {
     let mut t = T::new();
     t.create(1);
     t.sent();
-    let t0 = Instant::now();
+    let t0 = t.now;
     let change_progs = |t: &T| t.sent().iter().filter(|m| matches!(m, Msg::ChangeProg(_))).count();
     t.dp.tick(t0 + Duration::from_millis(100));
     assert_eq!(change_progs(&t), 0);
@@ -366,7 +368,7 @@ fn slow_report_interval_is_not_mistaken_for_silence() {
     t.create(1);
     t.apply(1, Command { report: Some(ReportPolicy::EveryUs(1_000_000)), ..Command::default() }).unwrap();
     t.sent();
-    t.dp.tick(Instant::now() + Duration::from_secs(2));
+    t.dp.tick(t.now + Duration::from_secs(2));
     assert!(!t.sent().iter().any(|m| matches!(m, Msg::ChangeProg(_))), "3 intervals have not passed");
 }
 

@@ -3,6 +3,7 @@
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::io;
+use std::time::Instant;
 
 use crate::log_limit::{LogLimit, LOG_EVERY};
 
@@ -22,14 +23,15 @@ pub trait Transport {
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> io::Result<()>;
 
     /// Receives one datagram's libccp payload into `buf`; `Ok(None)` when nothing is waiting.
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<Self::Addr>>>;
+    /// `now` (here and below): the time of the adapter's batch.
+    fn recv(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Option<Received<Self::Addr>>>;
 
     /// Sends one libccp message (unframed) to `to`. `WouldBlock` when `to`'s queue is full:
     /// the message was not sent, and nothing more is until `writable_again` names `to`.
-    fn send(&mut self, to: &Self::Addr, msg: &[u8]) -> io::Result<()>;
+    fn send(&mut self, to: &Self::Addr, msg: &[u8], now: Instant) -> io::Result<()>;
 
     /// Appends the peers that refused a send for a full queue and have room again.
-    fn writable_again(&mut self, _out: &mut Vec<Self::Addr>) {}
+    fn writable_again(&mut self, _out: &mut Vec<Self::Addr>, _now: Instant) {}
 
     /// Drops what the transport keeps for a peer that is gone.
     fn forget(&mut self, _addr: &Self::Addr) {}
@@ -63,7 +65,7 @@ impl Refusals {
     }
 
     /// Counts one refusal of a datagram from `sender`; returns true when it was logged.
-    pub fn refuse(&mut self, sender: &dyn std::fmt::Display, now: std::time::Instant) -> bool {
+    pub fn refuse(&mut self, sender: &dyn std::fmt::Display, now: Instant) -> bool {
         self.total += 1;
         let Some(not_logged) = self.log.allow(now) else { return false };
         tracing::warn!(

@@ -188,7 +188,7 @@ impl Transport for UnixTransport {
         Ok(())
     }
 
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<Received<PathBuf>>> {
+    fn recv(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Option<Received<PathBuf>>> {
         loop {
             match self.sock.recv_from(buf) {
                 Ok((len, addr)) => {
@@ -202,7 +202,7 @@ impl Transport for UnixTransport {
                                     Some(to)
                                 }
                                 None => {
-                                    self.refusals.refuse(&p.display(), std::time::Instant::now());
+                                    self.refusals.refuse(&p.display(), now);
                                     continue;
                                 }
                             },
@@ -217,7 +217,7 @@ impl Transport for UnixTransport {
         }
     }
 
-    fn send(&mut self, to: &PathBuf, msg: &[u8]) -> io::Result<()> {
+    fn send(&mut self, to: &PathBuf, msg: &[u8], now: Instant) -> io::Result<()> {
         if !self.peers.contains_key(to) {
             self.peer(to)?;
         }
@@ -240,20 +240,19 @@ impl Transport for UnixTransport {
             Ok(n) => Err(io::Error::new(io::ErrorKind::WriteZero, format!("short send: {n} of {} bytes", msg.len()))),
             Err(e) => {
                 if e.kind() == io::ErrorKind::WouldBlock {
-                    peer.blocked_since = Some(Instant::now());
+                    peer.blocked_since = Some(now);
                 }
                 Err(e)
             }
         }
     }
 
-    fn writable_again(&mut self, out: &mut Vec<PathBuf>) {
+    fn writable_again(&mut self, out: &mut Vec<PathBuf>, now: Instant) {
         // Called on every poll: nothing to do unless a send found a queue full.
         if !self.peers.values().any(|p| p.blocked_since.is_some()) {
             return;
         }
         let blocked: Vec<&PathBuf> = self.peers.iter().filter(|(_, p)| p.blocked_since.is_some()).map(|(a, _)| a).collect();
-        let now = Instant::now();
         let mut fds: Vec<libc::pollfd> = blocked
             .iter()
             .map(|a| libc::pollfd {
@@ -339,10 +338,10 @@ mod tests {
         let mut buf = [0u8; 64];
         outside.send_to(b"x", t.path()).unwrap();
         inside.send_to(b"hi", t.path()).unwrap();
-        let got = t.recv(&mut buf).unwrap().expect("the datagram from inside");
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("the datagram from inside");
         assert_eq!(&buf[..got.len], b"hi");
         assert_eq!(got.from, Some(dir.join("dp")));
-        assert!(t.recv(&mut buf).unwrap().is_none());
+        assert!(t.recv(&mut buf, Instant::now()).unwrap().is_none());
         assert_eq!(t.refused(), 1);
     }
 
@@ -378,7 +377,7 @@ mod tests {
         let (_base, _poll, mut t, dp_path, dp) = registered_with_a_datapath();
         let mut sent = 0;
         let err = loop {
-            match t.send(&dp_path, b"m") {
+            match t.send(&dp_path, b"m", Instant::now()) {
                 Ok(()) => sent += 1,
                 Err(e) => break e,
             }
@@ -386,17 +385,17 @@ mod tests {
         };
         assert_eq!(err.kind(), io::ErrorKind::WouldBlock, "{err}");
         assert!(t.peers[&dp_path].connected.is_some(), "sent through a connected socket");
-        assert_eq!(t.send(&dp_path, b"m").unwrap_err().kind(), io::ErrorKind::WouldBlock);
+        assert_eq!(t.send(&dp_path, b"m", Instant::now()).unwrap_err().kind(), io::ErrorKind::WouldBlock);
         let mut ready = Vec::new();
-        t.writable_again(&mut ready);
+        t.writable_again(&mut ready, Instant::now());
         assert!(ready.is_empty(), "no room yet");
         let mut buf = [0u8; 8];
         let (n, from) = dp.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"m");
         assert!(from.as_pathname().is_none(), "from the unbound connected socket, not the agent's");
-        t.writable_again(&mut ready);
+        t.writable_again(&mut ready, Instant::now());
         assert_eq!(ready, vec![dp_path.clone()]);
-        t.send(&dp_path, b"m").unwrap();
+        t.send(&dp_path, b"m", Instant::now()).unwrap();
     }
 
     /// A datapath whose socket is connected to the agent's hears only the agent's socket: the
@@ -405,7 +404,7 @@ mod tests {
     fn a_datapath_connected_to_the_agent_is_reached_by_sendto() {
         let (_base, _poll, mut t, dp_path, dp) = registered_with_a_datapath();
         dp.connect(t.path()).unwrap();
-        t.send(&dp_path, b"hello").unwrap();
+        t.send(&dp_path, b"hello", Instant::now()).unwrap();
         let mut buf = [0u8; 8];
         let (n, from) = dp.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"hello");

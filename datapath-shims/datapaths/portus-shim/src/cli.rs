@@ -3,11 +3,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ccp_ebpf::attach::{Filter, Namespaces, Net, Settings};
+use ccp_ebpf::attach::Settings;
 use ccp_ebpf::{Fallback, Knobs, ReportEvery};
 use clap::{Parser, Subcommand};
 
-use ccp_libccp_host::ipc::{Bind, Endpoints};
+use ccp_libccp_host::args::AgentArgs;
+use ccp_libccp_host::ipc::Endpoints;
 
 /// ccp-libccp-shim: this kernel's BPF congestion control, driven by an unmodified CCP agent
 /// (portus, generic_cong_avoid, …) through the real libccp, as ccp-kernel would be.
@@ -31,10 +32,10 @@ pub enum Command {
     Run(RunArgs),
     /// Switch flows to the congestion control (`run` must be running): existing flows, new
     /// flows of cgroups, namespace defaults.
-    Attach(AttachArgs),
+    Attach(InstanceAttachArgs),
     /// Switch flows back to the congestion control they had, and remove what attach installed.
     /// Without selections: everything attach did.
-    Detach(DetachArgs),
+    Detach(InstanceDetachArgs),
 }
 
 /// Which congestion control instance (the same for `run`, `attach` and `detach`).
@@ -90,32 +91,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub instance: InstanceArgs,
 
-    /// Socket directory (portus's convention: /tmp/ccp; portus 0.7 cannot use another).
-    #[arg(long, default_value = "/tmp/ccp", value_name = "DIR")]
-    pub ipc_dir: PathBuf,
+    #[command(flatten)]
+    pub ipc: AgentArgs,
 
     /// This datapath's socket name inside --ipc-dir.
     #[arg(long, default_value = "ccp-ebpf", value_name = "NAME")]
     pub ipc_name: String,
-
-    /// The agent's socket name inside --ipc-dir (portus binds `portus`).
-    #[arg(long, default_value = "portus", value_name = "NAME")]
-    pub agent: String,
-
-    /// How the agent sees our address: `relative` to --ipc-dir (portus 0.7, which replies to
-    /// /tmp/ccp/<address>) or `absolute` (portus 0.9, which replies to the address as given).
-    /// ccp-agent takes either.
-    #[arg(long, value_enum, default_value_t = Bind::Relative)]
-    pub bind: Bind,
-
-    /// Datapath id sent in READY.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub datapath_id: u32,
-
-    /// Algorithm name sent in every CREATE (at most 63 bytes); portus picks by it when it runs
-    /// several. Default: none.
-    #[arg(long, value_name = "NAME", value_parser = parse_cong_alg)]
-    pub cong_alg: Option<String>,
 
     /// In-kernel algorithm for flows the agent does not steer (before its first command, while
     /// it is gone, beyond --max-connections).
@@ -154,13 +135,6 @@ pub struct RunArgs {
     pub max_connections: u32,
 }
 
-fn parse_cong_alg(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.len() > 63 || s.contains('\0') {
-        return Err("an algorithm name is 1-63 bytes without NUL".into());
-    }
-    Ok(s.to_string())
-}
-
 fn parse_ring_mib(s: &str) -> Result<u32, String> {
     let v: u32 = s.parse().map_err(|e| format!("{e}"))?;
     if !v.is_power_of_two() || v > 1024 {
@@ -171,7 +145,7 @@ fn parse_ring_mib(s: &str) -> Result<u32, String> {
 
 impl RunArgs {
     pub fn endpoints(&self) -> Endpoints {
-        Endpoints { dir: self.ipc_dir.clone(), name: self.ipc_name.clone(), agent: self.agent.clone(), bind: self.bind }
+        self.ipc.endpoints(&self.ipc_name)
     }
 
     pub fn instance_config(&self) -> ccp_ebpf::Config {
@@ -195,85 +169,30 @@ impl RunArgs {
     }
 }
 
-/// Which flows and namespaces an attach or detach covers (as `ccp-agent attach` has them).
+/// `attach`: which instance, and the flags `ccp-agent attach` takes.
 #[derive(Debug, Clone, clap::Args)]
-pub struct SelectArgs {
+pub struct InstanceAttachArgs {
     #[command(flatten)]
     pub instance: InstanceArgs,
 
-    /// Flows with either end on this port (repeatable; with --addr, both must match).
-    #[arg(long = "port", value_name = "PORT")]
-    pub ports: Vec<u16>,
-
-    /// Flows with either end in this address or prefix, e.g. 10.0.0.0/8 (repeatable).
-    #[arg(long = "addr", value_name = "ADDR[/LEN]", value_parser = parse_net)]
-    pub addrs: Vec<Net>,
-
-    /// Every flow.
-    #[arg(long)]
-    pub all: bool,
-
-    /// A network namespace: a name from `ip netns`, or a path such as /proc/PID/ns/net
-    /// (repeatable). Default: this process's namespace.
-    #[arg(long = "netns", value_name = "NAME|PATH", value_parser = parse_netns)]
-    pub netns: Vec<PathBuf>,
-
-    /// Every network namespace that can be named.
-    #[arg(long)]
-    pub all_netns: bool,
-}
-
-impl SelectArgs {
-    pub fn filter(&self) -> Option<Filter> {
-        let f = Filter { all: self.all, ports: self.ports.clone(), nets: self.addrs.clone() };
-        f.selects_something().then_some(f)
-    }
-
-    pub fn namespaces(&self) -> Namespaces {
-        Namespaces { paths: self.netns.clone(), all: self.all_netns }
-    }
-}
-
-#[derive(Debug, Clone, clap::Args)]
-pub struct AttachArgs {
     #[command(flatten)]
-    pub select: SelectArgs,
-
-    /// A cgroup v2 directory (absolute, or relative to the cgroup2 mount) whose new flows get
-    /// the congestion control when established (repeatable).
-    #[arg(long = "cgroup", value_name = "DIR")]
-    pub cgroups: Vec<PathBuf>,
-
-    /// Also make the congestion control the default of the namespaces.
-    #[arg(long = "default")]
-    pub set_default: bool,
+    pub selection: ccp_ebpf::attach::args::AttachArgs,
 }
 
+/// `detach`: which instance, and the flags `ccp-agent detach` takes.
 #[derive(Debug, Clone, clap::Args)]
-pub struct DetachArgs {
+pub struct InstanceDetachArgs {
     #[command(flatten)]
-    pub select: SelectArgs,
+    pub instance: InstanceArgs,
 
-    /// Remove the sockops program from this cgroup only (repeatable).
-    #[arg(long = "cgroup", value_name = "DIR")]
-    pub cgroups: Vec<PathBuf>,
-}
-
-fn parse_net(s: &str) -> Result<Net, String> {
-    s.parse()
-}
-
-/// A bare name is one of `ip netns`'s.
-fn parse_netns(s: &str) -> Result<PathBuf, String> {
-    if s.is_empty() {
-        return Err("empty namespace".into());
-    }
-    Ok(if s.contains('/') { PathBuf::from(s) } else { Path::new("/run/netns").join(s) })
+    #[command(flatten)]
+    pub selection: ccp_ebpf::attach::args::DetachArgs,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ccp_libccp_host::ipc::Bind;
     use clap::CommandFactory;
 
     #[test]
@@ -309,8 +228,8 @@ mod tests {
         }
         let cli = Cli::parse_from(["ccp-libccp-shim", "attach", "--port", "5201", "--netns", "lab-snd", "--name", "ccpy"]);
         let Command::Attach(a) = cli.command else { panic!("not attach") };
-        assert_eq!(a.select.netns, vec![PathBuf::from("/run/netns/lab-snd")]);
-        assert!(a.select.filter().is_some());
-        assert_eq!(a.select.instance.attach_settings().cc_name, "ccpy");
+        assert_eq!(a.selection.select.netns, vec![PathBuf::from("/run/netns/lab-snd")]);
+        assert!(a.selection.select.filter().is_some());
+        assert_eq!(a.instance.attach_settings().cc_name, "ccpy");
     }
 }

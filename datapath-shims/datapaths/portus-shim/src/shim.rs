@@ -38,17 +38,16 @@ use std::time::{Duration, Instant};
 use ccp_ebpf::attach::{Attacher, Detach, Namespaces};
 use ccp_ebpf::{mono_ns, Ack, Close, Create, Instance, PerAckRecord, Record, Records};
 use ccp_libccp_host::errors::{code, describe};
-use ccp_libccp_host::ipc::{self, AgentId, Channel, MAX_DATAGRAM};
+use ccp_libccp_host::ipc::{self, Channel, MAX_DATAGRAM};
 use ccp_libccp_host::primitives::to_libccp;
 use ccp_libccp_host::stop;
 use libccp::{Connection, Datapath, LibccpError};
 use tracing::{debug, info, warn};
 
-use crate::attach::log_outcome;
 use crate::cli::RunArgs;
 use crate::flows::{Desc, Flow};
 use crate::primitives;
-use ccp_libccp_host::datapath::{self as ccp, AgentChange, Commanded, Shared};
+use ccp_libccp_host::datapath::{self as ccp, AgentPresence, Commanded, Shared};
 use ccp_libccp_host::inbound::{judge, Verdict};
 
 /// How often the heartbeat is refreshed and the agent looked for.
@@ -70,19 +69,18 @@ pub fn run(args: &RunArgs) -> anyhow::Result<()> {
     let attacher = Attacher::new(args.instance.attach_settings(), Some(inst.prev_cc_map()?));
     info!(name, epoch = inst.epoch(), adopted_maps = inst.adopted_maps(), pins = %inst.pin_dir().display(), progs = ?prog_ids(&inst), "per-ACK congestion control registered");
     if inst.adopted_maps() {
-        log_outcome("restart", &attacher.reassert_defaults()?);
+        attacher.reassert_defaults()?.log("restart");
     }
 
-    let chan = Channel::open(&args.endpoints()).map_err(anyhow::Error::msg)?;
-    let agent = chan.agent_identity();
-    info!(socket = %chan.bound_path().display(), agent = %chan.agent_path().display(), present = agent.is_some(), "libccp IPC");
-    if agent.is_none() {
+    let shared = Rc::new(Shared::new(Channel::open(&args.endpoints()).map_err(anyhow::Error::msg)?));
+    let (chan, present) = (&shared.chan, shared.agent().is_some());
+    info!(socket = %chan.bound_path().display(), agent = %chan.agent_path().display(), present, "libccp IPC");
+    if !present {
         info!("no agent yet: flows run on the in-kernel fallback until one reads {}", chan.agent_path().display());
     }
-    let shared = Rc::new(Shared::new(chan));
-    let dp = ccp::init_datapath(args.datapath_id, args.max_connections as usize, &shared).map_err(anyhow::Error::msg)?;
+    let dp = ccp::init_datapath(args.ipc.datapath_id, args.max_connections as usize, &shared).map_err(anyhow::Error::msg)?;
     stop::on_sigint_and_sigterm();
-    let mut shim = Shim::new(inst, attacher, &dp, shared, agent, args);
+    let mut shim = Shim::new(inst, attacher, &dp, shared, args);
     shim.run_loop();
     shim.shutdown();
     Ok(())
@@ -110,8 +108,6 @@ struct Stats {
     flows_adopted: u64,
     flows_closed: u64,
     table_full: u64,
-    /// Times the agent was given up for not reading its socket.
-    agent_hung: u64,
 }
 
 struct Shim<'dp> {
@@ -120,8 +116,6 @@ struct Shim<'dp> {
     dp: &'dp Datapath,
     shared: Rc<Shared>,
     flows: HashMap<u32, Flow<'dp>>,
-    /// The agent's socket file while an agent reads it.
-    agent: Option<AgentId>,
     datapath_id: u32,
     cong_alg: Option<String>,
     consume_interval: Duration,
@@ -142,23 +136,15 @@ struct Shim<'dp> {
 }
 
 impl<'dp> Shim<'dp> {
-    fn new(
-        inst: Instance,
-        attacher: Attacher,
-        dp: &'dp Datapath,
-        shared: Rc<Shared>,
-        agent: Option<AgentId>,
-        args: &RunArgs,
-    ) -> Self {
+    fn new(inst: Instance, attacher: Attacher, dp: &'dp Datapath, shared: Rc<Shared>, args: &RunArgs) -> Self {
         Shim {
             inst,
             attacher,
             dp,
             shared,
             flows: HashMap::new(),
-            agent,
-            datapath_id: args.datapath_id,
-            cong_alg: args.cong_alg.clone(),
+            datapath_id: args.ipc.datapath_id,
+            cong_alg: args.ipc.cong_alg.clone(),
             consume_interval: Duration::from_micros(args.consume_interval_us),
             silence_timeout: Duration::from_millis(args.silence_timeout_ms),
             started_ns: mono_ns(),
@@ -264,7 +250,7 @@ impl<'dp> Shim<'dp> {
         debug!(fid = c.fid, local = ?c.local, remote = ?c.remote, existing = c.existing, mss = c.mss, cwnd, "flow created");
         // A fid seen again is a new flow (the old one's close was lost): its connection goes.
         self.flows.insert(c.fid, Flow::new(Desc::of_create(c), cwnd));
-        if self.agent.is_some() {
+        if self.shared.agent().is_some() {
             self.connect(c.fid);
         }
     }
@@ -351,7 +337,7 @@ impl<'dp> Shim<'dp> {
         info!(fid = a.fid, local = ?desc.local, remote = ?desc.remote, cwnd_pkts = a.cwnd_pkts, "adopting a running flow");
         self.stats.flows_adopted += 1;
         self.flows.insert(a.fid, Flow::new(desc, a.cwnd_pkts.saturating_mul(a.mss)));
-        if self.agent.is_some() {
+        if self.shared.agent().is_some() {
             self.connect(a.fid);
         }
     }
@@ -373,7 +359,7 @@ impl<'dp> Shim<'dp> {
 
     /// Gives a freed libccp connection to a flow that found the table full.
     fn admit_waiting(&mut self) {
-        if self.agent.is_none() {
+        if self.shared.agent().is_none() {
             return;
         }
         let waiting: Vec<u32> = self.flows.iter().filter(|(_, f)| f.waiting).map(|(k, _)| *k).collect();
@@ -386,7 +372,7 @@ impl<'dp> Shim<'dp> {
 
     fn after_batch(&mut self) {
         if self.shared.take_agent_lost() {
-            self.agent_gone("a message found its socket closed");
+            Rc::clone(&self.shared).lose_agent(self, "a message found its socket closed");
         }
         let dirty = std::mem::take(&mut self.dirty);
         for fid in &dirty {
@@ -423,74 +409,13 @@ impl<'dp> Shim<'dp> {
         }
     }
 
-    /// The agent stopped reading its socket: every flow goes to the fallback.
-    fn agent_gone(&mut self, why: &str) {
-        if self.agent.take().is_none() {
-            return;
-        }
-        for (fid, flow) in &mut self.flows {
-            flow.conn = None;
-            flow.waiting = false;
-            if flow.written.take().is_some() {
-                self.inst.clear_control(*fid);
-            }
-        }
-        // The closes libccp just tried to send failed the same way.
-        self.shared.take_agent_lost();
-        self.next_sid = None;
-        warn!(
-            agent = %self.shared.chan.agent_path().display(), flows = self.flows.len(),
-            "the CCP agent is gone ({why}): its flows continue on the in-kernel fallback until an agent returns"
-        );
-    }
-
-    /// An agent reads the socket (again): it learns of this datapath and every flow. READY goes
-    /// first, and an agent whose queue has no room for it (it does not read, or not yet) stays
-    /// away until a later tick finds room.
-    fn agent_back(&mut self, id: AgentId) {
-        match ccp_wire::Msg::Ready(ccp_wire::Ready { datapath_id: self.datapath_id }).to_bytes() {
-            Ok(ready) => match self.shared.send(&ready) {
-                Ok(()) => {}
-                Err(e) if ccp::no_room(&e) || ipc::agent_gone(&e) => {
-                    self.shared.debug_throttled(&format!("the agent's socket takes no READY yet ({e}): it is not reading"));
-                    return;
-                }
-                Err(e) => self.shared.warn_throttled(&format!("sending READY failed: {e}")),
-            },
-            Err(e) => warn!(error = %e, "encoding READY failed"),
-        }
-        self.agent = Some(id);
-        info!(agent = %self.shared.chan.agent_path().display(), flows = self.flows.len(), "a CCP agent is there: announcing the flows");
-        let fids: Vec<u32> = self.flows.keys().copied().collect();
-        for fid in fids {
-            if !self.connect(fid) {
-                break;
-            }
-        }
-    }
-
     fn tick(&mut self, now: Instant) {
         if let Err(e) = self.inst.heartbeat() {
             self.shared.warn_throttled(&format!("could not refresh the heartbeat (flows will fall back): {e}"));
         }
         // Fresh: a refusal seen on this tick or the one before.
-        match self.shared.agent_change(self.agent, now, 2 * TICK, self.silence_timeout) {
-            AgentChange::Same => {}
-            AgentChange::Hung(refusing) => {
-                self.stats.agent_hung += 1;
-                self.agent_gone(&format!(
-                    "it has not read its socket for {} ms: every message since was refused for want of room, as to a hung \
-                     agent",
-                    refusing.as_millis()
-                ));
-            }
-            AgentChange::Gone => self.agent_gone("its socket no longer takes datagrams"),
-            AgentChange::Restarted(new) => {
-                self.agent_gone("it restarted");
-                self.agent_back(new);
-            }
-            AgentChange::Arrived(new) => self.agent_back(new),
-        }
+        let (shared, datapath_id, silence) = (Rc::clone(&self.shared), self.datapath_id, self.silence_timeout);
+        shared.follow_agent(self, datapath_id, now, 2 * TICK, silence);
         // Writes that failed are retried.
         let unwritten: Vec<u32> = self.flows.iter().filter(|(_, f)| f.pending_control().is_some()).map(|(k, _)| *k).collect();
         for fid in unwritten {
@@ -526,7 +451,7 @@ impl<'dp> Shim<'dp> {
             flows_adopted = s.flows_adopted,
             flows_closed = s.flows_closed,
             table_full = s.table_full,
-            agent_hung = s.agent_hung,
+            agent_hung = self.shared.agents_hung(),
             kernel_acks = k.acks,
             kernel_fallback_acks = k.fallback_acks,
             ring_drops = k.ring_drops,
@@ -540,7 +465,7 @@ impl<'dp> Shim<'dp> {
     fn shutdown(&mut self) {
         info!("stopping");
         match self.attacher.detach(&Detach::default()) {
-            Ok(out) => log_outcome("detach", &out),
+            Ok(out) => out.log("detach"),
             Err(e) => warn!(error = %e, "detach at shutdown failed"),
         }
         self.drain_ring();
@@ -549,7 +474,7 @@ impl<'dp> Shim<'dp> {
             // control itself): look everywhere.
             let everywhere = Detach { namespaces: Namespaces { paths: Vec::new(), all: true }, ..Detach::default() };
             match self.attacher.detach(&everywhere) {
-                Ok(out) => log_outcome("detach", &out),
+                Ok(out) => out.log("detach"),
                 Err(e) => warn!(error = %e, "detach in every namespace failed"),
             }
             self.drain_ring();
@@ -563,6 +488,35 @@ impl<'dp> Shim<'dp> {
         self.inst.unpin();
         let _ = std::fs::remove_dir(self.inst.pin_dir());
         info!(name = self.inst.name(), "congestion control unregistered");
+    }
+}
+
+impl AgentPresence for Shim<'_> {
+    /// The agent stopped reading its socket: every flow goes to the fallback.
+    fn agent_gone(&mut self, why: &str) {
+        for (fid, flow) in &mut self.flows {
+            flow.conn = None;
+            flow.waiting = false;
+            if flow.written.take().is_some() {
+                self.inst.clear_control(*fid);
+            }
+        }
+        self.next_sid = None;
+        warn!(
+            agent = %self.shared.chan.agent_path().display(), flows = self.flows.len(),
+            "the CCP agent is gone ({why}): its flows continue on the in-kernel fallback until an agent returns"
+        );
+    }
+
+    /// An agent took READY: it learns of every flow.
+    fn agent_back(&mut self) {
+        info!(agent = %self.shared.chan.agent_path().display(), flows = self.flows.len(), "a CCP agent is there: announcing the flows");
+        let fids: Vec<u32> = self.flows.keys().copied().collect();
+        for fid in fids {
+            if !self.connect(fid) {
+                break;
+            }
+        }
     }
 }
 

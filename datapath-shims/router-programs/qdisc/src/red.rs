@@ -14,8 +14,9 @@
 //! from a seeded SplitMix64 stream ([`crate::rng`]), one draw per ECT arrival inside the ramp
 //! only, so the same seed and the same arrivals give the same marks.
 
+use crate::droptail::{DropTailWith, OnArrival};
 use crate::rng::{Draw, SeedableRng, SplitMix64};
-use crate::{Departure, Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc};
+use crate::{Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError};
 
 /// DCQCN paper §5: K_min = 5 KB.
 pub const DCQCN_PAPER_K_MIN_BYTES: u64 = 5_000;
@@ -127,12 +128,17 @@ impl RedMarker {
     }
 }
 
-/// A drop-tail FIFO with RED-style ECN marking at enqueue (DCQCN's CP).
-#[derive(Debug)]
-pub struct Red<P> {
-    fifo: Fifo<P>,
-    marker: RedMarker,
+impl<P: Packet> OnArrival<P> for RedMarker {
+    const NAME: &'static str = "red";
+
+    fn admit(&mut self, _now: Nanos, packet: &mut P, fifo: &Fifo<P>, _out: &mut Outputs<P>) -> bool {
+        self.on_arrival(packet, fifo.len_bytes());
+        true
+    }
 }
+
+/// A drop-tail FIFO with RED-style ECN marking at enqueue (DCQCN's CP).
+pub type Red<P> = DropTailWith<P, RedMarker>;
 
 impl<P: Packet> Red<P> {
     pub fn new(limit: Limit, params: RedParams) -> Result<Red<P>, ParamError> {
@@ -145,26 +151,7 @@ impl<P: Packet> Red<P> {
                 ));
             }
         }
-        Ok(Red { fifo: Fifo::new(limit), marker })
-    }
-}
-
-impl<P: Packet> Qdisc<P> for Red<P> {
-    fn enqueue(&mut self, now: Nanos, mut packet: P, out: &mut Outputs<P>) {
-        self.marker.on_arrival(&mut packet, self.fifo.len_bytes());
-        self.fifo.push_or_drop(now, packet, out);
-    }
-
-    fn dequeue(&mut self, _now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
-        self.fifo.pop()
-    }
-
-    fn buffers(&self) -> &[Fifo<P>] {
-        std::slice::from_ref(&self.fifo)
-    }
-
-    fn name(&self) -> &'static str {
-        "red"
+        Ok(DropTailWith::with_rule(limit, marker))
     }
 }
 
@@ -172,6 +159,7 @@ impl<P: Packet> Qdisc<P> for Red<P> {
 mod tests {
     use super::*;
     use crate::test_packet::TestPacket;
+    use crate::Qdisc;
     use crate::MTU_BYTES;
 
     const K_MIN: u64 = 100_000;

@@ -5,11 +5,11 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use ccp_cnm_wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
 use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
-use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
 

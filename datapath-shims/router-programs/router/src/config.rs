@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 
+use ccp_cnm_wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::abc::{Abc, AbcParams};
 use ccp_qdisc::abc_coexist::{AbcCoexist, CoexistParams};
 use ccp_qdisc::codel::{Codel, CodelParams};
 use ccp_qdisc::dctcp::{Dctcp, StepMarker};
 use ccp_qdisc::droptail::DropTail;
 use ccp_qdisc::phantom::{Phantom, PhantomParams};
-use ccp_qdisc::qcn::wire::DEFAULT_CNM_PORT;
 use ccp_qdisc::qcn::{Qcn, QcnParams};
 use ccp_qdisc::{Limit, Nanos, Qdisc};
 

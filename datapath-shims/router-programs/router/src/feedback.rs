@@ -1,10 +1,10 @@
 //! QCN feedback on the wire: the router turns a congestion point's notification into a UDP
-//! datagram (payload: `ccp_qdisc::qcn::wire::Cnm`) from the router's address to the sampled
+//! datagram (payload: `ccp_cnm_wire::Cnm`) from the router's address to the sampled
 //! packet's source, and writes it into the sender's TUN device as if it had come over the link.
 
 use std::net::Ipv4Addr;
 
-use ccp_qdisc::qcn::wire::Cnm;
+use ccp_cnm_wire::Cnm;
 
 use crate::packet::internet_checksum;
 
@@ -77,7 +77,7 @@ mod tests {
             sampled_at: 3,
             quantization: Quantization::Packets,
         };
-        let cnm = Cnm::from_notification(&n, 1, &[0x45; 40]);
+        let cnm = n.to_cnm(1, &[0x45; 40]);
         let src = Ipv4Addr::new(10, 77, 0, 254);
         let dst = Ipv4Addr::new(10, 77, 0, 1);
         let p = cnm_datagram(src, dst, 7470, &cnm);

@@ -6,7 +6,7 @@
 
 use std::hash::{Hash, Hasher};
 
-use ccp_qdisc::qcn::wire::CNM_MAX_SAMPLE_LEN;
+use ccp_cnm_wire::CNM_MAX_SAMPLE_LEN;
 use ccp_qdisc::{Ecn, Nanos, Packet};
 
 /// Minimum IPv4 header length, bytes.

@@ -15,7 +15,6 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use ccp_qdisc::qcn::wire::Cnm;
 use ccp_qdisc::{DropReason, Ecn, Nanos, Outputs, Qdisc};
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use rand_xoshiro::SplitMix64;
@@ -332,7 +331,7 @@ impl Router {
                     self.cnm_unsendable += 1;
                     continue;
                 };
-                let cnm = Cnm::from_notification(&n, DOWN_CPID + di as u32, n.key.as_slice());
+                let cnm = n.to_cnm(DOWN_CPID + di as u32, n.key.as_slice());
                 let dgram = cnm_datagram(self.router_addr, dst, self.feedback_port, &cnm);
                 self.cnm_line.push(n.sampled_at, dgram);
             }

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ccp_cnm_wire::{Cnm, DEFAULT_CNM_PORT};
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
-use ccp_qdisc::qcn::wire::{Cnm, DEFAULT_CNM_PORT};
 use ccp_qdisc::qcn::{QcnParams, Sampling};
 use ccp_qdisc::{Limit, NANOS_PER_MS};
 use ccp_router::tcp::{wire_bytes_per_segment, BulkReceiver, BulkSender};

@@ -2,9 +2,9 @@
 //! that checks the stream).
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::path::PathBuf;
 
-use ccp_libccp_host::ipc::{Bind, Endpoints};
+use ccp_libccp_host::args::AgentArgs;
+use ccp_libccp_host::ipc::Endpoints;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
@@ -114,32 +114,12 @@ pub struct SendArgs {
     #[arg(long)]
     pub no_agent: bool,
 
-    /// The socket directory shared with the agent.
-    #[arg(long, default_value = "/tmp/ccp", value_name = "DIR")]
-    pub ipc_dir: PathBuf,
+    #[command(flatten)]
+    pub ipc: AgentArgs,
 
     /// This datapath's socket name inside --ipc-dir.
     #[arg(long, default_value = "ccp-dpdk", value_name = "NAME")]
     pub ipc_name: String,
-
-    /// The agent's socket name inside --ipc-dir (ccp-agent's `unix` datapath and portus bind
-    /// `portus`).
-    #[arg(long, default_value = "portus", value_name = "NAME")]
-    pub agent: String,
-
-    /// How the agent sees our address: `relative` (portus 0.7) or `absolute` (portus 0.9);
-    /// ccp-agent takes either.
-    #[arg(long, value_enum, default_value_t = Bind::Relative)]
-    pub bind: Bind,
-
-    /// Datapath id sent in READY.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub datapath_id: u32,
-
-    /// Algorithm name sent in every CREATE (at most 63 bytes): ccp-agent's rules and portus
-    /// pick by it.
-    #[arg(long, value_name = "NAME", value_parser = parse_cong_alg)]
-    pub cong_alg: Option<String>,
 
     /// The agent counts as gone when it has not read a message for this long, ms (it hangs with
     /// its socket open); its connections then run on the fallback.
@@ -166,7 +146,7 @@ pub struct SendArgs {
 
 impl SendArgs {
     pub fn endpoints(&self) -> Endpoints {
-        Endpoints { dir: self.ipc_dir.clone(), name: self.ipc_name.clone(), agent: self.agent.clone(), bind: self.bind }
+        self.ipc.endpoints(&self.ipc_name)
     }
 
     /// The EAL's arguments.
@@ -226,13 +206,6 @@ pub fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
-fn parse_cong_alg(s: &str) -> Result<String, String> {
-    if s.is_empty() || s.len() > 63 || s.contains('\0') {
-        return Err("an algorithm name is 1-63 bytes without NUL".into());
-    }
-    Ok(s.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,7 +227,7 @@ mod tests {
             assert!(eal.iter().any(|x| x == want), "{want} in {eal:?}");
         }
         assert_eq!(a.device().as_deref(), Some("net_af_xdp0"));
-        assert_eq!((a.flows, a.mss, a.fallback, a.agent.as_str()), (1, 1448, FallbackArg::Cubic, "portus"));
+        assert_eq!((a.flows, a.mss, a.fallback, a.ipc.agent.as_str()), (1, 1448, FallbackArg::Cubic, "portus"));
     }
 
     #[test]

@@ -21,10 +21,10 @@ use std::net::SocketAddrV4;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use ccp_libccp_host::datapath::{self as ccp, AgentChange, Shared};
+use ccp_libccp_host::datapath::{self as ccp, AgentPresence, Shared};
 use ccp_libccp_host::errors::describe;
 use ccp_libccp_host::inbound::{judge, Verdict};
-use ccp_libccp_host::ipc::{self, AgentId, Channel, MAX_DATAGRAM};
+use ccp_libccp_host::ipc::{Channel, MAX_DATAGRAM};
 use ccp_libccp_host::stop;
 use ccp_user_tcp::conn::{Config as TcpConfig, Conn, State};
 use ccp_user_tcp::fallback::Fallback;
@@ -71,7 +71,6 @@ pub struct Stats {
     pub from_agent: u64,
     pub rejected: u64,
     pub table_full: u64,
-    pub agent_hung: u64,
     pub arp_replies: u64,
     /// Time spent handing ACKs to libccp (load the primitives, run the agent's program, send
     /// what it reports), ns, and the ACKs it was spent on.
@@ -123,16 +122,15 @@ pub fn run(args: &SendArgs) -> anyhow::Result<bool> {
         let mut s = Sender::new(args, port, None, None);
         return Ok(s.run());
     }
-    let chan = Channel::open(&args.endpoints()).map_err(anyhow::Error::msg)?;
-    let agent = chan.agent_identity();
-    info!(socket = %chan.bound_path().display(), agent = %chan.agent_path().display(), present = agent.is_some(), "libccp IPC");
-    if agent.is_none() {
+    let shared = Rc::new(Shared::new(Channel::open(&args.endpoints()).map_err(anyhow::Error::msg)?));
+    let (chan, present) = (&shared.chan, shared.agent().is_some());
+    info!(socket = %chan.bound_path().display(), agent = %chan.agent_path().display(), present, "libccp IPC");
+    if !present {
         info!("no agent yet: connections run on the fallback until one reads {}", chan.agent_path().display());
     }
-    let shared = Rc::new(Shared::new(chan));
     let connections = (args.flows as usize).clamp(1, ccp_libccp_host::table::MAX_CONNECTIONS);
-    let dp = ccp::init_datapath(args.datapath_id, connections, &shared).map_err(anyhow::Error::msg)?;
-    let mut s = Sender::new(args, port, Some(&dp), Some((shared, agent)));
+    let dp = ccp::init_datapath(args.ipc.datapath_id, connections, &shared).map_err(anyhow::Error::msg)?;
+    let mut s = Sender::new(args, port, Some(&dp), Some(shared));
     Ok(s.run())
 }
 
@@ -148,7 +146,6 @@ struct Sender<'dp> {
     base_port: u16,
     dp: Option<&'dp Datapath>,
     shared: Option<Rc<Shared>>,
-    agent: Option<AgentId>,
     datapath_id: u32,
     cong_alg: Option<String>,
     silence_timeout: Duration,
@@ -167,7 +164,7 @@ struct Sender<'dp> {
 }
 
 impl<'dp> Sender<'dp> {
-    fn new(args: &SendArgs, port: Port, dp: Option<&'dp Datapath>, ipc: Option<(Rc<Shared>, Option<AgentId>)>) -> Self {
+    fn new(args: &SendArgs, port: Port, dp: Option<&'dp Datapath>, shared: Option<Rc<Shared>>) -> Self {
         let t0 = Instant::now();
         let cfg = TcpConfig {
             mss_bytes: args.mss,
@@ -192,10 +189,6 @@ impl<'dp> Sender<'dp> {
             })
             .collect();
         let neigh = Neigh::new(port.mac(), args.ip, args.gateway.unwrap_or(*args.dst.ip()), args.dst_mac);
-        let (shared, agent) = match ipc {
-            Some((s, a)) => (Some(s), a),
-            None => (None, None),
-        };
         Sender {
             neigh,
             flows,
@@ -206,9 +199,8 @@ impl<'dp> Sender<'dp> {
             base_port: args.src_port,
             dp,
             shared,
-            agent,
-            datapath_id: args.datapath_id,
-            cong_alg: args.cong_alg.clone(),
+            datapath_id: args.ipc.datapath_id,
+            cong_alg: args.ipc.cong_alg.clone(),
             silence_timeout: Duration::from_millis(args.silence_timeout_ms),
             idle_sleep: Duration::from_micros(args.idle_sleep_us),
             timed: args.bytes.is_none().then(|| Duration::from_secs(args.seconds.unwrap_or(10))),
@@ -252,7 +244,7 @@ impl<'dp> Sender<'dp> {
                 self.tick(wall);
             }
             if self.out.due(now) {
-                self.out.line(now, &self.lines(), self.agent.is_some());
+                self.out.line(now, &self.lines(), self.has_agent());
             }
             if stop::requested() {
                 info!("stopping on a signal");
@@ -335,7 +327,7 @@ impl<'dp> Sender<'dp> {
                             ecn = self.flows[idx].conn.ecn_enabled(),
                             "connection established"
                         );
-                        if self.agent.is_some() {
+                        if self.has_agent() {
                             self.connect(idx);
                         }
                     }
@@ -502,11 +494,16 @@ impl<'dp> Sender<'dp> {
         }
     }
 
+    /// Whether an agent steers the connections.
+    fn has_agent(&self) -> bool {
+        self.shared.as_ref().is_some_and(|s| s.agent().is_some())
+    }
+
     /// Reads the agent's socket, and notices an agent whose socket went away under a send.
     fn serve_agent(&mut self) {
         self.read_agent();
-        if self.shared.as_ref().is_some_and(|s| s.take_agent_lost()) {
-            self.agent_gone("a message found its socket closed");
+        if let Some(shared) = self.shared.clone().filter(|s| s.take_agent_lost()) {
+            shared.lose_agent(self, "a message found its socket closed");
         }
     }
 
@@ -552,23 +549,9 @@ impl<'dp> Sender<'dp> {
 
     fn tick(&mut self, now: Instant) {
         let Some(shared) = self.shared.clone() else { return };
-        match shared.agent_change(self.agent, now, 2 * TICK, self.silence_timeout) {
-            AgentChange::Same => {}
-            AgentChange::Hung(refusing) => {
-                self.stats.agent_hung += 1;
-                self.agent_gone(&format!(
-                    "it has not read its socket for {} ms: every message since was refused for want of room",
-                    refusing.as_millis()
-                ));
-            }
-            AgentChange::Gone => self.agent_gone("its socket no longer takes datagrams"),
-            AgentChange::Restarted(new) => {
-                self.agent_gone("it restarted");
-                self.agent_back(new);
-            }
-            AgentChange::Arrived(new) => self.agent_back(new),
-        }
-        if self.agent.is_some() {
+        let (datapath_id, silence) = (self.datapath_id, self.silence_timeout);
+        shared.follow_agent(self, datapath_id, now, 2 * TICK, silence);
+        if self.has_agent() {
             for idx in 0..self.flows.len() {
                 if self.flows[idx].waiting && !self.connect(idx) {
                     break;
@@ -576,36 +559,21 @@ impl<'dp> Sender<'dp> {
             }
         }
     }
+}
 
+impl AgentPresence for Sender<'_> {
     fn agent_gone(&mut self, why: &str) {
-        if self.agent.take().is_none() {
-            return;
-        }
         for f in &mut self.flows {
             f.hand_to_fallback();
         }
         self.by_sid.clear();
         if let Some(s) = &self.shared {
-            // The closes libccp just tried to send failed the same way.
-            s.take_agent_lost();
             warn!(agent = %s.chan.agent_path().display(), "the CCP agent is gone ({why}): connections continue on the fallback until an agent returns");
         }
     }
 
-    fn agent_back(&mut self, id: AgentId) {
+    fn agent_back(&mut self) {
         let Some(shared) = self.shared.clone() else { return };
-        match ccp_wire::Msg::Ready(ccp_wire::Ready { datapath_id: self.datapath_id }).to_bytes() {
-            Ok(ready) => match shared.send(&ready) {
-                Ok(()) => {}
-                Err(e) if ccp::no_room(&e) || ipc::agent_gone(&e) => {
-                    shared.debug_throttled(&format!("the agent's socket takes no READY yet ({e})"));
-                    return;
-                }
-                Err(e) => shared.warn_throttled(&format!("sending READY failed: {e}")),
-            },
-            Err(e) => warn!(error = %e, "encoding READY failed"),
-        }
-        self.agent = Some(id);
         info!(agent = %shared.chan.agent_path().display(), "a CCP agent is there: announcing the connections");
         for idx in 0..self.flows.len() {
             if self.flows[idx].conn.state() == State::Established && !self.connect(idx) {

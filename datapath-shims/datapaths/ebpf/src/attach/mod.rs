@@ -13,8 +13,11 @@
 //! each flow's previous congestion control (or `restore_cc` when it is unknown or gone), and the
 //! congestion control's `release` resets any pacing it set.
 
+#[cfg(feature = "clap")]
+pub mod args;
 pub mod filter;
 mod programs;
+pub mod report;
 pub mod state;
 mod sysctl;
 
@@ -26,6 +29,7 @@ use libbpf_rs::MapHandle;
 pub use filter::{Filter, Net};
 pub use programs::Switched;
 use programs::{Action, AttachObject};
+pub use report::{AttachReport, SwitchedFlow};
 use state::{CgroupRecord, NetnsRecord};
 
 use crate::netns::Netns;

@@ -23,6 +23,11 @@ pub struct Shared {
     /// The sid of the last CREATE libccp sent: libccp assigns sids but the crate does not expose
     /// them, so they are read off the wire.
     create_sid: Cell<Option<u32>>,
+    /// The agent the datapath serves: the one there at the start (libccp's own READY reached
+    /// it), or the last to take READY since; none while there is none.
+    agent: Cell<Option<AgentId>>,
+    /// Agents found hung.
+    agents_hung: Cell<u64>,
     /// A send found nobody reading the agent's socket.
     agent_lost: Cell<bool>,
     /// Whether the agent takes what is sent to it (a hung agent keeps its socket but not up).
@@ -35,6 +40,8 @@ pub struct Shared {
 impl Shared {
     pub fn new(chan: Channel) -> Shared {
         Shared {
+            agent: Cell::new(chan.agent_identity()),
+            agents_hung: Cell::new(0),
             chan,
             create_sid: Cell::new(None),
             agent_lost: Cell::new(false),
@@ -52,6 +59,16 @@ impl Shared {
     /// Whether a send found the agent gone since the last call.
     pub fn take_agent_lost(&self) -> bool {
         self.agent_lost.take()
+    }
+
+    /// The agent the datapath serves, if any.
+    pub fn agent(&self) -> Option<AgentId> {
+        self.agent.get()
+    }
+
+    /// Agents found hung so far.
+    pub fn agents_hung(&self) -> u64 {
+        self.agents_hung.get()
     }
 
     /// Sends `msg` to the agent (waiting a bounded time for room, see `ccp_libccp_host::ipc`),
@@ -98,6 +115,17 @@ impl Shared {
     }
 }
 
+/// What a datapath does with its flows as its agent comes and goes ([`Shared::follow_agent`]
+/// and [`Shared::lose_agent`] decide when).
+pub trait AgentPresence {
+    /// The agent is gone (`why`, for the log): the flows continue on the datapath's fallback
+    /// until an agent returns.
+    fn agent_gone(&mut self, why: &str);
+
+    /// An agent took READY: the datapath announces its flows.
+    fn agent_back(&mut self);
+}
+
 /// What became of the agent since the loop last looked (once per tick).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AgentChange {
@@ -131,6 +159,67 @@ impl Shared {
             (None, Some(new)) => AgentChange::Arrived(new),
             (None, None) => AgentChange::Same,
         }
+    }
+
+    /// Once per tick: what became of the agent ([`Shared::agent_change`]) and the datapath's
+    /// reaction. An agent that arrives or restarts is sent READY (with `datapath_id`) before
+    /// the datapath serves it; one whose socket has no room for READY stays away until a later
+    /// tick finds room.
+    pub fn follow_agent(&self, dp: &mut dyn AgentPresence, datapath_id: u32, now: Instant, fresh: Duration, silence: Duration) {
+        match self.agent_change(self.agent.get(), now, fresh, silence) {
+            AgentChange::Same => {}
+            AgentChange::Hung(refusing) => {
+                self.agents_hung.set(self.agents_hung.get() + 1);
+                self.lose_agent(
+                    dp,
+                    &format!(
+                        "it has not read its socket for {} ms: every message since was refused for want of room",
+                        refusing.as_millis()
+                    ),
+                );
+            }
+            AgentChange::Gone => self.lose_agent(dp, "its socket no longer takes datagrams"),
+            AgentChange::Restarted(new) => {
+                self.lose_agent(dp, "it restarted");
+                self.welcome(dp, new, datapath_id);
+            }
+            AgentChange::Arrived(new) => self.welcome(dp, new, datapath_id),
+        }
+    }
+
+    /// The agent is gone (`why`, for the log): the datapath hands its flows to its fallback.
+    /// Nothing when it served none.
+    pub fn lose_agent(&self, dp: &mut dyn AgentPresence, why: &str) {
+        if self.agent.take().is_none() {
+            return;
+        }
+        dp.agent_gone(why);
+        // The closes libccp just tried to send failed the same way.
+        self.take_agent_lost();
+    }
+
+    /// Agent `id` is served once it took READY.
+    fn welcome(&self, dp: &mut dyn AgentPresence, id: AgentId, datapath_id: u32) {
+        if self.send_ready(datapath_id) {
+            self.agent.set(Some(id));
+            dp.agent_back();
+        }
+    }
+
+    /// Sends READY; false when the agent's socket takes none yet (it is not reading).
+    fn send_ready(&self, datapath_id: u32) -> bool {
+        match ccp_wire::Msg::Ready(ccp_wire::Ready { datapath_id }).to_bytes() {
+            Ok(ready) => match self.send(&ready) {
+                Ok(()) => {}
+                Err(e) if no_room(&e) || agent_gone(&e) => {
+                    self.debug_throttled(&format!("the agent's socket takes no READY yet ({e}): it is not reading"));
+                    return false;
+                }
+                Err(e) => self.warn_throttled(&format!("sending READY failed: {e}")),
+            },
+            Err(e) => warn!(error = %e, "encoding READY failed"),
+        }
+        true
     }
 }
 
@@ -296,6 +385,48 @@ mod tests {
         drop(_again);
         std::fs::remove_file(dir.join("agent")).unwrap();
         assert_eq!(shared.agent_change(Some(first), now, fresh, silence), AgentChange::Gone);
+    }
+
+    /// What `follow_agent` and `lose_agent` asked of the datapath.
+    #[derive(Default)]
+    struct Seen(Vec<String>);
+
+    impl AgentPresence for Seen {
+        fn agent_gone(&mut self, why: &str) {
+            self.0.push(format!("gone: {why}"));
+        }
+        fn agent_back(&mut self) {
+            self.0.push("back".into());
+        }
+    }
+
+    #[test]
+    fn the_datapath_follows_its_agent_once_per_change_and_greets_it_with_ready() {
+        use crate::ipc::{Bind, Endpoints};
+        use std::os::unix::net::UnixDatagram;
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        let ep = Endpoints { dir: dir.clone(), name: "dp".into(), agent: "agent".into(), bind: Bind::Absolute };
+        let shared = Shared::new(Channel::open(&ep).unwrap());
+        let (now, fresh, silence) = (Instant::now(), FRESH, Duration::from_secs(1));
+        let mut dp = Seen::default();
+        shared.follow_agent(&mut dp, 7, now, fresh, silence);
+        assert!(dp.0.is_empty() && shared.agent().is_none(), "no agent, none served");
+        let agent = UnixDatagram::bind(dir.join("agent")).unwrap();
+        shared.follow_agent(&mut dp, 7, now, fresh, silence);
+        assert_eq!(dp.0, ["back"]);
+        assert!(shared.agent().is_some());
+        let mut buf = [0u8; 64];
+        let n = agent.recv(&mut buf).unwrap();
+        assert!(matches!(ccp_wire::decode(&buf[..n]).unwrap().0, ccp_wire::Msg::Ready(r) if r.datapath_id == 7), "READY first");
+        shared.follow_agent(&mut dp, 7, now, fresh, silence);
+        assert_eq!(dp.0.len(), 1, "the same agent: nothing to do");
+        drop(agent);
+        std::fs::remove_file(dir.join("agent")).unwrap();
+        shared.follow_agent(&mut dp, 7, now, fresh, silence);
+        shared.lose_agent(&mut dp, "a message found its socket closed");
+        assert_eq!(dp.0, ["back", "gone: its socket no longer takes datagrams"], "gone once");
+        assert!(shared.agent().is_none());
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! - [`ipc`]: the socket to the agent: portus's relative or absolute addresses, bounded waits
 //!   on a full agent queue without deadlocking against a blocked agent, and whether an agent is
 //!   there (and whether it is the same one).
+//! - `args` (feature `clap`): the command line that reaches the agent.
 //! - [`primitives`]: one ACK's measurements, as libccp's program sees them.
 //! - [`audit`]: the check that a binary linking libccp never calls `log`.
 //! - [`callbacks`]: the sids and reports libccp's messages carry, and its log levels.
 //! - [`datapath`]: libccp's datapath callbacks (messages to the agent, log lines), what they
-//!   share with the loop, what libccp commanded per connection, and whether the agent reads.
+//!   share with the loop, what libccp commanded per connection, whether the agent reads, and
+//!   what a datapath does as it comes and goes (`Shared::follow_agent`).
 //! - [`table`]: libccp's connection table, zeroed and enlarged.
 //! - [`inbound`]: the agent's messages, checked by `ccp-wire` before libccp sees them.
 //! - [`errors`]: libccp's `ccp_error.h` codes, which the crate does not give.
@@ -21,6 +23,8 @@
 //! so any `f64::ln` in a binary that links it crashes. `ccp-agent` must never depend on this
 //! crate, and nothing here uses floating point.
 
+#[cfg(feature = "clap")]
+pub mod args;
 pub mod audit;
 pub mod callbacks;
 pub mod datapath;

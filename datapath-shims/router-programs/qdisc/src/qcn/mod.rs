@@ -5,19 +5,21 @@
 //! and Annulus's sign), with Q the instantaneous backlog excluding the arrival and Q_old the
 //! backlog at the previous sample (updated on every sample). If F_b > 0 it sends a congestion
 //! notification (CNM) carrying F_b quantized to 6 bits to the sampled packet's source. Here the
-//! CNM is returned as a value in [`Outputs::notifications`]; the router serialises it with
-//! [`wire`] and the simulator schedules it.
+//! CNM is returned as a value in [`Outputs::notifications`]; the router puts it on the wire
+//! ([`CongestionNotification::to_cnm`], the format is `ccp_cnm_wire`'s) and the simulator
+//! schedules it.
 //!
 //! Quantities are in bytes internally; "packets" in the specs are 1500 B.
 
-pub mod wire;
+use ccp_cnm_wire::{Cnm, CNM_MAX_SAMPLE_LEN, FLAG_STANDARD_QUANTIZATION};
 
 use crate::dctcp::{StepDecision, StepMarker};
+use crate::droptail::{DropTailWith, OnArrival};
 use crate::rng::{Draw, SeedableRng, SplitMix64};
-use crate::{Departure, DropReason, Dropped, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc, MTU_BYTES};
+use crate::{Fifo, Limit, Nanos, Outputs, Packet, ParamError, MTU_BYTES};
 
-/// Largest 6-bit feedback value.
-pub const QFB_MAX: u8 = 63;
+/// Largest 6-bit feedback value (what a CNM carries).
+pub const QFB_MAX: u8 = ccp_cnm_wire::QFB_MAX;
 
 /// 802.1Qau's sampling table: the next sampling interval in bytes by ⌊qFb/8⌋ (annulus.md §4.1
 /// [Q]; dc.md writes 18.5 KB for the last bucket, annulus.md 18.75 KB = 150/8, which we use).
@@ -114,6 +116,35 @@ pub struct CongestionNotification<K> {
     pub sampled_at: Nanos,
     /// How `qfb` was quantized (a reaction point's gain depends on it).
     pub quantization: Quantization,
+}
+
+fn saturate_i32(v: f64) -> i32 {
+    if v.is_nan() {
+        0
+    } else {
+        v.round().clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
+    }
+}
+
+impl<K> CongestionNotification<K> {
+    /// The CNM that carries this notification about the packet whose first bytes are
+    /// `sampled_packet`, from congestion point `cpid`.
+    pub fn to_cnm(&self, cpid: u32, sampled_packet: &[u8]) -> Cnm {
+        let clip = |v: i64| saturate_i32(v as f64);
+        Cnm {
+            qfb: self.qfb,
+            flags: match self.quantization {
+                Quantization::Standard => FLAG_STANDARD_QUANTIZATION,
+                Quantization::Packets => 0,
+            },
+            fb_bytes: saturate_i32(self.fb_bytes),
+            q_off_bytes: clip(self.q_off_bytes),
+            q_delta_bytes: clip(self.q_delta_bytes),
+            cpid,
+            timestamp_ns: self.sampled_at,
+            sample: sampled_packet[..sampled_packet.len().min(CNM_MAX_SAMPLE_LEN)].to_vec(),
+        }
+    }
 }
 
 /// Counters a CP keeps (annulus.md §8.4).
@@ -227,51 +258,41 @@ impl CongestionPoint {
     }
 }
 
-/// A drop-tail FIFO with a QCN congestion point on arrivals and, optionally, DCTCP step marking
-/// on the same queue (the Annulus switch configuration: QCN for the near-source loop, ECN for the
-/// end-to-end one).
+/// What the Annulus switch does with an arrival: a QCN congestion point samples it and,
+/// optionally, DCTCP step marking marks (or drops) it on the same queue.
 #[derive(Debug)]
-pub struct Qcn<P> {
-    fifo: Fifo<P>,
+pub struct QcnArrival {
     cp: CongestionPoint,
     ecn: Option<StepMarker>,
 }
 
-impl<P: Packet> Qcn<P> {
-    pub fn new(limit: Limit, params: QcnParams, ecn: Option<StepMarker>) -> Result<Qcn<P>, ParamError> {
-        Ok(Qcn { fifo: Fifo::new(limit), cp: CongestionPoint::new(params)?, ecn })
-    }
+impl<P: Packet> OnArrival<P> for QcnArrival {
+    const NAME: &'static str = "qcn";
 
-    pub fn stats(&self) -> &CpStats {
-        self.cp.stats()
+    fn admit(&mut self, now: Nanos, packet: &mut P, fifo: &Fifo<P>, out: &mut Outputs<P>) -> bool {
+        // Sampled before the enqueue-or-drop decision, against the backlog the packet finds.
+        if let Some(cnm) = self.cp.on_arrival(now, packet, fifo.len_bytes()) {
+            out.notifications.push(cnm);
+        }
+        match self.ecn {
+            Some(marker) => marker.on_arrival(packet, fifo.len_packets(), fifo.len_bytes()) != StepDecision::Drop,
+            None => true,
+        }
     }
 }
 
-impl<P: Packet> Qdisc<P> for Qcn<P> {
-    fn enqueue(&mut self, now: Nanos, mut packet: P, out: &mut Outputs<P>) {
-        // Sampled before the enqueue-or-drop decision, against the backlog the packet finds.
-        if let Some(cnm) = self.cp.on_arrival(now, &packet, self.fifo.len_bytes()) {
-            out.notifications.push(cnm);
-        }
-        if let Some(marker) = self.ecn {
-            if marker.on_arrival(&mut packet, self.fifo.len_packets(), self.fifo.len_bytes()) == StepDecision::Drop {
-                out.drops.push(Dropped { packet, reason: DropReason::Aqm, enqueued_at: None });
-                return;
-            }
-        }
-        self.fifo.push_or_drop(now, packet, out);
+/// A drop-tail FIFO with a QCN congestion point on arrivals and, optionally, DCTCP step marking
+/// on the same queue (the Annulus switch configuration: QCN for the near-source loop, ECN for the
+/// end-to-end one).
+pub type Qcn<P> = DropTailWith<P, QcnArrival>;
+
+impl<P: Packet> Qcn<P> {
+    pub fn new(limit: Limit, params: QcnParams, ecn: Option<StepMarker>) -> Result<Qcn<P>, ParamError> {
+        Ok(DropTailWith::with_rule(limit, QcnArrival { cp: CongestionPoint::new(params)?, ecn }))
     }
 
-    fn dequeue(&mut self, _now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
-        self.fifo.pop()
-    }
-
-    fn buffers(&self) -> &[Fifo<P>] {
-        std::slice::from_ref(&self.fifo)
-    }
-
-    fn name(&self) -> &'static str {
-        "qcn"
+    pub fn stats(&self) -> &CpStats {
+        self.rule().cp.stats()
     }
 }
 
@@ -280,6 +301,62 @@ mod tests {
     use super::*;
     use crate::test_packet::TestPacket;
     use crate::Ecn;
+    use crate::Qdisc;
+
+    /// The first 60 bytes of a TCP/IPv4 packet 10.77.0.1:40000 → 10.77.0.2:5201.
+    fn tcp_packet() -> Vec<u8> {
+        let mut p = vec![0u8; 60];
+        p[0] = 0x45;
+        p[9] = 6;
+        p[12..16].copy_from_slice(&[10, 77, 0, 1]);
+        p[16..20].copy_from_slice(&[10, 77, 0, 2]);
+        p[20..22].copy_from_slice(&40_000u16.to_be_bytes());
+        p[22..24].copy_from_slice(&5201u16.to_be_bytes());
+        p
+    }
+
+    // annulus.md §13.1 test 6: sample a TCP/IPv4 packet, parse the CNM at the host, recover the
+    // exact 5-tuple and qFb.
+    #[test]
+    fn a_notification_travels_whole_in_its_cnm() {
+        let n = CongestionNotification {
+            key: (),
+            qfb: 17,
+            fb_bytes: 25_123.4,
+            q_off_bytes: -300,
+            q_delta_bytes: 12_000,
+            sampled_at: 123_456_789,
+            quantization: Quantization::Packets,
+        };
+        let cnm = n.to_cnm(1, &tcp_packet());
+        assert_eq!(cnm.sample.len(), 60);
+        let mut buf = Vec::new();
+        cnm.encode(&mut buf);
+        assert_eq!(buf.len(), ccp_cnm_wire::CNM_HEADER_LEN + 60);
+        let back = Cnm::decode(&buf).unwrap();
+        assert_eq!(back, cnm);
+        assert_eq!((back.qfb, back.fb_bytes, back.q_off_bytes, back.q_delta_bytes), (17, 25_123, -300, 12_000));
+        assert_eq!((back.cpid, back.timestamp_ns, back.flags), (1, 123_456_789, 0));
+        let f = back.flow().unwrap();
+        assert_eq!((f.src, f.dst), ("10.77.0.1".parse().unwrap(), "10.77.0.2".parse().unwrap()));
+        assert_eq!((f.protocol, f.src_port, f.dst_port), (6, 40_000, 5201));
+    }
+
+    #[test]
+    fn long_samples_are_truncated_to_64_bytes() {
+        let n = CongestionNotification {
+            key: (),
+            qfb: 1,
+            fb_bytes: 1.0,
+            q_off_bytes: 0,
+            q_delta_bytes: 0,
+            sampled_at: 0,
+            quantization: Quantization::Standard,
+        };
+        let cnm = n.to_cnm(7, &[0x45; 1500]);
+        assert_eq!(cnm.sample.len(), CNM_MAX_SAMPLE_LEN);
+        assert_eq!(cnm.flags, FLAG_STANDARD_QUANTIZATION);
+    }
 
     const PKT: u64 = MTU_BYTES as u64;
 

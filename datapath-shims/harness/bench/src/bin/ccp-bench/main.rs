@@ -31,7 +31,7 @@
 //! as root:
 //!
 //! ```sh
-//! cargo build --release -p ccp-agent -p ccp-test-datapath -p ccp-ebpf -p ccp-ebpf-libccp -p ccp-bench-harness
+//! cargo build --release -p ccp-agent -p ccp-test-datapath -p ccp-ebpf-libccp -p ccp-bench-harness
 //! sudo target/release/ccp-bench                       # everything, ~5 minutes
 //! sudo target/release/ccp-bench --part libccp --json results/bench-libccp.json
 //! sudo target/release/ccp-bench --quick               # every row, short runs (CI): ~1-2 minutes
@@ -283,7 +283,13 @@ const PARTS: [PartSpec; 3] = [
         title: "eBPF: ccp-agent on the kernel datapath (ccp-ebpf-bench)",
         anchor: "the kernel's cubic and reno",
         prereq: |s| {
-            missing(s, true, &["iperf3", "ip", "tc"], &[("ccp-agent", "ccp-agent"), ("ccp-ebpf-bench", "ccp-ebpf")], false)
+            missing(
+                s,
+                true,
+                &["iperf3", "ip", "tc"],
+                &[("ccp-agent", "ccp-agent"), ("ccp-ebpf-bench", "ccp-bench-harness")],
+                false,
+            )
         },
         run: ebpf_part,
     },
@@ -300,7 +306,7 @@ const PARTS: [PartSpec; 3] = [
                 &[
                     ("ccp-agent", "ccp-agent"),
                     ("ccp-libccp-shim", "ccp-ebpf-libccp"),
-                    ("ccp-libccp-shim-bench", "ccp-ebpf-libccp"),
+                    ("ccp-libccp-shim-bench", "ccp-bench-harness"),
                 ],
                 true,
             )

@@ -186,7 +186,7 @@ impl Drop for Proc {
 fn sibling(name: &str) -> anyhow::Result<PathBuf> {
     let p = std::env::current_exe()?.with_file_name(name);
     if !p.exists() {
-        bail!("{} not found: build it (cargo build --release -p ccp-dpdk -p ccp-agent -p ccp-ebpf)", p.display());
+        bail!("{} not found: build it (cargo build --release -p ccp-dpdk -p ccp-agent -p ccp-bench-harness)", p.display());
     }
     Ok(p)
 }

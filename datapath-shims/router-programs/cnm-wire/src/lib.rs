@@ -21,6 +21,9 @@
 //!
 //! The receiver recovers the flow (the sender's own outgoing 5-tuple, not reversed) from the
 //! sampled bytes with [`Cnm::flow`]. The decoder validates everything and never panics.
+//!
+//! The sender is ccp-router, which builds CNMs from its congestion point's notifications
+//! (`ccp_qdisc::qcn::CongestionNotification::to_cnm`); the receiver is the agent's CNM listener.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -36,6 +39,8 @@ pub const CNM_MAX_SAMPLE_LEN: usize = 64;
 pub const DEFAULT_CNM_PORT: u16 = 7470;
 /// `flags` bit: the standard quantization produced `qfb`.
 pub const FLAG_STANDARD_QUANTIZATION: u8 = 0b0000_0001;
+/// The largest qFb: the feedback is quantized to 6 bits, and 0 is never sent.
+pub const QFB_MAX: u8 = 63;
 
 const IP_PROTO_TCP: u8 = 6;
 const IP_PROTO_UDP: u8 = 17;
@@ -93,33 +98,7 @@ pub struct FlowTuple {
     pub dst_port: u16,
 }
 
-fn saturate_i32(v: f64) -> i32 {
-    if v.is_nan() {
-        0
-    } else {
-        v.round().clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
-    }
-}
-
 impl Cnm {
-    /// Builds a CNM from a congestion point's notification and the sampled packet's bytes.
-    pub fn from_notification<K>(n: &super::CongestionNotification<K>, cpid: u32, sampled_packet: &[u8]) -> Cnm {
-        let clip = |v: i64| saturate_i32(v as f64);
-        Cnm {
-            qfb: n.qfb,
-            flags: match n.quantization {
-                super::Quantization::Standard => FLAG_STANDARD_QUANTIZATION,
-                super::Quantization::Packets => 0,
-            },
-            fb_bytes: saturate_i32(n.fb_bytes),
-            q_off_bytes: clip(n.q_off_bytes),
-            q_delta_bytes: clip(n.q_delta_bytes),
-            cpid,
-            timestamp_ns: n.sampled_at,
-            sample: sampled_packet[..sampled_packet.len().min(CNM_MAX_SAMPLE_LEN)].to_vec(),
-        }
-    }
-
     /// Appends the wire form to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let sample = &self.sample[..self.sample.len().min(CNM_MAX_SAMPLE_LEN)];
@@ -148,7 +127,7 @@ impl Cnm {
             return Err(CnmError::UnsupportedVersion(buf[4]));
         }
         let qfb = buf[5];
-        if !(1..=super::QFB_MAX).contains(&qfb) {
+        if !(1..=QFB_MAX).contains(&qfb) {
             return Err(CnmError::QfbOutOfRange(qfb));
         }
         let sample_len = buf[7];
@@ -217,7 +196,6 @@ pub fn flow_of(pkt: &[u8]) -> Option<FlowTuple> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::qcn::{CongestionNotification, Quantization};
 
     fn tcp_packet() -> Vec<u8> {
         let mut p = vec![0u8; 60];
@@ -230,21 +208,24 @@ mod tests {
         p
     }
 
-    // annulus.md §13.1 test 6: sample a TCP/IPv4 packet, parse the CNM at the host, recover the
-    // exact 5-tuple and qFb.
-    #[test]
-    fn cnm_content_roundtrip() {
-        let n = CongestionNotification {
-            key: (),
-            qfb: 17,
-            fb_bytes: 25_123.4,
+    fn cnm(qfb: u8, sample: Vec<u8>) -> Cnm {
+        Cnm {
+            qfb,
+            flags: 0,
+            fb_bytes: 25_123,
             q_off_bytes: -300,
             q_delta_bytes: 12_000,
-            sampled_at: 123_456_789,
-            quantization: Quantization::Packets,
-        };
-        let cnm = Cnm::from_notification(&n, 1, &tcp_packet());
-        assert_eq!(cnm.sample.len(), 60);
+            cpid: 1,
+            timestamp_ns: 123_456_789,
+            sample,
+        }
+    }
+
+    // annulus.md §13.1 test 6: sample a TCP/IPv4 packet, parse the CNM at the host, recover the
+    // exact 5-tuple and qFb (ccp-qdisc's `to_cnm` tests the CNM a congestion point makes).
+    #[test]
+    fn cnm_content_roundtrip() {
+        let cnm = cnm(17, tcp_packet());
         let mut buf = Vec::new();
         cnm.encode(&mut buf);
         assert_eq!(buf.len(), CNM_HEADER_LEN + 60);
@@ -259,34 +240,9 @@ mod tests {
     }
 
     #[test]
-    fn long_samples_are_truncated_to_64_bytes() {
-        let n = CongestionNotification {
-            key: (),
-            qfb: 1,
-            fb_bytes: 1.0,
-            q_off_bytes: 0,
-            q_delta_bytes: 0,
-            sampled_at: 0,
-            quantization: Quantization::Standard,
-        };
-        let cnm = Cnm::from_notification(&n, 7, &[0x45; 1500]);
-        assert_eq!(cnm.sample.len(), CNM_MAX_SAMPLE_LEN);
-        assert_eq!(cnm.flags, FLAG_STANDARD_QUANTIZATION);
-    }
-
-    #[test]
     fn decoder_rejects_garbage_without_panicking() {
         let mut good = Vec::new();
-        let n = CongestionNotification {
-            key: (),
-            qfb: 5,
-            fb_bytes: 1.0,
-            q_off_bytes: 0,
-            q_delta_bytes: 0,
-            sampled_at: 0,
-            quantization: Quantization::Packets,
-        };
-        Cnm::from_notification(&n, 0, &tcp_packet()).encode(&mut good);
+        cnm(5, tcp_packet()).encode(&mut good);
         assert!(matches!(Cnm::decode(&good[..10]), Err(CnmError::TooShort { .. })));
         let mut bad = good.clone();
         bad[0] = b'X';

@@ -12,7 +12,7 @@
 //! `ccp-libccp-shim` (use `--release` for all):
 //!
 //! ```sh
-//! cargo build --release -p ccp-agent -p ccp-ebpf-libccp
+//! cargo build --release -p ccp-agent -p ccp-ebpf-libccp -p ccp-bench-harness
 //! sudo target/release/ccp-libccp-shim-bench --repeat 3
 //! ```
 //!
