@@ -31,13 +31,14 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::transport::{Received, Refusals, Transport};
+use super::transport::{pass_credentials, recv_with_uid, Received, Refusals, Transport};
 
 /// Datapaths that get a connected socket of their own; the rest share `sendto`.
 pub const MAX_CONNECTED_PEERS: usize = 1024;
@@ -109,6 +110,9 @@ impl UnixTransport {
         }
         let sock = crate::permissions::with_private_umask(|| mio::net::UnixDatagram::bind(&path))
             .with_context(|| format!("binding {}", path.display()))?;
+        // Each datagram then says whose process sent it: flows are counted against that user
+        // (transport.rs, "Who sent a datagram").
+        pass_credentials(sock.as_raw_fd()).with_context(|| format!("SO_PASSCRED on {}", path.display()))?;
         if let Some(gid) = group {
             crate::permissions::share_with_group(&path, gid)?;
         }
@@ -165,6 +169,17 @@ impl Drop for UnixTransport {
     }
 }
 
+/// The path a datagram came from, when its sender bound one: `None` for an unnamed socket and
+/// for an abstract name (neither can be replied to in the socket directory).
+fn sender_path(addr: &libc::sockaddr_un, addr_len: libc::socklen_t) -> Option<&Path> {
+    let path_offset = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let n = (addr_len as usize).saturating_sub(path_offset).min(addr.sun_path.len());
+    // SAFETY: `n` bytes of `sun_path` (c_char, the size of u8) lie within `addr`.
+    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(addr.sun_path.as_ptr().cast(), n) };
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(n);
+    (end > 0).then(|| Path::new(std::ffi::OsStr::from_bytes(&bytes[..end])))
+}
+
 /// Which of `fds` have room to send now.
 fn writable_now(fds: &mut [libc::pollfd]) -> io::Result<()> {
     // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd of the length passed.
@@ -190,30 +205,31 @@ impl Transport for UnixTransport {
 
     fn recv(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Option<Received<PathBuf>>> {
         loop {
-            match self.sock.recv_from(buf) {
-                Ok((len, addr)) => {
-                    let from = match addr.as_pathname() {
-                        None => None,
-                        Some(p) => match &self.last_sender {
-                            Some((sender, to)) if sender == p => Some(to.clone()),
-                            _ => match reply_path(&self.dir, &self.canonical_dir, p) {
-                                Some(to) => {
-                                    self.last_sender = Some((p.to_path_buf(), to.clone()));
-                                    Some(to)
-                                }
-                                None => {
-                                    self.refusals.refuse(&p.display(), now);
-                                    continue;
-                                }
-                            },
-                        },
-                    };
-                    return Ok(Some(Received { len, from }));
-                }
+            // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+            let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            let got = match recv_with_uid(self.sock.as_raw_fd(), buf, &mut addr) {
+                Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
-            }
+            };
+            let from = match sender_path(&addr, got.addr_len) {
+                None => None,
+                Some(p) => match &self.last_sender {
+                    Some((sender, to)) if sender == p => Some(to.clone()),
+                    _ => match reply_path(&self.dir, &self.canonical_dir, p) {
+                        Some(to) => {
+                            self.last_sender = Some((p.to_path_buf(), to.clone()));
+                            Some(to)
+                        }
+                        None => {
+                            self.refusals.refuse(&p.display(), now);
+                            continue;
+                        }
+                    },
+                },
+            };
+            return Ok(Some(Received { len: got.len, from, uid: got.uid }));
         }
     }
 
@@ -410,5 +426,126 @@ mod tests {
         assert_eq!(&buf[..n], b"hello");
         assert_eq!(from.as_pathname(), Some(t.path()));
         assert!(t.peers[&dp_path].connected.is_none());
+    }
+
+    /// The address of the socket at `path`.
+    fn sockaddr_of(path: &Path) -> libc::sockaddr_un {
+        // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+        let mut sa: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+        sa.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        for (d, b) in sa.sun_path.iter_mut().zip(path.as_os_str().as_bytes()) {
+            *d = *b as libc::c_char;
+        }
+        sa
+    }
+
+    /// Sends `payload` from the unix datagram socket `fd` to `to`, with the credentials `claim`
+    /// attached when given (else the kernel attaches the sender's own). Allocates nothing: it
+    /// runs in a forked child too.
+    fn send_claiming(fd: i32, to: &libc::sockaddr_un, payload: &[u8], claim: Option<libc::ucred>) -> io::Result<()> {
+        let mut control = [0u64; 4];
+        let mut iov = libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() };
+        // SAFETY: msghdr is plain old data; every pointer set below is valid for the call, and
+        // the credentials fit `control` (CMSG_SPACE(12) = 32 bytes).
+        unsafe {
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_name = (to as *const libc::sockaddr_un).cast_mut().cast();
+            msg.msg_namelen = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            if let Some(creds) = claim {
+                msg.msg_control = control.as_mut_ptr().cast();
+                msg.msg_controllen = libc::CMSG_SPACE(std::mem::size_of::<libc::ucred>() as u32) as _;
+                let cmsg = libc::CMSG_FIRSTHDR(&msg);
+                (*cmsg).cmsg_level = libc::SOL_SOCKET;
+                (*cmsg).cmsg_type = libc::SCM_CREDENTIALS;
+                (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<libc::ucred>() as u32) as _;
+                std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::ucred>(), creds);
+            }
+            if libc::sendmsg(fd, &msg, 0) < 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+
+    fn is_root() -> bool {
+        // SAFETY: geteuid cannot fail.
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    /// Each datagram says whose process sent it, as the kernel has it: the sender's own uid, or
+    /// one it may claim (root may claim any: that is how a datapath run by uid 65534 looks).
+    #[test]
+    fn each_datagram_carries_the_senders_uid_from_the_kernel() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        let mut t = UnixTransport::bind(&dir, "agent", None).unwrap();
+        let dp = std::os::unix::net::UnixDatagram::bind(dir.join("dp")).unwrap();
+        let mut buf = [0u8; 64];
+        dp.send_to(b"hi", t.path()).unwrap();
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("a datagram");
+        // SAFETY: getuid cannot fail.
+        assert_eq!(got.uid, Some(unsafe { libc::getuid() }));
+        assert_eq!(got.from, Some(dir.join("dp")));
+        // An abstract name is no path to reply to, like an unnamed socket.
+        use std::os::linux::net::SocketAddrExt;
+        let abstract_name = std::os::unix::net::SocketAddr::from_abstract_name(b"ccp-test-abstract").unwrap();
+        std::os::unix::net::UnixDatagram::bind_addr(&abstract_name).unwrap().send_to(b"a", t.path()).unwrap();
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("a datagram");
+        assert_eq!((got.len, got.from), (1, None));
+        if !is_root() {
+            eprintln!("SKIPPED (the rest): claiming another uid needs CAP_SETUID");
+            return;
+        }
+        // SAFETY: getpid cannot fail.
+        let me = libc::ucred { pid: unsafe { libc::getpid() }, uid: 65534, gid: 65534 };
+        send_claiming(dp.as_raw_fd(), &sockaddr_of(t.path()), b"x", Some(me)).unwrap();
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("a datagram");
+        assert_eq!((got.uid, got.from), (Some(65534), Some(dir.join("dp"))));
+    }
+
+    /// What makes the uid worth counting flows by: a process of an unprivileged user cannot
+    /// claim another user's uid (the kernel refuses the send), and what it sends without a
+    /// claim arrives with its own.
+    #[test]
+    fn an_unprivileged_sender_cannot_claim_another_users_uid() {
+        if !is_root() {
+            eprintln!("SKIPPED: running a sender as another user needs root");
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        let mut t = UnixTransport::bind(&dir, "agent", None).unwrap();
+        // Let uid 65534 reach the agent's socket, as a configured group would.
+        for (p, mode) in [(base.path(), 0o711), (dir.as_path(), 0o711), (t.path(), 0o666)] {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+        let to = sockaddr_of(t.path());
+        // A child of uid 65534 sends just before exec: claiming root, then (second child) not.
+        let send_as_nobody = |claim_root: bool| {
+            let mut child = std::process::Command::new("/bin/true");
+            child.uid(65534).gid(65534);
+            // SAFETY: the closure only makes system calls and writes stack memory.
+            unsafe {
+                child.pre_exec(move || {
+                    let fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+                    if fd < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                    let claim = claim_root.then(|| libc::ucred { pid: libc::getpid(), uid: 0, gid: 65534 });
+                    send_claiming(fd, &to, b"dp", claim)
+                });
+            }
+            child.status().map(|s| assert!(s.success()))
+        };
+        let refused = send_as_nobody(true).expect_err("the kernel refuses a claim of uid 0 from uid 65534");
+        assert_eq!(refused.raw_os_error(), Some(libc::EPERM), "{refused}");
+        send_as_nobody(false).expect("an unclaimed send goes through");
+        let mut buf = [0u8; 64];
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("the second child's datagram, only");
+        assert_eq!((&buf[..got.len], got.uid), (&b"dp"[..], Some(65534)));
+        assert!(t.recv(&mut buf, Instant::now()).unwrap().is_none());
     }
 }
