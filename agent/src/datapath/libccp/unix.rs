@@ -469,11 +469,6 @@ mod tests {
         Ok(())
     }
 
-    fn is_root() -> bool {
-        // SAFETY: geteuid cannot fail.
-        unsafe { libc::geteuid() == 0 }
-    }
-
     /// Each datagram says whose process sent it, as the kernel has it: the sender's own uid, or
     /// one it may claim (root may claim any: that is how a datapath run by uid 65534 looks).
     #[test]
@@ -494,7 +489,7 @@ mod tests {
         std::os::unix::net::UnixDatagram::bind_addr(&abstract_name).unwrap().send_to(b"a", t.path()).unwrap();
         let got = t.recv(&mut buf, Instant::now()).unwrap().expect("a datagram");
         assert_eq!((got.len, got.from), (1, None));
-        if !is_root() {
+        if crate::permissions::euid() != 0 {
             eprintln!("SKIPPED (the rest): claiming another uid needs CAP_SETUID");
             return;
         }
@@ -510,7 +505,7 @@ mod tests {
     /// claim arrives with its own.
     #[test]
     fn an_unprivileged_sender_cannot_claim_another_users_uid() {
-        if !is_root() {
+        if crate::permissions::euid() != 0 {
             eprintln!("SKIPPED: running a sender as another user needs root");
             return;
         }
