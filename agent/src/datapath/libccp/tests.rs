@@ -503,37 +503,3 @@ fn a_flow_belongs_to_the_user_whose_process_announced_it() {
         .collect();
     assert_eq!(owners, vec![(1, Some(1000)), (2, Some(1001)), (3, Some(0))]);
 }
-
-/// `[safety] max_flows_per_uid` holds on a libccp datapath: one user's datapaths together take at
-/// most that many flows (the rest run on their own fallback), while another user's, and root's,
-/// are admitted as before.
-#[test]
-fn one_users_datapaths_take_at_most_max_flows_per_uid_and_other_users_are_unaffected() {
-    use crate::flows::admission::FlowLimits;
-    use crate::flows::FlowTable;
-    let choose = |name| ccp_algorithms::registry::choose(name, toml::Table::new(), "test").unwrap();
-    let policy = crate::rules::Policy { default: choose("reno"), rules: Vec::new(), fallback: choose("reno") };
-    let mut table = FlowTable::new(policy, ccp_contract::Limits::default(), 1_000_000);
-    table.set_flow_limits(FlowLimits { max_flows_per_uid: 2, ..FlowLimits::default() });
-    let mut t = T::new();
-    // uid 1000 runs two datapaths with two flows each; uid 1001 one with two, root one with three.
-    for (path, uid, sids) in
-        [("/tmp/ccp/a", 1000, 1..3), ("/tmp/ccp/b", 1000, 3..5), ("/tmp/ccp/c", 1001, 5..7), ("/tmp/ccp/d", 0, 7..10)]
-    {
-        for sid in sids {
-            t.push_from(create_msg(sid), path, uid);
-        }
-    }
-    let mut events = Vec::new();
-    t.dp.poll_events(&|f| table.contains(0, f), &mut events, usize::MAX, t.now);
-    for e in events {
-        table.handle(0, &mut t.dp, e, t.now, None);
-    }
-    let admitted = |uid: Option<u32>| table.iter().filter(|(_, f)| f.info.uid == uid).count();
-    assert_eq!(admitted(Some(1000)), 2, "uid 1000 holds max_flows_per_uid flows across both of its datapaths");
-    assert_eq!(admitted(Some(1001)), 2, "another user is not held to uid 1000's count");
-    assert_eq!(admitted(Some(0)), 3, "root's flows count towards the total only");
-    assert_eq!(table.admission.refusals.max_flows_per_uid, 2);
-    // uid 1000's refused flows stay refused (their reports are dropped), not adopted again.
-    assert!(table.contains(0, FlowRef { peer: 1, sid: 3 }) && table.get(&(0, FlowRef { peer: 1, sid: 3 })).is_none());
-}
