@@ -56,19 +56,7 @@ fn reports_begun_ahead_get_the_answers_of_calls_made_at_once_and_a_blocked_one_c
 
     // One flow's call blocks in C in the middle of a batch of four Python flows.
     let dir = tempfile::tempdir().unwrap();
-    let sleepy = write_py(
-        dir.path(),
-        "sleepy.py",
-        "Sleepy",
-        "import time
-from ccp_agent import Action, Algorithm
-class Sleepy(Algorithm):
-    def on_report(self, report):
-        if report.now_us == 30_000:
-            time.sleep(3600)
-        return Action(50_000.0)
-",
-    );
+    let sleepy = sleeper(dir.path());
     let mut flows: Vec<Controller> = [&reno, &sleepy, &reno, &reno].iter().map(|n| start(choose(n), &flow).0).collect();
     ccp_python::set_call_budget(BUDGET);
     let mut slowest = Duration::ZERO;
