@@ -1,9 +1,10 @@
 //! The agent's one flow table: every flow of every datapath, its controller, and what its
 //! datapath holds of the controller's settings.
 //!
-//! Datapath events come in (`handle`), each flow's `Controller` (the containment boundary of
-//! `ccp-contract`) turns reports into settings, and the flow's latch applies what changed through
-//! the flow's adapter; what could not be applied is retried when the adapter says its peer has
+//! Datapath events come in (`handle`, or a batch of them: `handle_batch`, which begins the reports
+//! of Python flows and decides them when their answers are there, `batch`), each flow's `Controller` (the
+//! containment boundary of `ccp-contract`) turns reports into settings, and the flow's latch
+//! applies what changed through the flow's adapter; what could not be applied is retried when the adapter says its peer has
 //! room (`retry_peer`) or on the next tick (`retry`), and a newer decision supersedes it. Flows
 //! that stop reporting are forgotten after the idle timeout (`expire`); one that reports again is
 //! adopted again by its adapter, like a flow running before the agent started. Adapters keep no
@@ -39,6 +40,7 @@ use serde::Serialize;
 use tracing::{debug, info, warn};
 
 pub mod admission;
+mod batch;
 pub mod latch;
 
 use crate::clock::Now;
@@ -226,6 +228,11 @@ pub struct FlowTable {
     retry_cursor: HashMap<(usize, u32), u32>,
     /// `--record-reports`: every report a controller is given, as given.
     pub record: Option<ReportRecord>,
+    /// Per adapter, the reports begun and waiting for their answers and the events waiting
+    /// behind them, in event order (`batch`).
+    pending: HashMap<usize, std::collections::VecDeque<batch::Later>>,
+    /// The flows with something in `pending`.
+    waiting: HashMap<FlowKey, batch::Waiting>,
 }
 
 /// How an apply went, as far as retrying goes.
@@ -256,6 +263,8 @@ impl FlowTable {
             apply_errors_log: LogLimit::default(),
             retry_cursor: HashMap::new(),
             record: None,
+            pending: HashMap::new(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -287,46 +296,12 @@ impl FlowTable {
 
     /// One datapath event for the flows of adapter `dp`.
     pub fn handle(&mut self, dp: usize, adapter: &mut dyn Datapath, ev: DatapathEvent, now: Now, trace: Option<&mut FlowTrace>) {
-        let now_us = now.agent_us;
         match ev {
             DatapathEvent::FlowStarted { flow, info } => self.start(dp, adapter, flow, info, now),
-            DatapathEvent::Report { flow, mut report } => {
-                self.counters.reports += 1;
-                let key = (dp, flow);
-                let Some(f) = self.flows.get_mut(&key) else {
-                    if self.admission.is_refused(&key, now) {
-                        return;
-                    }
-                    self.counters.reports_for_unknown_flows += 1;
-                    debug!(%flow, "report for a flow the adapter did not announce");
-                    return;
-                };
-                if f.feedback_ahead && report.now_us < f.given_now_us {
-                    self.counters.feedback_clock_clamps += 1;
-                    debug!(flow = f.id, by_us = f.given_now_us - report.now_us, "report older than the feedback before it");
-                    report.now_us = f.given_now_us;
+            DatapathEvent::Report { flow, report } => {
+                if let Some(report) = self.accept((dp, flow), report, now) {
+                    self.decide((dp, flow), adapter, &report, now, trace);
                 }
-                f.feedback_ahead = false;
-                if let Some(held) = f.held_feedback.take() {
-                    report.feedback.get_or_insert(held);
-                }
-                f.given_now_us = f.given_now_us.max(report.now_us);
-                f.gauges = Some(Gauges::of(&report));
-                f.reports += 1;
-                f.last_report_us = Some(now_us);
-                f.last_activity_us = now_us;
-                f.totals.acked_bytes += report.acked_bytes;
-                f.totals.lost_pkts += report.lost_pkts;
-                f.totals.ce_pkts += report.ce_pkts;
-                f.totals.timeouts += u64::from(report.timeouts);
-                if let Some(r) = self.record.as_mut() {
-                    r.record(f.id, &report);
-                }
-                let outcome = f.controller.on_report(&report, now_us);
-                if let Some(t) = trace {
-                    t.record(now_us, f.id, &report, &f.controller, None);
-                }
-                self.account(key, adapter, &outcome, now);
             }
             DatapathEvent::FlowClosed { flow, reason } => {
                 let key = (dp, flow);
@@ -351,6 +326,53 @@ impl FlowTable {
             }
             DatapathEvent::Writable { peer } => self.retry_peer(dp, peer, adapter, now),
         }
+    }
+
+    /// A datapath report as the flow's controller is to be given it (see the module's
+    /// documentation), counted and recorded; `None` when no flow has it.
+    fn accept(&mut self, key: FlowKey, mut report: Report, now: Now) -> Option<Report> {
+        self.counters.reports += 1;
+        let Some(f) = self.flows.get_mut(&key) else {
+            if self.admission.is_refused(&key, now) {
+                return None;
+            }
+            self.counters.reports_for_unknown_flows += 1;
+            debug!(flow = %key.1, "report for a flow the adapter did not announce");
+            return None;
+        };
+        if f.feedback_ahead && report.now_us < f.given_now_us {
+            self.counters.feedback_clock_clamps += 1;
+            debug!(flow = f.id, by_us = f.given_now_us - report.now_us, "report older than the feedback before it");
+            report.now_us = f.given_now_us;
+        }
+        f.feedback_ahead = false;
+        if let Some(held) = f.held_feedback.take() {
+            report.feedback.get_or_insert(held);
+        }
+        let now_us = now.agent_us;
+        f.given_now_us = f.given_now_us.max(report.now_us);
+        f.gauges = Some(Gauges::of(&report));
+        f.reports += 1;
+        f.last_report_us = Some(now_us);
+        f.last_activity_us = now_us;
+        f.totals.acked_bytes += report.acked_bytes;
+        f.totals.lost_pkts += report.lost_pkts;
+        f.totals.ce_pkts += report.ce_pkts;
+        f.totals.timeouts += u64::from(report.timeouts);
+        if let Some(r) = self.record.as_mut() {
+            r.record(f.id, &report);
+        }
+        Some(report)
+    }
+
+    /// Gives an accepted report to the flow's controller and applies what it decided.
+    fn decide(&mut self, key: FlowKey, adapter: &mut dyn Datapath, report: &Report, now: Now, trace: Option<&mut FlowTrace>) {
+        let Some(f) = self.flows.get_mut(&key) else { return };
+        let outcome = f.controller.on_report(report, now.agent_us);
+        if let Some(t) = trace {
+            t.record(now.agent_us, f.id, report, &f.controller, None);
+        }
+        self.account(key, adapter, &outcome, now);
     }
 
     fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, mut info: FlowInfo, now: Now) {
@@ -462,14 +484,17 @@ impl FlowTable {
     /// Delivers network feedback to a flow at once: its report (see the module's documentation)
     /// goes through the flow's controller, and what the decision changed is applied through
     /// `adapter` right away, as for a datapath's report. `None` when the flow is gone. The
-    /// runtime traces the report: how long the feedback took to act on is its to measure.
+    /// runtime traces the report: how long the feedback took to act on is its to measure (and
+    /// `trace` gets the decisions on the flow's reports still waiting for answers, made first).
     pub fn network_feedback(
         &mut self,
         key: FlowKey,
         adapter: &mut dyn Datapath,
         feedback: NetworkFeedback,
         now: Now,
+        trace: Option<&mut FlowTrace>,
     ) -> Option<Delivered> {
+        self.settle_flow(key, adapter, now, trace);
         let f = self.flows.get_mut(&key)?;
         f.cnms += 1;
         let Some(gauges) = f.gauges else {
