@@ -126,7 +126,8 @@ pub struct FlowStatus {
     pub faults: u64,
     /// Network feedback reports (CNMs) delivered to the flow.
     pub cnms: u64,
-    /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode).
+    /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode); none while a
+    /// report of the flow is with its (Python) algorithm.
     pub state: BTreeMap<&'static str, f64>,
 }
 
@@ -697,7 +698,12 @@ impl FlowTable {
                     report_age_ms: f.last_report_us.map(|t| now.agent_us.saturating_sub(t) / 1000),
                     faults: f.controller.total_faults(),
                     cnms: f.cnms,
-                    state: f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
+                    // Not asked of a flow whose report is still with Python: it would wait for it.
+                    state: if self.waiting.contains_key(&(*dp, *fref)) {
+                        BTreeMap::new()
+                    } else {
+                        f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect()
+                    },
                 }
             })
             .collect()

@@ -501,6 +501,10 @@ impl ccp_contract::Algorithm for Logged {
     fn begun_ready(&self) -> bool {
         self.ready.load(std::sync::atomic::Ordering::Relaxed)
     }
+    fn state(&self) -> Vec<ccp_contract::StateVar> {
+        self.log.lock().unwrap().push(format!("state {}", self.name));
+        vec![ccp_contract::StateVar { name: "x", value: 1.0 }]
+    }
 }
 
 struct LoggedFactory(&'static str, bool, std::sync::Arc<std::sync::atomic::AtomicBool>, Log);
@@ -592,6 +596,12 @@ fn reports_wait_for_their_answers_without_holding_up_other_flows() {
     assert_eq!(t.counters.reports, 4, "counted as they came");
     t.settle(0, &mut dp, at(2500), None);
     assert_eq!(log.lock().unwrap().len(), 4, "nothing is decided before its answer is there");
+    // A status does not ask a flow with a report out for its state (it would wait for it).
+    let adapters = [Box::new(Recorder::default()) as Box<dyn Datapath>];
+    let states: Vec<usize> = t.status_page(&adapters, at(2500), 0, 10).iter().map(|r| r.state.len()).collect();
+    assert_eq!(states, [0, 1]);
+    assert_eq!(log.lock().unwrap()[4..], ["state native"]);
+    log.lock().unwrap().truncate(4);
 
     ready.store(true, std::sync::atomic::Ordering::Relaxed);
     t.settle(0, &mut dp, at(3000), None);

@@ -364,34 +364,10 @@ impl Host {
     /// Waits for a queued call's answer: at most until it has run its budget (then it is
     /// abandoned), and not at all behind an abandoned call (it is withdrawn: `Unavailable`).
     pub fn collect(&self, ticket: Ticket) -> Result<Done, CallError> {
-        self.collect_until(ticket, None)
-    }
-
-    /// Runs `work` where the isolation says, waiting at most `wait` for its answer, and not at
-    /// all while a call has run longer than that: for a call whose answer can be done without
-    /// (a flow's state for `ctl status`), so that the caller never waits behind a stuck call.
-    pub fn call_within(&self, work: Work, wait: Duration) -> Result<Done, CallError> {
-        if isolation() == Isolation::Inline {
-            return self.call(work);
-        }
-        if self.lock().started.is_some_and(|s| s.elapsed() >= wait) {
-            return Err(CallError::Unavailable("the Python interpreter is busy with a long call".into()));
-        }
-        let ticket = self.submit(work)?;
-        self.collect_until(ticket, Some(Instant::now() + wait))
-    }
-
-    /// `collect`, giving up at `give_up` (`Unavailable`; the call is withdrawn, or its answer
-    /// dropped when it comes).
-    fn collect_until(&self, ticket: Ticket, give_up: Option<Instant>) -> Result<Done, CallError> {
         let spin_until = Instant::now() + CALLER_SPIN;
         loop {
             if let Some(answer) = ticket.slot.take() {
                 return answer;
-            }
-            let left = give_up.map(|g| g.saturating_duration_since(Instant::now()));
-            if left == Some(Duration::ZERO) {
-                return Err(CallError::Unavailable("the Python interpreter did not answer in time".into()));
             }
             // Running: it may end before a sleep would.
             if ticket.slot.state.load(Ordering::Relaxed) == RUNNING && Instant::now() < spin_until {
@@ -402,7 +378,6 @@ impl Host {
                 return Err(CallError::Unavailable("the Python interpreter thread has ended".into()));
             }
             let Some(nap) = self.wait_step(&ticket)? else { continue };
-            let nap = left.map_or(nap, |left| nap.min(left));
             let mut q = self.queue();
             q.sleepers.push(ticket.seq);
             self.shared.wake_at.store(q.wake_at(), Ordering::SeqCst);

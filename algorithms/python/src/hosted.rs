@@ -5,13 +5,13 @@
 //! With [`Isolation::Thread`] a report can be begun ahead ([`Algorithm::begin_on_report`]): its
 //! call is queued for the interpreter thread at once, [`Algorithm::begun_ready`] says when its
 //! answer is there, and the `try_on_report` for the same report collects it. A caller with many
-//! flows thus never waits for Python: it begins, goes on, and decides when the answer is there.
-//! A flow's state (`ctl status`) is waited for at most 1 ms and not at all behind a longer call.
+//! flows thus never waits for a Python report: it begins, goes on, and decides when the answer is
+//! there. Other calls (`init`, `state`) are waited for: at most a budget, and only until a stuck
+//! call is known.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
 
 use ccp_contract::{Action, Algorithm, AlgorithmFactory, CallError, FlowStart, ParamValue, Report, StateVar};
 
@@ -150,7 +150,7 @@ impl Algorithm for PyAlgorithm {
         if self.pending_init.is_some() {
             return Vec::new();
         }
-        match host().and_then(|h| h.call_within(Work::State { instance: self.instance }, STATE_WAIT)) {
+        match host().and_then(|h| h.call(Work::State { instance: self.instance })) {
             Ok(Done::State(vars)) => {
                 vars.into_iter().filter_map(|(n, value)| Some(StateVar { name: intern(&n)?, value })).collect()
             }
@@ -161,18 +161,14 @@ impl Algorithm for PyAlgorithm {
 
 impl Drop for PyAlgorithm {
     fn drop(&mut self) {
-        // Reports begun and never collected (the flow closed, or its algorithm was replaced in
-        // the same batch) are withdrawn first: they must not run on a freed instance.
+        // Reports begun and never collected (the flow closed, or its algorithm was replaced,
+        // while they waited) are withdrawn first: they must not run on a freed instance.
         self.ahead.clear();
         if let Ok(h) = host() {
             h.drop_instance(self.instance);
         }
     }
 }
-
-/// Longest a flow's state is waited for (it is shown by `ctl status`, from the agent's loop):
-/// past it, or while the interpreter runs a longer call, the flow shows none.
-const STATE_WAIT: Duration = Duration::from_millis(1);
 
 /// Distinct state-variable names kept; a class that invents names without end gets the first
 /// ones only (the contract's names are `'static`).
