@@ -10,19 +10,19 @@
 //! repeated faults.
 //!
 //! Where a call runs is the [`Isolation`]:
-//! - [`Isolation::Inline`] (the default): on the caller's thread, with no hand-off. A runaway
-//!   Python loop is interrupted at its budget and the caller goes on, but Python blocked inside
-//!   C (`time.sleep`, a blocking read, a slow import), which nothing can interrupt, blocks the
-//!   caller with it.
-//! - [`Isolation::Thread`]: on the interpreter's own thread, so that no Python code, whatever it
-//!   does, can hold the caller. A call is queued ([`Host::submit`], a [`Ticket`]); the thread
-//!   runs its queue back to back, attached to the interpreter once for all of it, and sleeps
-//!   only when it is empty. The caller either waits for the answer ([`Host::collect`]: at most
-//!   the budget, and not at all behind an abandoned call), or goes on with other work and
-//!   collects it once [`Host::ready`] says it would not wait: the agent begins every Python
-//!   report of a batch of datapath events and decides each when its answer is there
-//!   ([`crate::hosted`]), woken when answers may be there ([`wake_on_answers`]: the thread has
-//!   run its queue empty, or the watchdog abandoned a call).
+//! - [`Isolation::Thread`] (the default): on the interpreter's own thread, so that no Python
+//!   code, whatever it does, can hold the caller. A call is queued ([`Host::submit`], a
+//!   [`Ticket`]); the thread runs its queue back to back, attached to the interpreter once for
+//!   all of it, and sleeps only when it is empty. The caller either waits for the answer
+//!   ([`Host::collect`]: at most the budget, and not at all behind an abandoned call), or goes on
+//!   with other work and collects it once [`Host::ready`] says it would not wait: the agent
+//!   begins every Python report of a batch of datapath events and decides each when its answer
+//!   is there ([`crate::hosted`]), woken when answers may be there ([`wake_on_answers`]: the
+//!   thread has run its queue empty, or the watchdog abandoned a call).
+//! - [`Isolation::Inline`]: on the caller's thread, with no hand-off. A runaway Python loop is
+//!   interrupted at its budget and the caller goes on, but Python blocked inside C
+//!   (`time.sleep`, a blocking read, a slow import), which nothing can interrupt, blocks the
+//!   caller with it. For a caller with nothing else to serve (the simulator).
 //!
 //! What the hand-off costs is a wake-up of each thread per run of the queue (a few µs of CPU on
 //! a VM), so it depends on how many calls a run holds: one call per run costs about 2.7 times
@@ -75,7 +75,7 @@ pub enum Isolation {
     Inline,
 }
 
-static INLINE: AtomicBool = AtomicBool::new(true);
+static INLINE: AtomicBool = AtomicBool::new(false);
 
 /// Sets where every later Python call in this process runs.
 pub fn set_isolation(isolation: Isolation) {
