@@ -34,6 +34,20 @@ fn data_flow(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
     lines.iter().filter(|l| l["flow"].as_u64() == Some(flow)).collect()
 }
 
+/// `ctl status` every 50 ms for `period`, each answered: the slowest answer.
+fn slowest_status(socket: &Path, period: Duration) -> Duration {
+    let mut slowest = Duration::ZERO;
+    let t0 = Instant::now();
+    while t0.elapsed() < period {
+        let t = Instant::now();
+        let r = call(socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
+        assert!(r.ok);
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    slowest
+}
+
 fn u(l: &serde_json::Value, k: &str) -> u64 {
     l[k].as_u64().unwrap_or_else(|| panic!("{k} in {l}"))
 }
@@ -218,15 +232,7 @@ fn a_python_loop_that_never_ends_leaves_the_flow_on_the_fallback_and_the_agent_a
     let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
     let client = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name);
     // The agent answers its control socket throughout.
-    let mut slowest = Duration::ZERO;
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(4) {
-        let t = Instant::now();
-        let r = call(&socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
-        assert!(r.ok);
-        slowest = slowest.max(t.elapsed());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let slowest = slowest_status(&socket, Duration::from_secs(4));
     let iv = client.finish();
     let stopped = agent.stop();
     assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
@@ -285,15 +291,7 @@ fn python_blocked_in_c_for_2_s_holds_up_neither_a_native_flow_nor_the_agent() {
     let _python_server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5202);
     let native = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name);
     let python = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5202, 5, &setup.name);
-    let mut slowest = Duration::ZERO;
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(4) {
-        let t = Instant::now();
-        let r = call(&socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
-        assert!(r.ok);
-        slowest = slowest.max(t.elapsed());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let slowest = slowest_status(&socket, Duration::from_secs(4));
     let native_iv = native.finish();
     let _ = python.finish();
     let stopped = agent.stop();
