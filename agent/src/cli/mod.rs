@@ -147,8 +147,8 @@ pub struct RunArgs {
 
     /// Where Python algorithm calls run. thread: on the interpreter's own thread; the agent's
     /// loop never waits for a Python report whatever the code does (blocked inside C:
-    /// time.sleep, blocking I/O), and a report costs 1.1-1.3x inline's CPU when ten or more
-    /// arrive together, up to 2.7x when they come one at a time. inline: on the agent's loop;
+    /// time.sleep, blocking I/O), and a report costs 1.1-1.4x inline's CPU when ten or more
+    /// arrive together, up to 2.8x when they come one at a time. inline: on the agent's loop;
     /// a runaway loop is still interrupted at its budget, but Python blocked inside C blocks
     /// the agent with it.
     #[arg(long, value_name = "MODE", value_enum, default_value_t = PythonIsolation::Thread)]
