@@ -1,14 +1,15 @@
 //! The agent's one flow table: every flow of every datapath, its controller, and what its
 //! datapath holds of the controller's settings.
 //!
-//! Datapath events come in (`handle`, or a batch of them: `handle_batch`, which begins the reports
-//! of Python flows and decides them when their answers are there, `batch`), each flow's `Controller` (the
-//! containment boundary of `ccp-contract`) turns reports into settings, and the flow's latch
-//! applies what changed through the flow's adapter; what could not be applied is retried when the adapter says its peer has
-//! room (`retry_peer`) or on the next tick (`retry`), and a newer decision supersedes it. Flows
-//! that stop reporting are forgotten after the idle timeout (`expire`); one that reports again is
-//! adopted again by its adapter, like a flow running before the agent started. Adapters keep no
-//! flow lifecycle of their own: `contains` is what they ask.
+//! Datapath events come in (`handle`, or a batch of them: `handle_batch`, which begins the
+//! reports of Python flows and decides them when their answers are there, `pending`), each flow's
+//! `Controller` (the containment boundary of `ccp-contract`) turns reports into settings, and the
+//! flow's latch applies what changed through the flow's adapter; what could not be applied is
+//! retried when the adapter says its peer has room (`retry_peer`) or on the next tick (`retry`),
+//! and a newer decision supersedes it. Flows that stop reporting are forgotten after the idle
+//! timeout (`expire`); one that reports again is adopted again by its adapter, like a flow running
+//! before the agent started. Adapters keep no flow lifecycle of their own: `contains` is what they
+//! ask.
 //!
 //! Network feedback (a CNM from a congestion point, `crate::cnm`) reaches a flow found by its
 //! 5-tuple (`lookup`) as a report of its own (`network_feedback`), through the same controller and
@@ -40,8 +41,8 @@ use serde::Serialize;
 use tracing::{debug, info, warn};
 
 pub mod admission;
-mod batch;
 pub mod latch;
+mod pending;
 
 use crate::clock::Now;
 use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef, Tuple};
@@ -230,10 +231,10 @@ pub struct FlowTable {
     /// `--record-reports`: every report a controller is given, as given.
     pub record: Option<ReportRecord>,
     /// Per adapter, the reports begun and waiting for their answers and the events waiting
-    /// behind them, in event order (`batch`).
-    pending: HashMap<usize, std::collections::VecDeque<batch::Later>>,
+    /// behind them, in event order (`pending`).
+    pending: HashMap<usize, std::collections::VecDeque<pending::Later>>,
     /// The flows with something in `pending`.
-    waiting: HashMap<FlowKey, batch::Waiting>,
+    waiting: HashMap<FlowKey, pending::Waiting>,
 }
 
 /// How an apply went, as far as retrying goes.

@@ -282,7 +282,7 @@ impl Runtime {
         }
     }
 
-    /// Decides the reports whose Python answers are there (`crate::flows::batch`).
+    /// Decides the reports whose Python answers are there (`crate::flows::pending`).
     fn settle(&mut self) {
         let now = self.now();
         for (dp, adapter) in self.datapaths.iter_mut().enumerate() {
