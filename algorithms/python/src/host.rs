@@ -25,8 +25,8 @@
 //!   caller with it. For a caller with nothing else to serve (the simulator).
 //!
 //! What the hand-off costs is a wake-up of each thread per run of the queue (a few µs of CPU on
-//! a VM), so it depends on how many calls a run holds: one call per run costs about 2.8 times
-//! `Inline`'s CPU with the Python Reno, ten 1.35 times, 32 or more 1.1-1.2 times
+//! a VM), so it depends on how many calls a run holds: one call per run costs about 2.7-2.8 times
+//! `Inline`'s CPU with the Python Reno, ten 1.3-1.4 times, 32 or more 1.1-1.2 times
 //! (`cargo bench -p ccp-python --bench per_report`; docs/python.md).
 
 use std::collections::{HashMap, VecDeque};
