@@ -61,6 +61,34 @@ struct Slot<'dp> {
     next_ns: Option<u64>,
     invoke_errors: u64,
     ended: bool,
+    /// When the flow is replaced by a new one (`--flow-life-ms`).
+    life_end_ns: Option<u64>,
+}
+
+impl Slot<'_> {
+    fn new(flow: Flow, life_end_ns: Option<u64>) -> Self {
+        let mut slot = Slot {
+            cwnd: flow.spec().init_cwnd_bytes,
+            next_ns: None,
+            flow,
+            conn: None,
+            sid: 0,
+            rate: 0,
+            invoke_errors: 0,
+            ended: false,
+            life_end_ns,
+        };
+        slot.schedule();
+        slot
+    }
+
+    /// The flow's next event, or the end of its life if that comes first.
+    fn schedule(&mut self) {
+        self.next_ns = match (self.flow.next_event_ns(), self.life_end_ns) {
+            (Some(e), Some(l)) => Some(e.min(l)),
+            (e, l) => e.or(l),
+        };
+    }
 }
 
 struct Emulation<'a, 'dp> {
@@ -84,17 +112,13 @@ struct Emulation<'a, 'dp> {
 impl<'a, 'dp> Emulation<'a, 'dp> {
     fn new(cfg: &'a Config, dp: &'dp Datapath, chan: &'a Channel, shared: Rc<Shared>) -> Self {
         let (flows, links) = build_flows(cfg);
+        let n = flows.len() as u64;
         let slots = flows
             .into_iter()
-            .map(|flow| Slot {
-                cwnd: flow.spec().init_cwnd_bytes,
-                next_ns: flow.next_event_ns(),
-                flow,
-                conn: None,
-                sid: 0,
-                rate: 0,
-                invoke_errors: 0,
-                ended: false,
+            .enumerate()
+            .map(|(i, flow)| {
+                let life_end_ns = first_life_ns(cfg.flow_life_us, i as u64, n).map(|l| flow.spec().start_ns + l);
+                Slot::new(flow, life_end_ns)
             })
             .collect();
         Emulation {
@@ -165,15 +189,34 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
 
     /// Handles flow `i`'s next event, due at `t`.
     fn handle(&mut self, i: usize, t: u64) -> Result<(), String> {
+        if self.slots[i].life_end_ns.is_some_and(|end| end <= t) {
+            self.renew(i, t);
+            return Ok(());
+        }
         match self.slots[i].flow.step(&mut self.links) {
             Outcome::Started => self.start_connection(i, t)?,
             Outcome::Measure(m) => self.on_measurement(i, t, &m),
             Outcome::Stats(s) => self.on_stats(i, t, &s),
             Outcome::Internal => {}
         }
-        let slot = &mut self.slots[i];
-        slot.next_ns = slot.flow.next_event_ns();
+        self.slots[i].schedule();
         Ok(())
+    }
+
+    /// Ends flow `i`'s life: its connection closes and a new flow, starting now, takes its
+    /// place (on an emptied link of its own, unless the link is shared).
+    fn renew(&mut self, i: usize, t: u64) {
+        self.close(i, t, "life");
+        let mut spec = self.slots[i].flow.spec().clone();
+        spec.start_ns = t;
+        // Scripted losses and timeouts already past belong to the old flow.
+        spec.loss_at_ns.retain(|&at| at >= t);
+        spec.timeout_at_ns.retain(|&at| at >= t);
+        if let (Some(l), false) = (spec.link, self.cfg.shared_link) {
+            self.links[l] = self.links[l].emptied();
+        }
+        let life_ns = self.cfg.flow_life_us.unwrap_or(0).saturating_mul(NS_PER_US);
+        self.slots[i] = Slot::new(Flow::new(spec), Some(t.saturating_add(life_ns)));
     }
 
     fn start_connection(&mut self, i: usize, t: u64) -> Result<(), String> {
@@ -238,6 +281,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             return;
         };
         let sid = slot.sid;
+        self.shared.retry_create(sid, self.chan);
         conn.load_primitives(to_libccp(&Primitives {
             bytes_acked: m.bytes_acked,
             packets_acked: m.packets_acked,
@@ -358,6 +402,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
         if slot.conn.take().is_none() {
             return;
         }
+        self.shared.forget_create(slot.sid);
         self.sids_sequential = false;
         let slot = &self.slots[i];
         let totals = slot.flow.totals().clone();
@@ -394,6 +439,9 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
     }
 
     fn emit(&mut self, t_ns: u64, sid: u32, ev: &str, fields: &[(&str, Value)]) {
+        if self.cfg.quiet && !matches!(ev, "start" | "end") {
+            return;
+        }
         if self.out_error.is_none() {
             if let Err(e) = self.out.record(t_ns / NS_PER_US, sid, ev, fields) {
                 self.out_error = Some(format!("cannot write to stdout: {e}"));
@@ -499,6 +547,13 @@ fn build_flows(cfg: &Config) -> (Vec<Flow>, Vec<Link>) {
     (flows, links)
 }
 
+/// How long flow `i` of `n` lives before its first replacement: `(i + 1) / n` of a life, so
+/// the flows are replaced evenly spread, `n` per life.
+fn first_life_ns(life_us: Option<u64>, i: u64, n: u64) -> Option<u64> {
+    let life_ns = u128::from(life_us?) * u128::from(NS_PER_US);
+    u64::try_from(life_ns * u128::from(i + 1) / u128::from(n.max(1))).ok()
+}
+
 /// One bandwidth-delay product in packets, at least 2.
 fn bdp_pkts(rtt_us: u64, kbps: u64, mss: u32) -> u64 {
     let bdp_bytes = u128::from(rtt_us) * u128::from(kbps) / 8_000;
@@ -515,6 +570,13 @@ mod tests {
         // 96 Mbit/s × 20 ms = 240 kB = 166 packets of 1448 bytes (rounded up).
         assert_eq!(bdp_pkts(20_000, 96_000, 1448), 166);
         assert_eq!(bdp_pkts(10, 1, 1448), 2);
+    }
+
+    #[test]
+    fn first_lives_are_spread_over_one_life() {
+        assert_eq!(first_life_ns(None, 0, 4), None);
+        let ends: Vec<u64> = (0..4).map(|i| first_life_ns(Some(1_000), i, 4).unwrap()).collect();
+        assert_eq!(ends, vec![250_000, 500_000, 750_000, 1_000_000]);
     }
 
     #[test]
