@@ -33,8 +33,9 @@ impl Shared {
         self.create_sid.take()
     }
 
-    pub fn reports(&self, sid: u32) -> u64 {
-        self.reports.borrow().get(&sid).copied().unwrap_or(0)
+    /// The reports flow `sid` sent, counted afresh for the next flow libccp gives the sid.
+    pub fn take_reports(&self, sid: u32) -> u64 {
+        self.reports.borrow_mut().remove(&sid).unwrap_or(0)
     }
 
     /// Sends flow `sid`'s CREATE again if no agent took it. libccp re-sends a CREATE at the

@@ -409,7 +409,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
         let start_ns = slot.flow.spec().start_ns;
         let fct_us = slot.flow.done_ns().map_or(0, |done| (done - start_ns) / NS_PER_US);
         let (sid, invoke_errors) = (slot.sid, slot.invoke_errors);
-        let reports = self.shared.reports(sid);
+        let reports = self.shared.take_reports(sid);
         self.emit(
             t,
             sid,

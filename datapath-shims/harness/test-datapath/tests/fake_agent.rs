@@ -524,10 +524,15 @@ fn churn_replaces_each_flow_after_its_life_and_reuses_its_sid() {
     assert_eq!(sids.len(), 8, "{sids:?}");
     assert!(sids.iter().all(|s| [1, 2].contains(s)), "{sids:?}");
     assert_eq!(run.seen.closes.len(), 8);
-    // The new flows run the agent's program too.
+    // Each flow's reports are its own (the sid's earlier flows do not count), and the new flows
+    // run the agent's program too.
     for end in run.events("end") {
+        let sid = num(end, "sid") as u32;
         assert!(num(end, "reports") > 0, "{end}");
+        assert!(num(end, "reports") < run.seen.reports[&sid].len() as u64, "{end}");
     }
+    let total: u64 = run.events("end").map(|l| num(l, "reports")).sum();
+    assert_eq!(total, run.seen.reports.values().map(|r| r.len() as u64).sum::<u64>());
 }
 
 #[test]
