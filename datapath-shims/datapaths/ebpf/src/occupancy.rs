@@ -7,14 +7,14 @@
 //! their sockets. `flow_info` is written at a flow's init and deleted at its release, so it
 //! counts the same flows and is the per-flow map that could outlive them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use libbpf_rs::{MapCore, MapFlags, MapHandle};
 
 use crate::control::{RawCtrl, RawKnobs};
 use crate::instance::pinned_map;
-use crate::record::read_pod;
+use crate::record::{decode_create, read_pod, Endpoint};
 use crate::{mono_ns, Error};
 
 /// The pinned maps' contents at one moment.
@@ -24,8 +24,9 @@ pub struct Occupancy {
     pub epoch: u32,
     /// Since the agent last wrote the knobs (its heartbeat), ns.
     pub heartbeat_age_ns: u64,
-    /// Flows on the congestion control now: `flow_info`'s fids.
-    pub flows: Vec<u32>,
+    /// Flows on the congestion control now: `flow_info`'s fids, each with the local end of the
+    /// socket it was created for (which ties an entry to a connection the watcher knows).
+    pub flows: BTreeMap<u32, Option<Endpoint>>,
     /// Control slots holding an entry, of any epoch.
     pub ctrl_used: usize,
     pub ctrl_capacity: usize,
@@ -45,7 +46,14 @@ pub fn pinned_occupancy(dir: &Path) -> Result<Occupancy, Error> {
         .flatten()
         .and_then(|v| read_pod::<RawKnobs>(&v))
         .unwrap_or_default();
-    let flows = keys(&pinned_map(dir, "flow_info")?);
+    let info = pinned_map(dir, "flow_info")?;
+    let flows: BTreeMap<u32, Option<Endpoint>> = keys(&info)
+        .into_iter()
+        .map(|fid| {
+            let create = info.lookup(&fid.to_ne_bytes(), MapFlags::ANY).ok().flatten().and_then(|v| decode_create(&v));
+            (fid, create.and_then(|c| c.local))
+        })
+        .collect();
     let ctrl_map = pinned_map(dir, "ctrl")?;
     let ctrl: Vec<RawCtrl> = (0..ctrl_map.max_entries())
         .map(|slot| {
@@ -61,7 +69,7 @@ pub fn pinned_occupancy(dir: &Path) -> Result<Occupancy, Error> {
         })
         .collect();
     let commanded = flows
-        .iter()
+        .keys()
         .copied()
         .filter(|&fid| in_force(fid, knobs.epoch, knobs.ctrl_mask, moved.get(&fid).copied(), &ctrl))
         .collect();
