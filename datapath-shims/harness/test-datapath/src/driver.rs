@@ -7,6 +7,8 @@
 //! `load_primitives` + `invoke`; whatever window and rate libccp commands are applied to the
 //! flow before it sends again.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Stdout;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -97,6 +99,9 @@ struct Emulation<'a, 'dp> {
     chan: &'a Channel,
     shared: Rc<Shared>,
     slots: Vec<Slot<'dp>>,
+    /// (time, slot) of every slot's next event, earliest first; an entry whose time is no
+    /// longer its slot's `next_ns` is stale and skipped. Ties go to the lowest slot.
+    queue: BinaryHeap<Reverse<(u64, usize)>>,
     links: Vec<Link>,
     out: JsonLines<Stdout>,
     /// The first output error; later writes are skipped.
@@ -113,7 +118,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
     fn new(cfg: &'a Config, dp: &'dp Datapath, chan: &'a Channel, shared: Rc<Shared>) -> Self {
         let (flows, links) = build_flows(cfg);
         let n = flows.len() as u64;
-        let slots = flows
+        let slots: Vec<Slot> = flows
             .into_iter()
             .enumerate()
             .map(|(i, flow)| {
@@ -121,12 +126,14 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
                 Slot::new(flow, life_end_ns)
             })
             .collect();
+        let queue = slots.iter().enumerate().filter_map(|(i, s)| s.next_ns.map(|t| Reverse((t, i)))).collect();
         Emulation {
             cfg,
             dp,
             chan,
             shared,
             slots,
+            queue,
             links,
             out: JsonLines::new(std::io::stdout()),
             out_error: None,
@@ -183,8 +190,22 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
     }
 
     /// The flow with the earliest pending event and that event's time.
-    fn earliest(&self) -> Option<(usize, u64)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| s.next_ns.map(|t| (i, t))).min_by_key(|&(_, t)| t)
+    fn earliest(&mut self) -> Option<(usize, u64)> {
+        while let Some(&Reverse((t, i))) = self.queue.peek() {
+            if self.slots[i].next_ns == Some(t) {
+                return Some((i, t));
+            }
+            self.queue.pop();
+        }
+        None
+    }
+
+    /// Recomputes slot `i`'s next event and queues it.
+    fn reschedule(&mut self, i: usize) {
+        self.slots[i].schedule();
+        if let Some(t) = self.slots[i].next_ns {
+            self.queue.push(Reverse((t, i)));
+        }
     }
 
     /// Handles flow `i`'s next event, due at `t`.
@@ -199,7 +220,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             Outcome::Stats(s) => self.on_stats(i, t, &s),
             Outcome::Internal => {}
         }
-        self.slots[i].schedule();
+        self.reschedule(i);
         Ok(())
     }
 
@@ -217,6 +238,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
         }
         let life_ns = self.cfg.flow_life_us.unwrap_or(0).saturating_mul(NS_PER_US);
         self.slots[i] = Slot::new(Flow::new(spec), Some(t.saturating_add(life_ns)));
+        self.reschedule(i);
     }
 
     fn start_connection(&mut self, i: usize, t: u64) -> Result<(), String> {
