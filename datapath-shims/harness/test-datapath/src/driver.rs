@@ -265,27 +265,39 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
         let commanded = Commanded { cwnd: spec.init_cwnd_bytes, rate: 0 };
         let conn = Connection::start(self.dp, commanded, info)
             .map_err(|e| format!("libccp could not start flow {i} (its table holds 1024 connections): {e}"))?;
-        let sid = self.shared.take_create_sid().unwrap_or(0);
-        if self.sids_sequential {
-            self.connections_started += 1;
-            if sid != self.connections_started {
-                self.shared.diag(&format!(
-                    "libccp assigned sid {sid} where {} was expected: its connection table \
-                     was not zeroed (see ccp::pin_mmap_threshold)",
-                    self.connections_started
-                ));
+        self.slots[i].conn = Some(conn);
+        // libccp holds a CREATE back (LIBCCP_CREATE_PENDING) when the connection slot sent one
+        // less than 100 ms before, and sends it from a later invoke: until then the sid is
+        // unknown, and the flow is announced then.
+        if let Some(sid) = self.shared.take_create_sid() {
+            if self.sids_sequential {
+                self.connections_started += 1;
+                if sid != self.connections_started {
+                    self.shared.diag(&format!(
+                        "libccp assigned sid {sid} where {} was expected: its connection table \
+                         was not zeroed (see ccp::pin_mmap_threshold)",
+                        self.connections_started
+                    ));
+                }
             }
+            self.announce(i, t, sid);
         }
-        let slot = &mut self.slots[i];
-        slot.sid = sid;
-        slot.conn = Some(conn);
+        self.slots[i].flow.send(t, &mut self.links);
+        Ok(())
+    }
+
+    /// Flow `i`'s CREATE went out with `sid`: its start record.
+    fn announce(&mut self, i: usize, t: u64, sid: u32) {
+        let cfg = self.cfg;
+        self.slots[i].sid = sid;
+        let spec = self.slots[i].flow.spec().clone();
         self.emit(
             t,
             sid,
             "start",
             &[
                 ("flow", (i as u64).into()),
-                ("src_port", u32::from(src_port).into()),
+                ("src_port", u32::from(cfg.src_port.saturating_add(i as u16)).into()),
                 ("dst_port", u32::from(cfg.dst_port).into()),
                 ("rtt_us", (spec.rtt_ns / NS_PER_US).into()),
                 ("mss", spec.mss.into()),
@@ -293,8 +305,6 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
                 ("bytes", spec.bytes.unwrap_or(0).into()),
             ],
         );
-        self.slots[i].flow.send(t, &mut self.links);
-        Ok(())
     }
 
     fn on_measurement(&mut self, i: usize, t: u64, m: &Measurement) {
@@ -335,6 +345,14 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             }
         }
         let (cwnd, rate) = (conn.cwnd, conn.rate);
+        let sid = match (sid, self.shared.take_create_sid()) {
+            (0, Some(sent)) => {
+                self.announce(i, t, sent);
+                sent
+            }
+            _ => sid,
+        };
+        let slot = &mut self.slots[i];
         let cwnd_changed = cwnd != slot.cwnd;
         let rate_changed = rate != slot.rate;
         slot.cwnd = cwnd;

@@ -536,6 +536,33 @@ fn churn_replaces_each_flow_after_its_life_and_reuses_its_sid() {
 }
 
 #[test]
+fn a_flow_whose_create_libccp_holds_back_starts_when_it_is_sent() {
+    // Flow 0 is replaced after 60 ms, before libccp lets its connection slot send another
+    // CREATE (100 ms): libccp sends it from a later invoke, and only then is the sid known.
+    let dir = TestDir::new("pending");
+    let args = ["--flows", "2", "--flow-life-ms", "120", "--duration-ms", "400", "--rtt-ms", "10", "--quiet"];
+    let run = run_datapath(&dir.0, &args, commanding_agent(|_| u64::from(4 * MSS)));
+    assert!(run.status.success(), "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("create message: -72"), "libccp held a CREATE back; stderr: {}", run.stderr);
+    let starts: Vec<(u64, u64)> = run.events("start").map(|l| (num(l, "t_us"), num(l, "sid"))).collect();
+    assert_eq!(starts.len(), run.seen.creates.len(), "one start record per CREATE: {starts:?}");
+    assert!(starts.iter().all(|(_, sid)| *sid != 0), "{starts:?}");
+    // Flow 0's second start waited for the 100 ms to pass.
+    let flow0: Vec<u64> = run.events("start").filter(|l| num(l, "flow") == 0).map(|l| num(l, "t_us")).collect();
+    assert!(flow0.len() >= 2 && flow0[1] >= 100_000, "{flow0:?}");
+    // Every end record closes a started sid.
+    let mut live = std::collections::HashSet::new();
+    for l in run.stdout.lines() {
+        let sid = num(l, "sid");
+        match field(l, "ev") {
+            "start" => assert!(live.insert(sid), "{l}"),
+            "end" => assert!(live.remove(&sid), "{l}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
 fn a_create_no_agent_took_is_sent_again_once_one_reads() {
     let dir = TestDir::new("recreate");
     let agent_path = dir.0.join("agent");
