@@ -1,0 +1,875 @@
+//! The soak: whether the agent's memory, open files, the eBPF datapath's map entries and the
+//! log volume stay flat over a long run of flow churn, hot swaps and crashes, and whether any
+//! flow is lost or frozen on the way.
+//!
+//! For `--minutes`: 1,000 libccp flows (`ccp-test-datapath`, [`libccp_flows`]) under one agent
+//! and 1,000 kernel TCP flows on the eBPF datapath ([`kernel_flows`], the loopback of a network
+//! namespace of the soak's own) under another, each population replaced at 50 flows per second
+//! (100 opened and 100 closed per second in all), `ccp-agent ctl swap --all` of both agents
+//! every 10 s (Reno and Cubic in turn), and every 5 minutes both agents killed with SIGKILL and
+//! started again on the same configuration (the kernel flows ride the program's fallback
+//! meanwhile and are re-adopted; the libccp flows report into the void and are adopted from
+//! their next report). Every 5 s the agents' RSS, open files and log lines per minute, and the
+//! pinned maps' entries, are sampled ([`series`] reads their trends across restarts); every
+//! minute, 10 s after every restart (the re-adoption grace) and at the end, a census counts lost
+//! and frozen flows ([`census`]).
+//!
+//! Names are the soak's own, with this process's id: namespace `ccp-soak-PID-flows-lo`,
+//! congestion control `ccpsoakPID`, pins `/sys/fs/bpf/ccp-soak-PID`, a directory
+//! `/tmp/ccp-soak-PID-*` for configurations, sockets and logs. Everything is stopped and removed
+//! on the way out, also on errors and Ctrl-C (SIGINT or SIGTERM end the run early, cleanly);
+//! children die with ccp-bench if it is killed, and a later soak removes what a killed one left.
+
+mod agents;
+mod census;
+mod kernel_flows;
+mod libccp_flows;
+mod series;
+
+use std::collections::{BTreeMap, HashSet};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use ccp_bench_harness::net::{self, Naming};
+use ccp_ebpf::netns::Netns;
+use ccp_ebpf::occupancy::{pinned_occupancy, Occupancy};
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::rows::{Row, Target};
+use agents::{Agent, Kind};
+use census::{judge, Snapshot, Verdict};
+use series::{at_phase, trend, Sample, Trend};
+
+/// A flow silent this long is frozen; a census judges flows running at least this long.
+const SETTLE: Duration = Duration::from_secs(5);
+/// After a restart, the agents' time to re-adopt every flow before a census judges them.
+const GRACE: Duration = Duration::from_secs(10);
+/// A census every this long (besides those after restarts and at the end).
+const CENSUS_EVERY: Duration = Duration::from_secs(60);
+/// How long the populations may take to fill at the start.
+const FILL_LIMIT: Duration = Duration::from_secs(60);
+/// Each kernel flow writes one segment this often.
+const KERNEL_EVERY: Duration = Duration::from_millis(200);
+const KERNEL_CHUNK_BYTES: usize = 1448;
+/// How long the last kernel flows take to finish closing at the end (FIN, its ACK).
+const CLOSING: Duration = Duration::from_secs(2);
+/// An agent's open files may differ by this much between lives at the same phase (a control
+/// connection the agent has not closed yet).
+const FD_SLACK: f64 = 2.0;
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    pub minutes: f64,
+    /// Flows of each datapath.
+    pub flows: usize,
+    /// Flows opened (and closed) per second, both datapaths together.
+    pub churn_per_s: f64,
+    pub swap_every_s: u64,
+    pub restart_every_s: u64,
+    pub sample_every_s: u64,
+}
+
+impl Plan {
+    /// Each flow's life: the population over its datapath's share of the churn.
+    fn life(&self) -> Duration {
+        Duration::from_secs_f64(self.flows as f64 / (self.churn_per_s / 2.0).max(0.01))
+    }
+
+    /// Samples this far into each life are left out of the slopes.
+    fn warmup(&self) -> Duration {
+        Duration::from_secs(60.min(self.restart_every_s / 3))
+    }
+
+    /// Where each life's open files are compared.
+    fn fd_phase(&self) -> Duration {
+        Duration::from_secs(self.restart_every_s / 2)
+    }
+}
+
+pub struct Bins {
+    pub agent: PathBuf,
+    pub datapath: PathBuf,
+}
+
+// ---- the process around the soak ----
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::Relaxed);
+}
+
+/// SIGINT and SIGTERM end the soak early (cleanly) while this lives.
+struct Interrupts([libc::sighandler_t; 2]);
+
+impl Interrupts {
+    fn install() -> Interrupts {
+        INTERRUPTED.store(false, Ordering::Relaxed);
+        let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { Interrupts([libc::signal(libc::SIGINT, handler), libc::signal(libc::SIGTERM, handler)]) }
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        // SAFETY: restores the handlers found at install.
+        unsafe {
+            libc::signal(libc::SIGINT, self.0[0]);
+            libc::signal(libc::SIGTERM, self.0[1]);
+        }
+    }
+}
+
+fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::Relaxed)
+}
+
+/// Puts a child in a process group of its own (a Ctrl-C at the terminal reaches ccp-bench
+/// alone, which then stops everything in order) and has the kernel SIGTERM it should ccp-bench
+/// die first. Children are spawned from the main thread, whose end is what the kernel watches.
+fn tie_to_this_process(cmd: &mut Command) {
+    cmd.process_group(0);
+    // SAFETY: the closure runs between fork and exec and only calls prctl, which is
+    // async-signal-safe and allocates nothing.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The process id in a soak name (`ccp-soak-PID…`), if it names one.
+fn soak_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("ccp-soak-")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// Removes what a soak killed before it could clean up left: namespaces, pins, its directory.
+fn sweep_stale() {
+    let dead = |name: &str| soak_pid(name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+    let names = |dir: &str| -> Vec<String> {
+        std::fs::read_dir(dir)
+            .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| dead(n)).collect())
+            .unwrap_or_default()
+    };
+    for ns in names("/run/netns") {
+        eprintln!("[soak] removing namespace {ns}, left by a soak that was killed");
+        let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+    }
+    for dir in ["/sys/fs/bpf", &std::env::temp_dir().display().to_string()] {
+        for n in names(dir) {
+            eprintln!("[soak] removing {dir}/{n}, left by a soak that was killed");
+            let _ = std::fs::remove_dir_all(Path::new(dir).join(n));
+        }
+    }
+}
+
+/// Resident memory of a process, MiB.
+fn rss_mib(pid: u32) -> Option<f64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: f64 = s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Open files of a process.
+fn fds(pid: u32) -> Option<f64> {
+    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as f64)
+}
+
+// ---- everything the soak runs ----
+
+/// What the soak started, stopped in order on drop: the flows, then the agents (which
+/// unregister and unpin), then the namespace and the directory.
+struct Rig {
+    kernel: Option<kernel_flows::KernelFlows>,
+    libccp: Option<libccp_flows::LibccpFlows>,
+    agents: [Agent; 2],
+    pin_dir: PathBuf,
+    _path: net::Path,
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Rig {
+    fn agent(&self, k: Kind) -> &Agent {
+        &self.agents[k as usize]
+    }
+
+    fn occupancy(&self) -> anyhow::Result<Occupancy> {
+        pinned_occupancy(&self.pin_dir).context("reading the pinned maps")
+    }
+
+    /// The kernel flows running now: of the congestion control's entries, those of the sockets
+    /// the kernel flows hold open (the newest entry of each local port: the kernel reuses ports).
+    /// Entries of sockets closed already are not flows (the `maps.flow_info_orphans` series).
+    fn kernel_snapshot(&self) -> anyhow::Result<(Snapshot, Occupancy)> {
+        let live = self.kernel.as_ref().map(|k| k.tally().live_ports).unwrap_or_default();
+        let occ = self.occupancy()?;
+        let mut by_port: BTreeMap<u16, u32> = BTreeMap::new();
+        for (fid, local) in &occ.flows {
+            if let Some(port) = local.as_ref().map(|e| e.port).filter(|p| live.contains(p)) {
+                let newest = by_port.entry(port).or_insert(*fid);
+                *newest = (*newest).max(*fid);
+            }
+        }
+        Ok((by_port.values().map(|fid| (*fid, 0)).collect(), occ))
+    }
+
+    fn libccp_snapshot(&self) -> Snapshot {
+        self.libccp.as_ref().map(libccp_flows::LibccpFlows::live).unwrap_or_default()
+    }
+
+    /// Fails when a part stopped on its own.
+    fn check(&mut self) -> anyhow::Result<()> {
+        for a in &mut self.agents {
+            if let Some(why) = a.exited() {
+                bail!("{why}");
+            }
+        }
+        if self.kernel.as_ref().is_some_and(|k| !k.running()) {
+            let why = self.kernel.take().map(kernel_flows::KernelFlows::stop).and_then(Result::err);
+            bail!("the kernel flows stopped: {}", why.map_or_else(|| "no error".into(), |e| format!("{e:#}")));
+        }
+        if self.libccp.as_mut().is_some_and(|l| !l.running()) {
+            bail!("ccp-test-datapath exited early (its diagnostics: {})", self.dir_path().join("datapath.err").display());
+        }
+        Ok(())
+    }
+
+    fn dir_path(&self) -> PathBuf {
+        self.dir.as_ref().map_or_else(PathBuf::new, |d| d.path().to_path_buf())
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        drop(self.kernel.take());
+        drop(self.libccp.take());
+        for a in &mut self.agents {
+            let _ = a.stop();
+        }
+        // An agent that could not clean up (killed, or failed) leaves its pins.
+        if self.pin_dir.exists() {
+            let _ = std::fs::remove_dir_all(&self.pin_dir);
+        }
+    }
+}
+
+// ---- what a run records ----
+
+/// The series sampled, by key.
+#[derive(Default)]
+struct Samples(BTreeMap<&'static str, Vec<Sample>>);
+
+impl Samples {
+    fn push(&mut self, key: &'static str, at: (f64, usize, f64), value: Option<f64>) {
+        if let Some(v) = value {
+            self.0.entry(key).or_default().push(Sample { t_s: at.0, life: at.1, phase_s: at.2, value: v });
+        }
+    }
+
+    fn get(&self, key: &str) -> &[Sample] {
+        self.0.get(key).map_or(&[], Vec::as_slice)
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct CensusRecord {
+    at_s: f64,
+    /// "start", "after restart N", "periodic", "end".
+    label: String,
+    libccp: Verdict,
+    ebpf: Verdict,
+    /// Flows each agent had adopted in its current life (after a restart: the re-adopted).
+    libccp_adopted: u64,
+    ebpf_adopted: u64,
+    heartbeat_age_ms: f64,
+}
+
+struct PendingCensus {
+    label: String,
+    started: Instant,
+    libccp: Snapshot,
+    kernel: Snapshot,
+}
+
+#[derive(Debug, Serialize)]
+struct RestartRecord {
+    at_s: f64,
+    libccp_ready_ms: f64,
+    ebpf_ready_ms: f64,
+}
+
+#[derive(Debug, Default, Serialize)]
+struct Swaps {
+    requests: u64,
+    failed: u64,
+    flows_swapped: u64,
+    last_error: Option<String>,
+}
+
+/// One series the rows report.
+struct Reported {
+    key: &'static str,
+    label: &'static str,
+    unit: &'static str,
+    per_h: &'static str,
+}
+
+const REPORTED: [Reported; 9] = [
+    Reported { key: "libccp_agent.rss_mib", label: "libccp agent RSS", unit: "MiB", per_h: "MiB/h" },
+    Reported { key: "libccp_agent.fds", label: "libccp agent open files", unit: "", per_h: "/h" },
+    Reported { key: "libccp_agent.log_lines_per_min", label: "libccp agent log lines/min", unit: "/min", per_h: "/min per h" },
+    Reported { key: "ebpf_agent.rss_mib", label: "eBPF agent RSS", unit: "MiB", per_h: "MiB/h" },
+    Reported { key: "ebpf_agent.fds", label: "eBPF agent open files", unit: "", per_h: "/h" },
+    Reported { key: "ebpf_agent.log_lines_per_min", label: "eBPF agent log lines/min", unit: "/min", per_h: "/min per h" },
+    Reported { key: "maps.flow_info", label: "flow_info entries", unit: "", per_h: "/h" },
+    Reported { key: "maps.ctrl_used", label: "control slots in use", unit: "", per_h: "/h" },
+    Reported { key: "maps.ctrl_moved", label: "ctrl_slot entries (moved slots)", unit: "", per_h: "/h" },
+];
+
+/// The run in progress.
+struct Soak<'a> {
+    plan: &'a Plan,
+    rig: Rig,
+    t0: Instant,
+    life: usize,
+    life_start: Instant,
+    samples: Samples,
+    last_lines: [(u64, Instant); 2],
+    censuses: Vec<CensusRecord>,
+    pending: Option<PendingCensus>,
+    next_census: Instant,
+    restarts: Vec<RestartRecord>,
+    swaps: Swaps,
+}
+
+impl Soak<'_> {
+    fn at(&self, now: Instant) -> (f64, usize, f64) {
+        (now.duration_since(self.t0).as_secs_f64(), self.life, now.duration_since(self.life_start).as_secs_f64())
+    }
+
+    fn sample(&mut self, now: Instant) -> anyhow::Result<()> {
+        let at = self.at(now);
+        for (i, kind) in [Kind::Libccp, Kind::Ebpf].into_iter().enumerate() {
+            let a = self.rig.agent(kind);
+            let pid = a.pid().context("an agent is not running")?;
+            let (rss, fd_count) = (rss_mib(pid), fds(pid));
+            let lines = a.log_lines();
+            let (prev, when) = self.last_lines[i];
+            let per_min = 60.0 * lines.saturating_sub(prev) as f64 / now.duration_since(when).as_secs_f64().max(1e-3);
+            self.last_lines[i] = (lines, now);
+            let listed = a.summary().ok().and_then(|s| s["flow_count"].as_f64());
+            let (rss_key, fds_key, log_key, flows_key) = match kind {
+                Kind::Libccp => {
+                    ("libccp_agent.rss_mib", "libccp_agent.fds", "libccp_agent.log_lines_per_min", "libccp_agent.flows")
+                }
+                Kind::Ebpf => ("ebpf_agent.rss_mib", "ebpf_agent.fds", "ebpf_agent.log_lines_per_min", "ebpf_agent.flows"),
+            };
+            self.samples.push(rss_key, at, rss);
+            self.samples.push(fds_key, at, fd_count);
+            self.samples.push(log_key, at, Some(per_min));
+            self.samples.push(flows_key, at, listed);
+        }
+        let (live, occ) = self.rig.kernel_snapshot()?;
+        self.samples.push("maps.flow_info", at, Some(occ.flows.len() as f64));
+        // Entries no open connection accounts for: sockets closing now, or closed without the
+        // kernel ever calling the congestion control's release.
+        self.samples.push("maps.flow_info_orphans", at, Some(occ.flows.len().saturating_sub(live.len()) as f64));
+        self.samples.push("maps.ctrl_used", at, Some(occ.ctrl_used as f64));
+        self.samples.push("maps.ctrl_moved", at, Some(occ.ctrl_moved as f64));
+        self.samples.push("maps.commanded", at, Some(occ.commanded.len() as f64));
+        self.samples.push("kernel.open", at, self.rig.kernel.as_ref().map(|k| k.tally().open as f64));
+        self.samples.push("libccp.live", at, Some(self.rig.libccp_snapshot().len() as f64));
+        Ok(())
+    }
+
+    fn start_census(&mut self, label: String) -> anyhow::Result<()> {
+        let (kernel, _) = self.rig.kernel_snapshot()?;
+        self.pending = Some(PendingCensus { label, started: Instant::now(), libccp: self.rig.libccp_snapshot(), kernel });
+        Ok(())
+    }
+
+    fn finish_census(&mut self, p: PendingCensus) -> anyhow::Result<()> {
+        let (lb, (kb, _)) = (self.rig.libccp_snapshot(), self.rig.kernel_snapshot()?);
+        let libccp_rows = self.rig.agent(Kind::Libccp).flows()?;
+        let ebpf_rows = self.rig.agent(Kind::Ebpf).flows()?;
+        let (lc, (kc, occ)) = (self.rig.libccp_snapshot(), self.rig.kernel_snapshot()?);
+        let commanded: HashSet<u32> = occ.commanded.iter().copied().collect();
+        let settle_ms = SETTLE.as_millis() as u64;
+        let libccp = judge(&p.libccp, &lb, &lc, &libccp_rows, None, settle_ms);
+        let ebpf = judge(&p.kernel, &kb, &kc, &ebpf_rows, Some(&commanded), settle_ms);
+        let adopted =
+            |k: Kind| self.rig.agent(k).summary().ok().and_then(|s| s["counters"]["flows_adopted"].as_u64()).unwrap_or(0);
+        let rec = CensusRecord {
+            at_s: self.t0.elapsed().as_secs_f64(),
+            label: p.label,
+            libccp_adopted: adopted(Kind::Libccp),
+            ebpf_adopted: adopted(Kind::Ebpf),
+            libccp,
+            ebpf,
+            heartbeat_age_ms: occ.heartbeat_age_ns as f64 / 1e6,
+        };
+        eprintln!(
+            "[soak] census ({}) at {:.0} s: libccp {} judged, {} lost, {} frozen; kernel {} judged, {} lost, {} frozen ({} without the agent's entry)",
+            rec.label,
+            rec.at_s,
+            rec.libccp.checked,
+            rec.libccp.lost.len(),
+            rec.libccp.frozen.len(),
+            rec.ebpf.checked,
+            rec.ebpf.lost.len(),
+            rec.ebpf.frozen.len(),
+            rec.ebpf.uncommanded
+        );
+        self.censuses.push(rec);
+        Ok(())
+    }
+
+    fn restart(&mut self) -> anyhow::Result<()> {
+        let at_s = self.t0.elapsed().as_secs_f64();
+        // A census waiting for its second look would judge flows across the restart.
+        self.pending = None;
+        for a in &mut self.rig.agents {
+            a.kill9()?;
+        }
+        let libccp_ready = self.rig.agents[Kind::Libccp as usize].start()?;
+        let ebpf_ready = self.rig.agents[Kind::Ebpf as usize].start()?;
+        self.life += 1;
+        self.life_start = Instant::now();
+        self.next_census = self.life_start + GRACE;
+        let r = RestartRecord {
+            at_s,
+            libccp_ready_ms: libccp_ready.as_secs_f64() * 1e3,
+            ebpf_ready_ms: ebpf_ready.as_secs_f64() * 1e3,
+        };
+        eprintln!(
+            "[soak] {:.0} s: both agents killed with SIGKILL and started again (libccp ready in {:.0} ms, eBPF in {:.0} ms)",
+            r.at_s, r.libccp_ready_ms, r.ebpf_ready_ms
+        );
+        self.restarts.push(r);
+        Ok(())
+    }
+
+    fn swap(&mut self, n: u64) {
+        let algorithm = if n.is_multiple_of(2) { "cubic" } else { "reno" };
+        for kind in [Kind::Libccp, Kind::Ebpf] {
+            self.swaps.requests += 1;
+            match self.rig.agent(kind).swap_all(algorithm) {
+                Ok(k) => self.swaps.flows_swapped += k,
+                Err(e) => {
+                    self.swaps.failed += 1;
+                    self.swaps.last_error = Some(format!("{}: {e:#}", kind.key()));
+                }
+            }
+        }
+    }
+
+    /// The schedule, until the end or an interrupt.
+    fn run(&mut self) -> anyhow::Result<()> {
+        let p = self.plan;
+        let end = self.t0 + Duration::from_secs_f64(p.minutes * 60.0);
+        let every = |s: u64| Duration::from_secs(s.max(1));
+        let (mut next_sample, mut next_restart) = (self.t0, self.t0 + every(p.restart_every_s));
+        // Swaps half an interval off the restarts, so they never meet one.
+        let mut next_swap = self.t0 + every(p.swap_every_s) / 2;
+        let mut swaps = 0;
+        let mut last_note = self.t0;
+        while !interrupted() {
+            let now = Instant::now();
+            if now >= end {
+                break;
+            }
+            self.rig.check()?;
+            if now >= next_restart {
+                self.restart()?;
+                next_restart += every(p.restart_every_s);
+            }
+            if now >= next_swap {
+                self.swap(swaps);
+                swaps += 1;
+                next_swap += every(p.swap_every_s);
+            }
+            if now >= next_sample {
+                self.sample(now)?;
+                next_sample += every(p.sample_every_s);
+                if let Some(pending) = self.pending.take_if(|c| c.started.elapsed() >= SETTLE) {
+                    self.finish_census(pending)?;
+                }
+                if self.pending.is_none() && now >= self.next_census && now + SETTLE < next_restart.min(end) {
+                    let label = if self.life == 0 && self.censuses.is_empty() {
+                        "start".to_string()
+                    } else if self.censuses.last().is_some_and(|c| c.at_s < self.life_start.duration_since(self.t0).as_secs_f64())
+                    {
+                        format!("after restart {}", self.life)
+                    } else {
+                        "periodic".to_string()
+                    };
+                    self.start_census(label)?;
+                    self.next_census = now + CENSUS_EVERY;
+                }
+            }
+            if now.duration_since(last_note) >= Duration::from_secs(60) {
+                last_note = now;
+                eprintln!("[soak] {:.1} of {} min", self.t0.elapsed().as_secs_f64() / 60.0, p.minutes);
+            }
+            let next = next_sample.min(next_swap).min(next_restart).min(end);
+            std::thread::sleep(next.saturating_duration_since(Instant::now()).min(Duration::from_millis(100)));
+        }
+        Ok(())
+    }
+}
+
+/// Waits until both populations are complete.
+fn fill(rig: &mut Rig, flows: usize) -> anyhow::Result<()> {
+    let t0 = Instant::now();
+    loop {
+        rig.check()?;
+        let kernel = rig.kernel.as_ref().map_or(0, |k| k.tally().open);
+        let libccp = rig.libccp_snapshot().len();
+        if kernel >= flows && libccp >= flows {
+            eprintln!("[soak] {flows} kernel and {flows} libccp flows running after {:.1} s", t0.elapsed().as_secs_f64());
+            return Ok(());
+        }
+        if interrupted() {
+            bail!("interrupted while the flows started");
+        }
+        if t0.elapsed() > FILL_LIMIT {
+            let why = rig.kernel.as_ref().and_then(|k| k.tally().last_error).unwrap_or_default();
+            bail!("after {} s only {kernel} kernel and {libccp} libccp flows of {flows} each run {why}", FILL_LIMIT.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn run(bins: &Bins, plan: &Plan) -> anyhow::Result<(Vec<Row>, Vec<String>, Value)> {
+    anyhow::ensure!(plan.minutes > 0.0 && plan.flows > 0 && plan.churn_per_s > 0.0, "the soak needs minutes, flows and churn");
+    sweep_stale();
+    let _interrupts = Interrupts::install();
+    let pid = std::process::id();
+    let dir = tempfile::Builder::new().prefix(&format!("ccp-soak-{pid}-")).tempdir()?;
+    let ipc = dir.path().join("ipc");
+    let cc = format!("ccpsoak{pid}");
+    let pin_dir = PathBuf::from(format!("/sys/fs/bpf/ccp-soak-{pid}"));
+    // The names live as long as the process; one soak per process.
+    let naming = Naming { netns: String::leak(format!("ccp-soak-{pid}")), dev: "ccpsk", subnet: "10.203.0" };
+    let path = net::Path::loopback(&naming, "flows")?;
+    let ns = Netns::open(&Path::new("/run/netns").join(&path.sender))?;
+    ccp_bench_harness::tcp::raise_fd_limit(plan.flows + 64)?;
+    let slots = (4 * plan.flows).next_power_of_two();
+    let libccp_agent = Agent::new(
+        Kind::Libccp,
+        &bins.agent,
+        dir.path(),
+        &format!("[datapath]\nkind = \"unix\"\n[datapath.unix]\ndir = \"{}\"\nname = \"portus\"", ipc.display()),
+    )?;
+    let ebpf_agent = Agent::new(
+        Kind::Ebpf,
+        &bins.agent,
+        dir.path(),
+        &format!(
+            "[datapath]\nkind = \"ebpf\"\n[datapath.ebpf]\nname = \"{cc}\"\npin_dir = \"{}\"\nstate_file = \"{}\"\nmax_flows = {slots}",
+            pin_dir.display(),
+            dir.path().join("attach.json").display()
+        ),
+    )?;
+    let mut rig = Rig { kernel: None, libccp: None, agents: [libccp_agent, ebpf_agent], pin_dir, _path: path, dir: Some(dir) };
+    for a in &mut rig.agents {
+        a.start()?;
+    }
+    let life = plan.life();
+    let limit = Duration::from_secs_f64(plan.minutes * 60.0) + Duration::from_secs(600);
+    rig.libccp = Some(libccp_flows::LibccpFlows::start(
+        &bins.datapath,
+        &ipc,
+        plan.flows,
+        life,
+        limit,
+        &rig.dir_path().join("datapath.err"),
+    )?);
+    rig.kernel = Some(kernel_flows::KernelFlows::start(
+        ns,
+        kernel_flows::Plan { flows: plan.flows, life, every: KERNEL_EVERY, chunk_bytes: KERNEL_CHUNK_BYTES, cc: cc.clone() },
+    ));
+    let t_setup = Instant::now();
+    fill(&mut rig, plan.flows)?;
+    eprintln!(
+        "[soak] {} min: {} flows per datapath, each replaced after {:.0} s; swap every {} s, kill -9 every {} s",
+        plan.minutes,
+        plan.flows,
+        life.as_secs_f64(),
+        plan.swap_every_s,
+        plan.restart_every_s
+    );
+    let t0 = Instant::now();
+    let mut soak = Soak {
+        plan,
+        rig,
+        t0,
+        life: 0,
+        life_start: t0,
+        samples: Samples::default(),
+        last_lines: [(0, t0); 2],
+        censuses: Vec::new(),
+        pending: None,
+        next_census: t0 + GRACE,
+        restarts: Vec::new(),
+        swaps: Swaps::default(),
+    };
+    soak.last_lines = [(soak.rig.agent(Kind::Libccp).log_lines(), t0), (soak.rig.agent(Kind::Ebpf).log_lines(), t0)];
+    let outcome = soak.run();
+    let was_interrupted = interrupted();
+    if outcome.is_ok() && !was_interrupted {
+        // The last census, of flows running at the end.
+        soak.pending = None;
+        soak.start_census("end".into())?;
+        std::thread::sleep(SETTLE);
+        let p = soak.pending.take().context("the end census")?;
+        soak.finish_census(p)?;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    // Stop in order: the flows close (the agents see them go), then the agents stop cleanly.
+    let kernel = soak.rig.kernel.take().map(kernel_flows::KernelFlows::stop).transpose();
+    // What the congestion control still holds once the last sockets finished closing.
+    std::thread::sleep(CLOSING);
+    let flow_info_left = soak.rig.occupancy().map(|o| o.flows.len()).ok();
+    let libccp = soak.rig.libccp.take().map(libccp_flows::LibccpFlows::stop).transpose();
+    let mut shutdown = BTreeMap::new();
+    for a in &mut soak.rig.agents {
+        let st = a.stop()?;
+        shutdown.insert(a.kind.key(), st.is_some_and(|s| s.success()));
+    }
+    let pins_left = soak.rig.pin_dir.exists();
+    outcome?;
+    let (kernel, libccp) = (kernel?.unwrap_or_default(), libccp?.unwrap_or_default());
+    let report = Report { soak: &soak, seconds, setup_s: t0.duration_since(t_setup).as_secs_f64(), was_interrupted };
+    let (rows, mut notes) = report.rows_and_notes(&kernel, &libccp, &shutdown, pins_left, flow_info_left);
+    let problems = rows.iter().any(|r| r.met == Some(false)) || shutdown.values().any(|ok| !ok) || pins_left;
+    let raw = json!({
+        "plan": plan,
+        "seconds": seconds,
+        "interrupted": was_interrupted,
+        "restarts": soak.restarts,
+        "swaps": soak.swaps,
+        "censuses": soak.censuses,
+        "kernel_flows": kernel,
+        "libccp_flows": libccp,
+        "shutdown_clean": shutdown,
+        "pins_left": pins_left,
+        "flow_info_left": flow_info_left,
+        "fds_at_phase": {
+            "phase_s": plan.fd_phase().as_secs(),
+            "libccp_agent": at_phase(soak.samples.get("libccp_agent.fds"), plan.fd_phase().as_secs_f64()),
+            "ebpf_agent": at_phase(soak.samples.get("ebpf_agent.fds"), plan.fd_phase().as_secs_f64()),
+        },
+        "series": soak.samples.0,
+    });
+    let dir = soak.rig.dir.take().context("the soak's directory")?;
+    if problems {
+        // Renamed, so that a later soak's sweep does not take it for a killed soak's leftovers.
+        let kept = dir.keep();
+        let name = kept.file_name().map(|n| n.to_string_lossy().replacen("ccp-soak-", "ccp-soak-logs-", 1)).unwrap_or_default();
+        let logs = kept.with_file_name(name);
+        let logs = if std::fs::rename(&kept, &logs).is_ok() { logs } else { kept };
+        notes.push(format!("!!! logs kept in {} (agent-*.log: what is not per-flow; datapath.err)", logs.display()));
+    }
+    Ok((rows, notes, raw))
+}
+
+/// The rows and notes of a finished run.
+struct Report<'a, 'p> {
+    soak: &'a Soak<'p>,
+    seconds: f64,
+    setup_s: f64,
+    was_interrupted: bool,
+}
+
+impl Report<'_, '_> {
+    fn rows_and_notes(
+        &self,
+        kernel: &kernel_flows::Tally,
+        libccp: &libccp_flows::Tally,
+        shutdown: &BTreeMap<&str, bool>,
+        pins_left: bool,
+        flow_info_left: Option<usize>,
+    ) -> (Vec<Row>, Vec<String>) {
+        let (s, plan) = (self.soak, self.soak.plan);
+        let warmup = plan.warmup().as_secs_f64();
+        let mut rows = Vec::new();
+        let mut trends: Vec<(&Reported, Trend)> = Vec::new();
+        for r in &REPORTED {
+            let t = trend(s.samples.get(r.key), warmup);
+            rows.push(Row::alone(
+                format!("soak.{}.slope_per_h", r.key),
+                format!("{}: slope within lives", r.label),
+                r.per_h,
+                t.slope_per_h,
+            ));
+            rows.push(Row::alone(
+                format!("soak.{}.drift_per_h", r.key),
+                format!("{}: drift across lives", r.label),
+                r.per_h,
+                t.drift_per_h,
+            ));
+            rows.push(Row::alone(format!("soak.{}.min", r.key), format!("{}: min", r.label), r.unit, t.min));
+            rows.push(Row::alone(format!("soak.{}.max", r.key), format!("{}: max", r.label), r.unit, t.max));
+            trends.push((r, t));
+        }
+        let phase = plan.fd_phase().as_secs_f64();
+        for (key, label) in [("libccp_agent", "libccp agent"), ("ebpf_agent", "eBPF agent")] {
+            let at = at_phase(s.samples.get(&format!("{key}.fds")), phase);
+            let spread = at.iter().copied().fold(f64::NEG_INFINITY, f64::max) - at.iter().copied().fold(f64::INFINITY, f64::min);
+            rows.push(
+                Row::alone(
+                    format!("soak.{key}.fds_spread_at_phase"),
+                    format!("{label} open files, spread across lives {phase:.0} s into each"),
+                    "",
+                    if at.is_empty() { 0.0 } else { spread },
+                )
+                .target(Target::AtMost(FD_SLACK)),
+            );
+        }
+        // Each flow found lost (frozen) once, however many censuses found it.
+        let distinct = |f: &dyn Fn(&CensusRecord) -> &[(u32, u64)]| {
+            s.censuses.iter().flat_map(|c| f(c).iter().copied()).collect::<HashSet<_>>().len() as f64
+        };
+        for (key, label, n) in [
+            ("soak.libccp.lost", "libccp flows lost", distinct(&|c| &c.libccp.lost)),
+            ("soak.libccp.frozen", "libccp flows frozen", distinct(&|c| &c.libccp.frozen)),
+            ("soak.ebpf.lost", "kernel flows lost", distinct(&|c| &c.ebpf.lost)),
+            ("soak.ebpf.frozen", "kernel flows frozen", distinct(&|c| &c.ebpf.frozen)),
+        ] {
+            rows.push(Row::alone(key, label, "", n).target(Target::AtMost(0.0)));
+        }
+
+        let left = flow_info_left.unwrap_or(0) as f64;
+        rows.push(Row::alone("soak.ebpf.flow_info_left", "flow_info entries left once every kernel flow closed", "", left));
+
+        let ready = |f: fn(&RestartRecord) -> f64| s.restarts.iter().map(f).fold(0.0, f64::max);
+        let judged = |f: fn(&CensusRecord) -> usize| s.censuses.iter().map(f).sum::<usize>();
+        let mut notes = vec![
+            format!(
+                "{:.1} min{} ({:.0} s setup): {} libccp flows (ccp-test-datapath: 50 ms, 0.2 Mbit/s, 12-packet buffer each) and {} kernel flows \
+                 (loopback of a namespace of its own, {} B every {} ms each), each replaced after {:.0} s: {:.0} flows opened and closed per s \
+                 in all; `ctl swap --all` reno/cubic every {} s ({} requests, {} failed, {} flows swapped); both agents killed with SIGKILL \
+                 every {} s ({} restarts, answering again within {:.0} ms libccp, {:.0} ms eBPF at most)",
+                self.seconds / 60.0,
+                if self.was_interrupted { ", INTERRUPTED" } else { "" },
+                self.setup_s,
+                plan.flows,
+                plan.flows,
+                KERNEL_CHUNK_BYTES,
+                KERNEL_EVERY.as_millis(),
+                plan.life().as_secs_f64(),
+                plan.churn_per_s,
+                plan.swap_every_s,
+                s.swaps.requests,
+                s.swaps.failed,
+                s.swaps.flows_swapped,
+                plan.restart_every_s,
+                s.restarts.len(),
+                ready(|r| r.libccp_ready_ms),
+                ready(|r| r.ebpf_ready_ms),
+            ),
+            format!(
+                "slopes: least squares over the samples (every {} s) at least {:.0} s into each life, one intercept per life (a restart's \
+                 reset is no trend); drift: each life's mean against time (what survives restarts); min/max over every sample",
+                plan.sample_every_s, warmup
+            ),
+            format!(
+                "{} censuses (every {} s, {} s after each restart, at the end) judged {} libccp and {} kernel flows running for {} s or more: \
+                 lost = the agent does not list it; frozen = no report for {} s, or (kernel) no entry of the running agent in force; \
+                 the agents listed {} libccp and {} kernel flows the datapath did not run (ghosts, all censuses)",
+                s.censuses.len(),
+                CENSUS_EVERY.as_secs(),
+                GRACE.as_secs(),
+                judged(|c| c.libccp.checked),
+                judged(|c| c.ebpf.checked),
+                SETTLE.as_secs(),
+                SETTLE.as_secs(),
+                judged(|c| c.libccp.ghosts),
+                judged(|c| c.ebpf.ghosts),
+            ),
+            format!(
+                "kernel flows: {} opened, {} closed, {} opens refused while the agent was down (its name unregistered), {} other errors{}; \
+                 libccp flows: {} started, {} ended ({} without a report), {} reports, {} RTOs",
+                kernel.opened,
+                kernel.closed,
+                kernel.refused_unregistered,
+                kernel.open_errors,
+                kernel.last_error.as_deref().map(|e| format!(" (last: {e})")).unwrap_or_default(),
+                libccp.started,
+                libccp.ended,
+                libccp.ended_without_reports,
+                libccp.ended_reports,
+                libccp.timeouts,
+            ),
+            format!(
+                "WARN/ERROR lines: libccp agent {}, eBPF agent {}; clean shutdown: libccp {}, eBPF {}{}",
+                s.rig.agent(Kind::Libccp).warnings(),
+                s.rig.agent(Kind::Ebpf).warnings(),
+                shutdown.get("libccp").copied().unwrap_or(false),
+                shutdown.get("ebpf").copied().unwrap_or(false),
+                if pins_left { "; !!! the eBPF agent left its pins" } else { "" }
+            ),
+        ];
+        for c in s.censuses.iter().filter(|c| {
+            !c.libccp.lost.is_empty() || !c.libccp.frozen.is_empty() || !c.ebpf.lost.is_empty() || !c.ebpf.frozen.is_empty()
+        }) {
+            notes.push(format!(
+                "!!! census {} at {:.0} s: libccp lost {:?} frozen {:?}; kernel lost {:?} frozen {:?} (sid/fid, start µs; first 5 each)",
+                c.label,
+                c.at_s,
+                &c.libccp.lost[..c.libccp.lost.len().min(5)],
+                &c.libccp.frozen[..c.libccp.frozen.len().min(5)],
+                &c.ebpf.lost[..c.ebpf.lost.len().min(5)],
+                &c.ebpf.frozen[..c.ebpf.frozen.len().min(5)],
+            ));
+        }
+        if left > 0.0 {
+            notes.push(format!(
+                "!!! {left:.0} flow_info entries outlived their sockets of {} kernel flows closed: the kernel never called the congestion \
+                 control's release for them (no close record either: the agent lists them, silent, until its idle timeout); \
+                 see docs/performance.md",
+                kernel.closed
+            ));
+        }
+        if let Some(e) = &s.swaps.last_error {
+            notes.push(format!("!!! last failed swap: {e}"));
+        }
+        (rows, notes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn soak_names_carry_their_process() {
+        assert_eq!(soak_pid("ccp-soak-4242-flows-lo"), Some(4242));
+        assert_eq!(soak_pid("ccp-soak-4242"), Some(4242));
+        assert_eq!(soak_pid("ccp-soak-4242-x1y2z3"), Some(4242));
+        assert_eq!(soak_pid("ccpebpf-bench-many-lo"), None);
+        assert_eq!(soak_pid("ccp-soak-flows"), None);
+    }
+
+    #[test]
+    fn each_datapath_takes_half_the_churn() {
+        let p =
+            Plan { minutes: 60.0, flows: 1000, churn_per_s: 100.0, swap_every_s: 10, restart_every_s: 300, sample_every_s: 5 };
+        assert_eq!(p.life(), Duration::from_secs(20));
+        assert_eq!((p.warmup(), p.fd_phase()), (Duration::from_secs(60), Duration::from_secs(150)));
+        let ci = Plan { minutes: 2.0, restart_every_s: 60, ..p };
+        assert_eq!((ci.warmup(), ci.fd_phase()), (Duration::from_secs(20), Duration::from_secs(30)));
+    }
+}
