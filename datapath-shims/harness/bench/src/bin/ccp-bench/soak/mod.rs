@@ -553,6 +553,7 @@ fn fill(rig: &mut Rig, flows: usize) -> anyhow::Result<()> {
 
 pub fn run(bins: &Bins, plan: &Plan) -> anyhow::Result<(Vec<Row>, Vec<String>, Value)> {
     anyhow::ensure!(plan.minutes > 0.0 && plan.flows > 0 && plan.churn_per_s > 0.0, "the soak needs minutes, flows and churn");
+    let t_setup = Instant::now();
     sweep_stale();
     let _interrupts = Interrupts::install();
     let pid = std::process::id();
@@ -600,7 +601,6 @@ pub fn run(bins: &Bins, plan: &Plan) -> anyhow::Result<(Vec<Row>, Vec<String>, V
         ns,
         kernel_flows::Plan { flows: plan.flows, life, every: KERNEL_EVERY, chunk_bytes: KERNEL_CHUNK_BYTES, cc: cc.clone() },
     ));
-    let t_setup = Instant::now();
     fill(&mut rig, plan.flows)?;
     eprintln!(
         "[soak] {} min: {} flows per datapath, each replaced after {:.0} s; swap every {} s, kill -9 every {} s",
@@ -758,7 +758,7 @@ impl Report<'_, '_> {
         let judged = |f: fn(&CensusRecord) -> usize| s.censuses.iter().map(f).sum::<usize>();
         let mut notes = vec![
             format!(
-                "{:.1} min{} ({:.0} s setup): {} libccp flows (ccp-test-datapath: 50 ms, 0.2 Mbit/s, 12-packet buffer each) and {} kernel flows \
+                "{:.1} min{} ({:.1} s setup): {} libccp flows (ccp-test-datapath: 50 ms, 0.2 Mbit/s, 12-packet buffer each) and {} kernel flows \
                  (loopback of a namespace of its own, {} B every {} ms each), each replaced after {:.0} s: {:.0} flows opened and closed per s \
                  in all; `ctl swap --all` reno/cubic every {} s ({} requests, {} failed, {} flows swapped); both agents killed with SIGKILL \
                  every {} s ({} restarts, answering again within {:.0} ms libccp, {:.0} ms eBPF at most)",
