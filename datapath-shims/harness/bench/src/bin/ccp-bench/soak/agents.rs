@@ -19,7 +19,7 @@ use ccp_bench_harness::process::terminate;
 use serde_json::Value;
 
 use super::census::Listed;
-use super::tie_to_this_process;
+use super::process::tie_to_this_process;
 
 /// How long an agent may take to answer on its control socket after it was started.
 const START_LIMIT: Duration = Duration::from_secs(20);

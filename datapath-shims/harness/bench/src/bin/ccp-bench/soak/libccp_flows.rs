@@ -21,7 +21,7 @@ use ccp_bench_harness::process::terminate;
 use serde::Serialize;
 
 use super::census::Snapshot;
-use super::tie_to_this_process;
+use super::process::tie_to_this_process;
 
 /// The datapath's socket name in the agent's socket directory.
 pub const NAME: &str = "soak-dp";

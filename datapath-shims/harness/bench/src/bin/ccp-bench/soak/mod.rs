@@ -14,6 +14,9 @@
 //! minute, 10 s after every restart (the re-adoption grace) and at the end, a census counts lost
 //! and frozen flows ([`census`]).
 //!
+//! The soak as a process (signals, its children, what a killed one left) is [`process`]; what a
+//! finished run prints and writes, [`report`].
+//!
 //! Names are the soak's own, with this process's id: namespace `ccp-soak-PID-flows-lo`,
 //! congestion control `ccpsoakPID`, pins `/sys/fs/bpf/ccp-soak-PID`, a directory
 //! `/tmp/ccp-soak-PID-*` for configurations, sockets and logs. Everything is stopped and removed
@@ -24,13 +27,12 @@ mod agents;
 mod census;
 mod kernel_flows;
 mod libccp_flows;
+mod process;
+mod report;
 mod series;
 
 use std::collections::{BTreeMap, HashSet};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -40,10 +42,12 @@ use ccp_ebpf::occupancy::{pinned_occupancy, Occupancy};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::rows::{Row, Target};
+use crate::rows::Row;
 use agents::{Agent, Kind};
 use census::{judge, Snapshot, Verdict};
-use series::{at_phase, trend, Sample, Trend};
+use process::{fds, interrupted, rss_mib, sweep_stale, Interrupts};
+use report::Report;
+use series::{at_phase, Sample};
 
 /// A flow silent this long is frozen; a census judges flows running at least this long.
 const SETTLE: Duration = Duration::from_secs(5);
@@ -102,95 +106,6 @@ impl Plan {
 pub struct Bins {
     pub agent: PathBuf,
     pub datapath: PathBuf,
-}
-
-// ---- the process around the soak ----
-
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_interrupt(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::Relaxed);
-}
-
-/// SIGINT and SIGTERM end the soak early (cleanly) while this lives.
-struct Interrupts([libc::sighandler_t; 2]);
-
-impl Interrupts {
-    fn install() -> Interrupts {
-        INTERRUPTED.store(false, Ordering::Relaxed);
-        let handler = on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-        unsafe { Interrupts([libc::signal(libc::SIGINT, handler), libc::signal(libc::SIGTERM, handler)]) }
-    }
-}
-
-impl Drop for Interrupts {
-    fn drop(&mut self) {
-        // SAFETY: restores the handlers found at install.
-        unsafe {
-            libc::signal(libc::SIGINT, self.0[0]);
-            libc::signal(libc::SIGTERM, self.0[1]);
-        }
-    }
-}
-
-fn interrupted() -> bool {
-    INTERRUPTED.load(Ordering::Relaxed)
-}
-
-/// Puts a child in a process group of its own (a Ctrl-C at the terminal reaches ccp-bench
-/// alone, which then stops everything in order) and has the kernel SIGTERM it should ccp-bench
-/// die first. Children are spawned from the main thread, whose end is what the kernel watches.
-fn tie_to_this_process(cmd: &mut Command) {
-    cmd.process_group(0);
-    // SAFETY: the closure runs between fork and exec and only calls prctl, which is
-    // async-signal-safe and allocates nothing.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-}
-
-/// The process id in a soak name (`ccp-soak-PID…`), if it names one.
-fn soak_pid(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix("ccp-soak-")?;
-    rest.split('-').next()?.parse().ok()
-}
-
-/// Removes what a soak killed before it could clean up left: namespaces, pins, its directory.
-fn sweep_stale() {
-    let dead = |name: &str| soak_pid(name).is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
-    let names = |dir: &str| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|d| d.filter_map(|e| e.ok()?.file_name().into_string().ok()).filter(|n| dead(n)).collect())
-            .unwrap_or_default()
-    };
-    for ns in names("/run/netns") {
-        eprintln!("[soak] removing namespace {ns}, left by a soak that was killed");
-        let _ = Command::new("ip").args(["netns", "del", &ns]).status();
-    }
-    for dir in ["/sys/fs/bpf", &std::env::temp_dir().display().to_string()] {
-        for n in names(dir) {
-            eprintln!("[soak] removing {dir}/{n}, left by a soak that was killed");
-            let _ = std::fs::remove_dir_all(Path::new(dir).join(n));
-        }
-    }
-}
-
-/// Resident memory of a process, MiB.
-fn rss_mib(pid: u32) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-/// Open files of a process.
-fn fds(pid: u32) -> Option<f64> {
-    Some(std::fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count() as f64)
 }
 
 // ---- everything the soak runs ----
@@ -323,26 +238,6 @@ struct Swaps {
     flows_swapped: u64,
     last_error: Option<String>,
 }
-
-/// One series the rows report.
-struct Reported {
-    key: &'static str,
-    label: &'static str,
-    unit: &'static str,
-    per_h: &'static str,
-}
-
-const REPORTED: [Reported; 9] = [
-    Reported { key: "libccp_agent.rss_mib", label: "libccp agent RSS", unit: "MiB", per_h: "MiB/h" },
-    Reported { key: "libccp_agent.fds", label: "libccp agent open files", unit: "", per_h: "/h" },
-    Reported { key: "libccp_agent.log_lines_per_min", label: "libccp agent log lines/min", unit: "/min", per_h: "/min per h" },
-    Reported { key: "ebpf_agent.rss_mib", label: "eBPF agent RSS", unit: "MiB", per_h: "MiB/h" },
-    Reported { key: "ebpf_agent.fds", label: "eBPF agent open files", unit: "", per_h: "/h" },
-    Reported { key: "ebpf_agent.log_lines_per_min", label: "eBPF agent log lines/min", unit: "/min", per_h: "/min per h" },
-    Reported { key: "maps.flow_info", label: "flow_info entries", unit: "", per_h: "/h" },
-    Reported { key: "maps.ctrl_used", label: "control slots in use", unit: "", per_h: "/h" },
-    Reported { key: "maps.ctrl_moved", label: "ctrl_slot entries (moved slots)", unit: "", per_h: "/h" },
-];
 
 /// The run in progress.
 struct Soak<'a> {
@@ -692,183 +587,9 @@ pub fn run(bins: &Bins, plan: &Plan) -> anyhow::Result<(Vec<Row>, Vec<String>, V
     Ok((rows, notes, raw))
 }
 
-/// The rows and notes of a finished run.
-struct Report<'a, 'p> {
-    soak: &'a Soak<'p>,
-    seconds: f64,
-    setup_s: f64,
-    was_interrupted: bool,
-}
-
-impl Report<'_, '_> {
-    fn rows_and_notes(
-        &self,
-        kernel: &kernel_flows::Tally,
-        libccp: &libccp_flows::Tally,
-        shutdown: &BTreeMap<&str, bool>,
-        pins_left: bool,
-        flow_info_left: Option<usize>,
-    ) -> (Vec<Row>, Vec<String>) {
-        let (s, plan) = (self.soak, self.soak.plan);
-        let warmup = plan.warmup().as_secs_f64();
-        let mut rows = Vec::new();
-        let mut trends: Vec<(&Reported, Trend)> = Vec::new();
-        for r in &REPORTED {
-            let t = trend(s.samples.get(r.key), warmup);
-            rows.push(Row::alone(
-                format!("soak.{}.slope_per_h", r.key),
-                format!("{}: slope within lives", r.label),
-                r.per_h,
-                t.slope_per_h,
-            ));
-            rows.push(Row::alone(
-                format!("soak.{}.drift_per_h", r.key),
-                format!("{}: drift across lives", r.label),
-                r.per_h,
-                t.drift_per_h,
-            ));
-            rows.push(Row::alone(format!("soak.{}.min", r.key), format!("{}: min", r.label), r.unit, t.min));
-            rows.push(Row::alone(format!("soak.{}.max", r.key), format!("{}: max", r.label), r.unit, t.max));
-            trends.push((r, t));
-        }
-        let phase = plan.fd_phase().as_secs_f64();
-        for (key, label) in [("libccp_agent", "libccp agent"), ("ebpf_agent", "eBPF agent")] {
-            let at = at_phase(s.samples.get(&format!("{key}.fds")), phase);
-            let spread = at.iter().copied().fold(f64::NEG_INFINITY, f64::max) - at.iter().copied().fold(f64::INFINITY, f64::min);
-            rows.push(
-                Row::alone(
-                    format!("soak.{key}.fds_spread_at_phase"),
-                    format!("{label} open files, spread across lives {phase:.0} s into each"),
-                    "",
-                    if at.is_empty() { 0.0 } else { spread },
-                )
-                .target(Target::AtMost(FD_SLACK)),
-            );
-        }
-        // Each flow found lost (frozen) once, however many censuses found it.
-        let distinct = |f: &dyn Fn(&CensusRecord) -> &[(u32, u64)]| {
-            s.censuses.iter().flat_map(|c| f(c).iter().copied()).collect::<HashSet<_>>().len() as f64
-        };
-        for (key, label, n) in [
-            ("soak.libccp.lost", "libccp flows lost", distinct(&|c| &c.libccp.lost)),
-            ("soak.libccp.frozen", "libccp flows frozen", distinct(&|c| &c.libccp.frozen)),
-            ("soak.ebpf.lost", "kernel flows lost", distinct(&|c| &c.ebpf.lost)),
-            ("soak.ebpf.frozen", "kernel flows frozen", distinct(&|c| &c.ebpf.frozen)),
-        ] {
-            rows.push(Row::alone(key, label, "", n).target(Target::AtMost(0.0)));
-        }
-
-        let left = flow_info_left.unwrap_or(0) as f64;
-        rows.push(Row::alone("soak.ebpf.flow_info_left", "flow_info entries left once every kernel flow closed", "", left));
-
-        let ready = |f: fn(&RestartRecord) -> f64| s.restarts.iter().map(f).fold(0.0, f64::max);
-        let judged = |f: fn(&CensusRecord) -> usize| s.censuses.iter().map(f).sum::<usize>();
-        let mut notes = vec![
-            format!(
-                "{:.1} min{} ({:.1} s setup): {} libccp flows (ccp-test-datapath: 50 ms, 0.2 Mbit/s, 12-packet buffer each) and {} kernel flows \
-                 (loopback of a namespace of its own, {} B every {} ms each), each replaced after {:.0} s: {:.0} flows opened and closed per s \
-                 in all; `ctl swap --all` reno/cubic every {} s ({} requests, {} failed, {} flows swapped); both agents killed with SIGKILL \
-                 every {} s ({} restarts, answering again within {:.0} ms libccp, {:.0} ms eBPF at most)",
-                self.seconds / 60.0,
-                if self.was_interrupted { ", INTERRUPTED" } else { "" },
-                self.setup_s,
-                plan.flows,
-                plan.flows,
-                KERNEL_CHUNK_BYTES,
-                KERNEL_EVERY.as_millis(),
-                plan.life().as_secs_f64(),
-                plan.churn_per_s,
-                plan.swap_every_s,
-                s.swaps.requests,
-                s.swaps.failed,
-                s.swaps.flows_swapped,
-                plan.restart_every_s,
-                s.restarts.len(),
-                ready(|r| r.libccp_ready_ms),
-                ready(|r| r.ebpf_ready_ms),
-            ),
-            format!(
-                "slopes: least squares over the samples (every {} s) at least {:.0} s into each life, one intercept per life (a restart's \
-                 reset is no trend); drift: each life's mean against time (what survives restarts); min/max over every sample",
-                plan.sample_every_s, warmup
-            ),
-            format!(
-                "{} censuses (every {} s, {} s after each restart, at the end) judged {} libccp and {} kernel flows running for {} s or more: \
-                 lost = the agent does not list it; frozen = no report for {} s, or (kernel) no entry of the running agent in force; \
-                 the agents listed {} libccp and {} kernel flows the datapath did not run (ghosts, all censuses)",
-                s.censuses.len(),
-                CENSUS_EVERY.as_secs(),
-                GRACE.as_secs(),
-                judged(|c| c.libccp.checked),
-                judged(|c| c.ebpf.checked),
-                SETTLE.as_secs(),
-                SETTLE.as_secs(),
-                judged(|c| c.libccp.ghosts),
-                judged(|c| c.ebpf.ghosts),
-            ),
-            format!(
-                "kernel flows: {} opened, {} closed, {} opens refused while the agent was down (its name unregistered), {} other errors{}; \
-                 libccp flows: {} started, {} ended ({} without a report), {} reports, {} RTOs",
-                kernel.opened,
-                kernel.closed,
-                kernel.refused_unregistered,
-                kernel.open_errors,
-                kernel.last_error.as_deref().map(|e| format!(" (last: {e})")).unwrap_or_default(),
-                libccp.started,
-                libccp.ended,
-                libccp.ended_without_reports,
-                libccp.ended_reports,
-                libccp.timeouts,
-            ),
-            format!(
-                "WARN/ERROR lines: libccp agent {}, eBPF agent {}; clean shutdown: libccp {}, eBPF {}{}",
-                s.rig.agent(Kind::Libccp).warnings(),
-                s.rig.agent(Kind::Ebpf).warnings(),
-                shutdown.get("libccp").copied().unwrap_or(false),
-                shutdown.get("ebpf").copied().unwrap_or(false),
-                if pins_left { "; !!! the eBPF agent left its pins" } else { "" }
-            ),
-        ];
-        for c in s.censuses.iter().filter(|c| {
-            !c.libccp.lost.is_empty() || !c.libccp.frozen.is_empty() || !c.ebpf.lost.is_empty() || !c.ebpf.frozen.is_empty()
-        }) {
-            notes.push(format!(
-                "!!! census {} at {:.0} s: libccp lost {:?} frozen {:?}; kernel lost {:?} frozen {:?} (sid/fid, start µs; first 5 each)",
-                c.label,
-                c.at_s,
-                &c.libccp.lost[..c.libccp.lost.len().min(5)],
-                &c.libccp.frozen[..c.libccp.frozen.len().min(5)],
-                &c.ebpf.lost[..c.ebpf.lost.len().min(5)],
-                &c.ebpf.frozen[..c.ebpf.frozen.len().min(5)],
-            ));
-        }
-        if left > 0.0 {
-            notes.push(format!(
-                "!!! {left:.0} flow_info entries outlived their sockets of {} kernel flows closed: the kernel never called the congestion \
-                 control's release for them (no close record either: the agent lists them, silent, until its idle timeout); \
-                 see docs/performance.md",
-                kernel.closed
-            ));
-        }
-        if let Some(e) = &s.swaps.last_error {
-            notes.push(format!("!!! last failed swap: {e}"));
-        }
-        (rows, notes)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn soak_names_carry_their_process() {
-        assert_eq!(soak_pid("ccp-soak-4242-flows-lo"), Some(4242));
-        assert_eq!(soak_pid("ccp-soak-4242"), Some(4242));
-        assert_eq!(soak_pid("ccp-soak-4242-x1y2z3"), Some(4242));
-        assert_eq!(soak_pid("ccpebpf-bench-many-lo"), None);
-        assert_eq!(soak_pid("ccp-soak-flows"), None);
-    }
 
     #[test]
     fn each_datapath_takes_half_the_churn() {
