@@ -6,6 +6,7 @@
 //! - `attach`: switch existing flows (iter/tcp, per network namespace), new flows (sockops, per
 //!   cgroup) and namespace defaults (sysctl) to the congestion control, and back.
 //! - `marker`: a tc egress program that sets ECN CE on a fraction of packets.
+//! - `occupancy`: what the pinned maps hold, read from another process (soaks).
 //!
 //! The crate knows nothing of the agent: it speaks records and control entries, so a separate
 //! shim drives the same objects too (`ccp-ebpf-libccp` loads them with per-ACK records and runs
@@ -18,6 +19,7 @@ pub mod control;
 pub mod instance;
 pub mod marker;
 pub mod netns;
+pub mod occupancy;
 pub mod progstats;
 pub mod record;
 pub mod reno_ref;

@@ -7,6 +7,7 @@
 //! - [`iperf`]: an iperf3 server and one bulk flow's goodput.
 //! - [`process`]: a program under test with its log, CPU time and a clean stop.
 //! - [`agent`]: `ccp-agent` on the eBPF datapath, running Reno, kept apart from a real agent.
+//! - [`tcp`]: many TCP connections on a chosen congestion control.
 //! - [`figures`]: means and ratios that stay finite when a configuration measured nothing.
 //!
 //! A crate of its own rather than a module of `ccp-ebpf`: these helpers and the benchmarks run
@@ -23,3 +24,4 @@ pub mod figures;
 pub mod iperf;
 pub mod net;
 pub mod process;
+pub mod tcp;

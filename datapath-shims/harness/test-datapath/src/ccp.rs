@@ -23,6 +23,8 @@ pub struct Shared {
     create_sid: Cell<Option<u32>>,
     /// MEASURE messages with at least one field sent to the agent, per sid.
     reports: RefCell<HashMap<u32, u64>>,
+    /// CREATEs no agent took (none was reading its socket), per sid, to be sent again.
+    unsent_creates: RefCell<HashMap<u32, Vec<u8>>>,
     throttle: RefCell<Throttle>,
 }
 
@@ -31,8 +33,26 @@ impl Shared {
         self.create_sid.take()
     }
 
-    pub fn reports(&self, sid: u32) -> u64 {
-        self.reports.borrow().get(&sid).copied().unwrap_or(0)
+    /// The reports flow `sid` sent, counted afresh for the next flow libccp gives the sid.
+    pub fn take_reports(&self, sid: u32) -> u64 {
+        self.reports.borrow_mut().remove(&sid).unwrap_or(0)
+    }
+
+    /// Sends flow `sid`'s CREATE again if no agent took it. libccp re-sends a CREATE at the
+    /// flow's next invoke when its send callback fails, but the crate's callback cannot fail:
+    /// without this, a flow started while the agent restarts would never be announced to it.
+    pub fn retry_create(&self, sid: u32, chan: &Channel) {
+        let Some(msg) = self.unsent_creates.borrow().get(&sid).cloned() else {
+            return;
+        };
+        if chan.send(&msg).is_ok() {
+            self.unsent_creates.borrow_mut().remove(&sid);
+        }
+    }
+
+    /// Flow `sid` ended: its CREATE is never sent again (libccp hands the sid out anew).
+    pub fn forget_create(&self, sid: u32) {
+        self.unsent_creates.borrow_mut().remove(&sid);
     }
 
     /// Writes `msg` to stderr the 1st, 10th, 100th, … time: some conditions repeat on every ACK.
@@ -64,6 +84,9 @@ impl DatapathOps for AgentSender {
                 }
             }
             Err(e) => {
+                if let Some(Sent::Create { sid }) = sent {
+                    self.shared.unsent_creates.borrow_mut().insert(sid, msg.to_vec());
+                }
                 let what = sent.map_or("a message", |s| s.name());
                 self.shared.diag(&format!("sending {what} to {} failed: {e}", self.chan.agent_path().display()));
             }

@@ -33,6 +33,11 @@ FLOWS
     --init-cwnd-pkts N     initial congestion window in packets [default: 10]
     --ack-every N          receiver sends one ACK per N packets (delayed ACKs; a pending ACK
                            is sent after 40 ms at the latest) [default: 1]
+    --flow-life-ms DEC     churn: close each flow after this long and start a new one in its
+                           place at once (a new connection; libccp hands out the freed sid
+                           again). Flow i's first life is (i + 1) / N of it, so with N flows
+                           N per DEC ms close, evenly spread [default: flows live for the whole
+                           run; not with --bytes]
 
 PATH
     --rtt-ms DEC[,DEC..]   base round-trip propagation delay in ms; one value for all flows
@@ -85,6 +90,8 @@ TIMING
     -h, --help             print this help and exit
 
 OUTPUT
+    --quiet                write only the start and end records
+
     JSON Lines on stdout, integers only; every record has t_us (microseconds since the
     emulation started), sid (the socket id libccp assigned to the flow) and ev, one of: start,
     cwnd, rate, loss, timeout, mark, stats, end. See README.md for every field. Diagnostics
@@ -130,6 +137,10 @@ pub struct Config {
     pub wait_agent_us: u64,
     pub datapath_id: u32,
     pub tick_us: u64,
+    /// Churn: each flow is replaced by a new one after this long.
+    pub flow_life_us: Option<u64>,
+    /// Only start and end records.
+    pub quiet: bool,
 }
 
 impl Default for Config {
@@ -163,6 +174,8 @@ impl Default for Config {
             wait_agent_us: 5_000_000,
             datapath_id: 0,
             tick_us: 250,
+            flow_life_us: None,
+            quiet: false,
         }
     }
 }
@@ -209,6 +222,7 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
             "--shared-link" => Some(&mut cfg.shared_link),
             "--net-order" => Some(&mut cfg.net_order),
             "--relative-bind" => Some(&mut cfg.relative_bind),
+            "--quiet" => Some(&mut cfg.quiet),
             _ => None,
         };
         if let Some(target) = boolean {
@@ -240,6 +254,13 @@ pub fn parse<I: IntoIterator<Item = String>>(args: I) -> Result<Command, String>
                 if cfg.duration_us == 0 {
                     return Err(bad("must be positive"));
                 }
+            }
+            "--flow-life-ms" => {
+                let us = parse_fixed(v, 3).map_err(|e| bad(&e))?;
+                if us == 0 {
+                    return Err(bad("must be positive"));
+                }
+                cfg.flow_life_us = Some(us);
             }
             "--bytes" => {
                 let b = parse_int(v).map_err(|e| bad(&e))?;
@@ -382,6 +403,9 @@ fn validate(cfg: &mut Config) -> Result<(), String> {
             }
         }
     }
+    if cfg.flow_life_us.is_some() && cfg.flow_bytes.is_some() {
+        return Err("--flow-life-ms replaces flows on a schedule, --bytes ends them by size: give one of them".to_string());
+    }
     let last_port = u32::from(cfg.src_port) + cfg.flows as u32 - 1;
     if last_port > u32::from(u16::MAX) {
         return Err(format!("--src-port {} + {} flows runs past port 65535", cfg.src_port, cfg.flows));
@@ -497,6 +521,9 @@ mod tests {
         assert_eq!(cfg.mark_ppm, 250_000);
         assert!(cfg.shared_link);
         assert_eq!(cfg.cong_alg.as_deref(), Some("nimbus"));
+        assert_eq!((cfg.flow_life_us, cfg.quiet), (None, false));
+        let cfg = run(&["--flow-life-ms", "2500.5", "--quiet"]).unwrap();
+        assert_eq!((cfg.flow_life_us, cfg.quiet), (Some(2_500_500), true));
     }
 
     #[test]
@@ -519,6 +546,9 @@ mod tests {
             &["--dir", &"d".repeat(200)],
             &["--wait-agent-ms", "18446744073709551"],
             &["--tick-us", "100001"],
+            &["--flow-life-ms", "0"],
+            &["--flow-life-ms", "1000", "--bytes", "5000"],
+            &["--quiet=yes"],
         ] {
             assert!(run(args).is_err(), "accepted {args:?}");
         }
@@ -560,6 +590,8 @@ mod tests {
             "--dst-ip",
             "--net-order",
             "--datapath-id",
+            "--flow-life-ms",
+            "--quiet",
         ] {
             assert!(HELP.contains(opt), "{opt} missing from --help");
         }

@@ -7,6 +7,8 @@
 //! `load_primitives` + `invoke`; whatever window and rate libccp commands are applied to the
 //! flow before it sends again.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::Stdout;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -61,6 +63,34 @@ struct Slot<'dp> {
     next_ns: Option<u64>,
     invoke_errors: u64,
     ended: bool,
+    /// When the flow is replaced by a new one (`--flow-life-ms`).
+    life_end_ns: Option<u64>,
+}
+
+impl Slot<'_> {
+    fn new(flow: Flow, life_end_ns: Option<u64>) -> Self {
+        let mut slot = Slot {
+            cwnd: flow.spec().init_cwnd_bytes,
+            next_ns: None,
+            flow,
+            conn: None,
+            sid: 0,
+            rate: 0,
+            invoke_errors: 0,
+            ended: false,
+            life_end_ns,
+        };
+        slot.schedule();
+        slot
+    }
+
+    /// The flow's next event, or the end of its life if that comes first.
+    fn schedule(&mut self) {
+        self.next_ns = match (self.flow.next_event_ns(), self.life_end_ns) {
+            (Some(e), Some(l)) => Some(e.min(l)),
+            (e, l) => e.or(l),
+        };
+    }
 }
 
 struct Emulation<'a, 'dp> {
@@ -69,6 +99,9 @@ struct Emulation<'a, 'dp> {
     chan: &'a Channel,
     shared: Rc<Shared>,
     slots: Vec<Slot<'dp>>,
+    /// (time, slot) of every slot's next event, earliest first; an entry whose time is no
+    /// longer its slot's `next_ns` is stale and skipped. Ties go to the lowest slot.
+    queue: BinaryHeap<Reverse<(u64, usize)>>,
     links: Vec<Link>,
     out: JsonLines<Stdout>,
     /// The first output error; later writes are skipped.
@@ -84,25 +117,23 @@ struct Emulation<'a, 'dp> {
 impl<'a, 'dp> Emulation<'a, 'dp> {
     fn new(cfg: &'a Config, dp: &'dp Datapath, chan: &'a Channel, shared: Rc<Shared>) -> Self {
         let (flows, links) = build_flows(cfg);
-        let slots = flows
+        let n = flows.len() as u64;
+        let slots: Vec<Slot> = flows
             .into_iter()
-            .map(|flow| Slot {
-                cwnd: flow.spec().init_cwnd_bytes,
-                next_ns: flow.next_event_ns(),
-                flow,
-                conn: None,
-                sid: 0,
-                rate: 0,
-                invoke_errors: 0,
-                ended: false,
+            .enumerate()
+            .map(|(i, flow)| {
+                let life_end_ns = first_life_ns(cfg.flow_life_us, i as u64, n).map(|l| flow.spec().start_ns + l);
+                Slot::new(flow, life_end_ns)
             })
             .collect();
+        let queue = slots.iter().enumerate().filter_map(|(i, s)| s.next_ns.map(|t| Reverse((t, i)))).collect();
         Emulation {
             cfg,
             dp,
             chan,
             shared,
             slots,
+            queue,
             links,
             out: JsonLines::new(std::io::stdout()),
             out_error: None,
@@ -159,21 +190,55 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
     }
 
     /// The flow with the earliest pending event and that event's time.
-    fn earliest(&self) -> Option<(usize, u64)> {
-        self.slots.iter().enumerate().filter_map(|(i, s)| s.next_ns.map(|t| (i, t))).min_by_key(|&(_, t)| t)
+    fn earliest(&mut self) -> Option<(usize, u64)> {
+        while let Some(&Reverse((t, i))) = self.queue.peek() {
+            if self.slots[i].next_ns == Some(t) {
+                return Some((i, t));
+            }
+            self.queue.pop();
+        }
+        None
+    }
+
+    /// Recomputes slot `i`'s next event and queues it.
+    fn reschedule(&mut self, i: usize) {
+        self.slots[i].schedule();
+        if let Some(t) = self.slots[i].next_ns {
+            self.queue.push(Reverse((t, i)));
+        }
     }
 
     /// Handles flow `i`'s next event, due at `t`.
     fn handle(&mut self, i: usize, t: u64) -> Result<(), String> {
+        if self.slots[i].life_end_ns.is_some_and(|end| end <= t) {
+            self.renew(i, t);
+            return Ok(());
+        }
         match self.slots[i].flow.step(&mut self.links) {
             Outcome::Started => self.start_connection(i, t)?,
             Outcome::Measure(m) => self.on_measurement(i, t, &m),
             Outcome::Stats(s) => self.on_stats(i, t, &s),
             Outcome::Internal => {}
         }
-        let slot = &mut self.slots[i];
-        slot.next_ns = slot.flow.next_event_ns();
+        self.reschedule(i);
         Ok(())
+    }
+
+    /// Ends flow `i`'s life: its connection closes and a new flow, starting now, takes its
+    /// place (on an emptied link of its own, unless the link is shared).
+    fn renew(&mut self, i: usize, t: u64) {
+        self.close(i, t, "life");
+        let mut spec = self.slots[i].flow.spec().clone();
+        spec.start_ns = t;
+        // Scripted losses and timeouts already past belong to the old flow.
+        spec.loss_at_ns.retain(|&at| at >= t);
+        spec.timeout_at_ns.retain(|&at| at >= t);
+        if let (Some(l), false) = (spec.link, self.cfg.shared_link) {
+            self.links[l] = self.links[l].emptied();
+        }
+        let life_ns = self.cfg.flow_life_us.unwrap_or(0).saturating_mul(NS_PER_US);
+        self.slots[i] = Slot::new(Flow::new(spec), Some(t.saturating_add(life_ns)));
+        self.reschedule(i);
     }
 
     fn start_connection(&mut self, i: usize, t: u64) -> Result<(), String> {
@@ -200,27 +265,39 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
         let commanded = Commanded { cwnd: spec.init_cwnd_bytes, rate: 0 };
         let conn = Connection::start(self.dp, commanded, info)
             .map_err(|e| format!("libccp could not start flow {i} (its table holds 1024 connections): {e}"))?;
-        let sid = self.shared.take_create_sid().unwrap_or(0);
-        if self.sids_sequential {
-            self.connections_started += 1;
-            if sid != self.connections_started {
-                self.shared.diag(&format!(
-                    "libccp assigned sid {sid} where {} was expected: its connection table \
-                     was not zeroed (see ccp::pin_mmap_threshold)",
-                    self.connections_started
-                ));
+        self.slots[i].conn = Some(conn);
+        // libccp holds a CREATE back (LIBCCP_CREATE_PENDING) when the connection slot sent one
+        // less than 100 ms before, and sends it from a later invoke: until then the sid is
+        // unknown, and the flow is announced then.
+        if let Some(sid) = self.shared.take_create_sid() {
+            if self.sids_sequential {
+                self.connections_started += 1;
+                if sid != self.connections_started {
+                    self.shared.diag(&format!(
+                        "libccp assigned sid {sid} where {} was expected: its connection table \
+                         was not zeroed (see ccp::pin_mmap_threshold)",
+                        self.connections_started
+                    ));
+                }
             }
+            self.announce(i, t, sid);
         }
-        let slot = &mut self.slots[i];
-        slot.sid = sid;
-        slot.conn = Some(conn);
+        self.slots[i].flow.send(t, &mut self.links);
+        Ok(())
+    }
+
+    /// Flow `i`'s CREATE went out with `sid`: its start record.
+    fn announce(&mut self, i: usize, t: u64, sid: u32) {
+        let cfg = self.cfg;
+        self.slots[i].sid = sid;
+        let spec = self.slots[i].flow.spec().clone();
         self.emit(
             t,
             sid,
             "start",
             &[
                 ("flow", (i as u64).into()),
-                ("src_port", u32::from(src_port).into()),
+                ("src_port", u32::from(cfg.src_port.saturating_add(i as u16)).into()),
                 ("dst_port", u32::from(cfg.dst_port).into()),
                 ("rtt_us", (spec.rtt_ns / NS_PER_US).into()),
                 ("mss", spec.mss.into()),
@@ -228,8 +305,6 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
                 ("bytes", spec.bytes.unwrap_or(0).into()),
             ],
         );
-        self.slots[i].flow.send(t, &mut self.links);
-        Ok(())
     }
 
     fn on_measurement(&mut self, i: usize, t: u64, m: &Measurement) {
@@ -238,6 +313,7 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             return;
         };
         let sid = slot.sid;
+        self.shared.retry_create(sid, self.chan);
         conn.load_primitives(to_libccp(&Primitives {
             bytes_acked: m.bytes_acked,
             packets_acked: m.packets_acked,
@@ -269,6 +345,14 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
             }
         }
         let (cwnd, rate) = (conn.cwnd, conn.rate);
+        let sid = match (sid, self.shared.take_create_sid()) {
+            (0, Some(sent)) => {
+                self.announce(i, t, sent);
+                sent
+            }
+            _ => sid,
+        };
+        let slot = &mut self.slots[i];
         let cwnd_changed = cwnd != slot.cwnd;
         let rate_changed = rate != slot.rate;
         slot.cwnd = cwnd;
@@ -358,13 +442,14 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
         if slot.conn.take().is_none() {
             return;
         }
+        self.shared.forget_create(slot.sid);
         self.sids_sequential = false;
         let slot = &self.slots[i];
         let totals = slot.flow.totals().clone();
         let start_ns = slot.flow.spec().start_ns;
         let fct_us = slot.flow.done_ns().map_or(0, |done| (done - start_ns) / NS_PER_US);
         let (sid, invoke_errors) = (slot.sid, slot.invoke_errors);
-        let reports = self.shared.reports(sid);
+        let reports = self.shared.take_reports(sid);
         self.emit(
             t,
             sid,
@@ -394,6 +479,9 @@ impl<'a, 'dp> Emulation<'a, 'dp> {
     }
 
     fn emit(&mut self, t_ns: u64, sid: u32, ev: &str, fields: &[(&str, Value)]) {
+        if self.cfg.quiet && !matches!(ev, "start" | "end") {
+            return;
+        }
         if self.out_error.is_none() {
             if let Err(e) = self.out.record(t_ns / NS_PER_US, sid, ev, fields) {
                 self.out_error = Some(format!("cannot write to stdout: {e}"));
@@ -499,6 +587,13 @@ fn build_flows(cfg: &Config) -> (Vec<Flow>, Vec<Link>) {
     (flows, links)
 }
 
+/// How long flow `i` of `n` lives before its first replacement: `(i + 1) / n` of a life, so
+/// the flows are replaced evenly spread, `n` per life.
+fn first_life_ns(life_us: Option<u64>, i: u64, n: u64) -> Option<u64> {
+    let life_ns = u128::from(life_us?) * u128::from(NS_PER_US);
+    u64::try_from(life_ns * u128::from(i + 1) / u128::from(n.max(1))).ok()
+}
+
 /// One bandwidth-delay product in packets, at least 2.
 fn bdp_pkts(rtt_us: u64, kbps: u64, mss: u32) -> u64 {
     let bdp_bytes = u128::from(rtt_us) * u128::from(kbps) / 8_000;
@@ -515,6 +610,13 @@ mod tests {
         // 96 Mbit/s × 20 ms = 240 kB = 166 packets of 1448 bytes (rounded up).
         assert_eq!(bdp_pkts(20_000, 96_000, 1448), 166);
         assert_eq!(bdp_pkts(10, 1, 1448), 2);
+    }
+
+    #[test]
+    fn first_lives_are_spread_over_one_life() {
+        assert_eq!(first_life_ns(None, 0, 4), None);
+        let ends: Vec<u64> = (0..4).map(|i| first_life_ns(Some(1_000), i, 4).unwrap()).collect();
+        assert_eq!(ends, vec![250_000, 500_000, 750_000, 1_000_000]);
     }
 
     #[test]

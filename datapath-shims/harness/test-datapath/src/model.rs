@@ -80,6 +80,11 @@ impl Link {
         Link { kbps: kbps.max(1), capacity_pkts: capacity_pkts.max(1), ecn_k, busy_until_ns: 0, departures: VecDeque::new() }
     }
 
+    /// The same link with nothing in it, for a flow that replaces another on a link of its own.
+    pub fn emptied(&self) -> Link {
+        Link::new(self.kbps, self.capacity_pkts, self.ecn_k)
+    }
+
     /// Packets in the link (queued or in service) at `now_ns`.
     pub fn occupancy(&mut self, now_ns: u64) -> u64 {
         while self.departures.front().is_some_and(|&d| d <= now_ns) {

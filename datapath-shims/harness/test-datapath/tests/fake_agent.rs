@@ -507,6 +507,109 @@ fn finite_flows_complete_without_a_program_and_exit_early() {
 }
 
 #[test]
+fn churn_replaces_each_flow_after_its_life_and_reuses_its_sid() {
+    let dir = TestDir::new("churn");
+    let args = ["--flows", "2", "--flow-life-ms", "200", "--duration-ms", "700", "--rtt-ms", "10", "--quiet"];
+    let run = run_datapath(&dir.0, &args, commanding_agent(|_| u64::from(4 * MSS)));
+    assert!(run.status.success(), "stderr: {}", run.stderr);
+    // Flow 0 is replaced at 100, 300 and 500 ms, flow 1 at 200, 400 and 600 ms; the last two
+    // end with the run.
+    let reasons: Vec<&str> = run.events("end").map(|l| field(l, "reason")).collect();
+    assert_eq!(reasons.iter().filter(|r| **r == "life").count(), 6, "{reasons:?}");
+    assert_eq!(reasons.iter().filter(|r| **r == "duration").count(), 2, "{reasons:?}");
+    assert_eq!(run.events("start").count(), 8);
+    assert!(run.stdout.lines().all(|l| l.contains("\"ev\":\"start\"") || l.contains("\"ev\":\"end\"")), "--quiet");
+    // Every replacement is a new connection on the sid just freed, which the agent saw close.
+    let sids: Vec<u32> = run.seen.creates.iter().map(|(sid, _)| *sid).collect();
+    assert_eq!(sids.len(), 8, "{sids:?}");
+    assert!(sids.iter().all(|s| [1, 2].contains(s)), "{sids:?}");
+    assert_eq!(run.seen.closes.len(), 8);
+    // Each flow's reports are its own (the sid's earlier flows do not count), and the new flows
+    // run the agent's program too.
+    for end in run.events("end") {
+        let sid = num(end, "sid") as u32;
+        assert!(num(end, "reports") > 0, "{end}");
+        assert!(num(end, "reports") < run.seen.reports[&sid].len() as u64, "{end}");
+    }
+    let total: u64 = run.events("end").map(|l| num(l, "reports")).sum();
+    assert_eq!(total, run.seen.reports.values().map(|r| r.len() as u64).sum::<u64>());
+}
+
+#[test]
+fn a_flow_whose_create_libccp_holds_back_starts_when_it_is_sent() {
+    // Flow 0 is replaced after 60 ms, before libccp lets its connection slot send another
+    // CREATE (100 ms): libccp sends it from a later invoke, and only then is the sid known.
+    let dir = TestDir::new("pending");
+    let args = ["--flows", "2", "--flow-life-ms", "120", "--duration-ms", "400", "--rtt-ms", "10", "--quiet"];
+    let run = run_datapath(&dir.0, &args, commanding_agent(|_| u64::from(4 * MSS)));
+    assert!(run.status.success(), "stderr: {}", run.stderr);
+    assert!(run.stderr.contains("create message: -72"), "libccp held a CREATE back; stderr: {}", run.stderr);
+    let starts: Vec<(u64, u64)> = run.events("start").map(|l| (num(l, "t_us"), num(l, "sid"))).collect();
+    assert_eq!(starts.len(), run.seen.creates.len(), "one start record per CREATE: {starts:?}");
+    assert!(starts.iter().all(|(_, sid)| *sid != 0), "{starts:?}");
+    // Flow 0's second start waited for the 100 ms to pass.
+    let flow0: Vec<u64> = run.events("start").filter(|l| num(l, "flow") == 0).map(|l| num(l, "t_us")).collect();
+    assert!(flow0.len() >= 2 && flow0[1] >= 100_000, "{flow0:?}");
+    // Every end record closes a started sid.
+    let mut live = std::collections::HashSet::new();
+    for l in run.stdout.lines() {
+        let sid = num(l, "sid");
+        match field(l, "ev") {
+            "start" => assert!(live.insert(sid), "{l}"),
+            "end" => assert!(live.remove(&sid), "{l}"),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn a_create_no_agent_took_is_sent_again_once_one_reads() {
+    let dir = TestDir::new("recreate");
+    let agent_path = dir.0.join("agent");
+    let bind = || {
+        let a = UnixDatagram::bind(&agent_path).unwrap();
+        a.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        a
+    };
+    let agent = bind();
+    // Flow 0 starts at once, flow 1 at 600 ms, while no agent reads.
+    let mut child = Command::new(BIN)
+        .args(["--dir", dir.0.to_str().unwrap(), "--name", "dp", "--agent", "agent"])
+        .args(["--flows", "2", "--stagger-ms", "600", "--rtt-ms", "10", "--duration-ms", "2000", "--quiet"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut buf = vec![0u8; 65_536];
+    let creates = |a: &UnixDatagram, buf: &mut [u8], until: Instant| {
+        let mut sids = Vec::new();
+        while Instant::now() < until {
+            if let Ok(n) = a.recv(buf) {
+                if u16_at(&buf[..n], 0) == CREATE {
+                    sids.push(u32_at(&buf[..n], 4));
+                }
+            }
+        }
+        sids
+    };
+    let t0 = Instant::now();
+    assert_eq!(creates(&agent, &mut buf, t0 + Duration::from_millis(300)), vec![1]);
+    drop(agent);
+    std::fs::remove_file(&agent_path).unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    let agent = bind();
+    let sids = creates(&agent, &mut buf, t0 + Duration::from_millis(1500));
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        sids,
+        vec![2],
+        "flow 1's CREATE reaches the agent that came back; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
 fn missing_agent_is_a_clear_error() {
     let dir = TestDir::new("noagent");
     let out = Command::new(BIN).args(["--dir", dir.0.to_str().unwrap(), "--wait-agent-ms", "100"]).output().unwrap();

@@ -22,6 +22,13 @@
 //!   `ccp-libccp-shim`: the shim's CPU per ACK (target ≤ 3 µs), and its throughput against the
 //!   kernel's reno.
 //!
+//! - **soak** (`--part soak --minutes N`, not part of `all`): N minutes of 1,000 libccp and
+//!   1,000 kernel flows with churn (100 opened and closed per second), `ctl swap --all` every
+//!   10 s and both agents killed with SIGKILL every 5 minutes; the agents' RSS, open files and
+//!   log lines per minute and the pinned maps' entries sampled every 5 s, each series' slope per
+//!   hour (within and across the agents' lives), min and max; lost and frozen flows (target 0).
+//!   See `soak/mod.rs` and docs/performance.md.
+//!
 //! Rows without a target are shown for context (their met? reads `-`). A ratio is always
 //! ccp-agent's figure over the anchor's, so for a cost (µs per report) lower is better: the
 //! ≥ 2× reports per CPU-second target reads ≤ 0.5× there. Agent CPU comes from utime + stime in
@@ -52,6 +59,7 @@
 mod libccp;
 mod procs;
 mod rows;
+mod soak;
 mod subbench;
 
 use std::path::{Path, PathBuf};
@@ -79,7 +87,8 @@ struct Args {
     /// Runs of each configuration, interleaved (default 2; --quick: 1).
     #[arg(long)]
     repeat: Option<u32>,
-    /// Flows of the libccp workload and of the eBPF many-flows run (default 1000; --quick: 100).
+    /// Flows of the libccp workload, of the eBPF many-flows run and of each datapath in the
+    /// soak (default 1000; --quick: 100).
     #[arg(long)]
     flows: Option<u32>,
     /// Length of the libccp workload, ms (default 10000; --quick: 2000).
@@ -91,6 +100,18 @@ struct Args {
     /// Seconds of the eBPF many-flows run, the first two warm-up (default 10; --quick: 4).
     #[arg(long)]
     flow_seconds: Option<u32>,
+    /// Length of the soak, minutes.
+    #[arg(long, default_value_t = 60.0)]
+    minutes: f64,
+    /// Soak: both agents are killed with SIGKILL and started again this often, seconds.
+    #[arg(long, default_value_t = 300)]
+    restart_every_s: u64,
+    /// Soak: `ctl swap --all` (reno and cubic in turn) this often, seconds.
+    #[arg(long, default_value_t = 10)]
+    swap_every_s: u64,
+    /// Soak: flows opened and closed per second, both datapaths together.
+    #[arg(long, default_value_t = 100.0)]
+    churn_per_s: f64,
     /// Where ccp-agent, ccp-test-datapath, ccp-ebpf-bench, ccp-libccp-shim(-bench) are; default:
     /// this program's directory.
     #[arg(long)]
@@ -110,6 +131,9 @@ enum Part {
     Ebpf,
     /// ccp-libccp-shim-bench: portus through the shim.
     Shim,
+    /// Flows churning, hot swaps and agent restarts for --minutes: whether memory, open files,
+    /// map entries and logs stay flat and no flow is lost or frozen (not part of `all`).
+    Soak,
 }
 
 /// The settings every part uses, --quick applied.
@@ -123,6 +147,7 @@ struct Settings {
     flow_seconds: u32,
     bin_dir: PathBuf,
     portus_dir: PathBuf,
+    soak: soak::Plan,
 }
 
 impl Settings {
@@ -148,6 +173,14 @@ impl Settings {
             flow_seconds: a.flow_seconds.unwrap_or(if q { 4 } else { 10 }),
             bin_dir,
             portus_dir,
+            soak: soak::Plan {
+                minutes: a.minutes,
+                flows: a.flows.unwrap_or(if q { 100 } else { 1000 }) as usize,
+                churn_per_s: a.churn_per_s,
+                swap_every_s: a.swap_every_s,
+                restart_every_s: a.restart_every_s,
+                sample_every_s: 5,
+            },
         };
         anyhow::ensure!((1..=1024).contains(&s.flows), "--flows must be 1..=1024 (ccp-test-datapath's limit)");
         anyhow::ensure!(s.duration_ms >= 500, "--duration-ms must be at least 500");
@@ -249,21 +282,29 @@ fn shim_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json:
     Ok((rows, notes, v))
 }
 
+fn soak_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
+    let bins = soak::Bins { agent: s.bin_dir.join("ccp-agent"), datapath: s.bin_dir.join("ccp-test-datapath") };
+    soak::run(&bins, &s.soak)
+}
+
 type PartFn = fn(&Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)>;
 
 struct PartSpec {
     key: &'static str,
     part: Part,
+    /// Whether `--part all` runs it.
+    in_all: bool,
     title: &'static str,
     anchor: &'static str,
     prereq: fn(&Settings) -> Option<String>,
     run: PartFn,
 }
 
-const PARTS: [PartSpec; 3] = [
+const PARTS: [PartSpec; 4] = [
     PartSpec {
         key: "libccp",
         part: Part::Libccp,
+        in_all: true,
         title: "libccp: ccp-agent vs portus serving ccp-test-datapath",
         anchor: "portus 0.7 + generic_cong_avoid 0.4.0 reno",
         prereq: |s| {
@@ -280,6 +321,7 @@ const PARTS: [PartSpec; 3] = [
     PartSpec {
         key: "ebpf",
         part: Part::Ebpf,
+        in_all: true,
         title: "eBPF: ccp-agent on the kernel datapath (ccp-ebpf-bench)",
         anchor: "the kernel's cubic and reno",
         prereq: |s| {
@@ -296,6 +338,7 @@ const PARTS: [PartSpec; 3] = [
     PartSpec {
         key: "shim",
         part: Part::Shim,
+        in_all: true,
         title: "portus shim: portus through ccp-libccp-shim (ccp-libccp-shim-bench)",
         anchor: "the kernel's reno",
         prereq: |s| {
@@ -313,6 +356,15 @@ const PARTS: [PartSpec; 3] = [
         },
         run: shim_part,
     },
+    PartSpec {
+        key: "soak",
+        part: Part::Soak,
+        in_all: false,
+        title: "soak: flows churning, hot swaps and kill -9 of both agents",
+        anchor: "none: flat series, nothing lost or frozen",
+        prereq: |s| missing(s, true, &["ip"], &[("ccp-agent", "ccp-agent"), ("ccp-test-datapath", "ccp-test-datapath")], false),
+        run: soak_part,
+    },
 ];
 
 fn main() -> anyhow::Result<()> {
@@ -324,7 +376,7 @@ fn main() -> anyhow::Result<()> {
     }
     let mut results = serde_json::Map::new();
     let mut outcomes = Vec::new();
-    for p in PARTS.iter().filter(|p| args.part == Part::All || args.part == p.part) {
+    for p in PARTS.iter().filter(|p| (args.part == Part::All && p.in_all) || args.part == p.part) {
         let outcome = if let Some(reason) = (p.prereq)(&s) {
             eprintln!("\n!!! ccp-bench: SKIPPED {}: {reason}\n", p.key);
             Outcome::Skipped { reason }

@@ -2,51 +2,15 @@
 //! ACKs per flow for a report every interval, without saturating the machine.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::Context;
+use ccp_bench_harness::tcp::connect;
 use ccp_ebpf::netns::Netns;
-
-/// Raises the open-file limit to hold both ends of `n` connections.
-pub fn raise_fd_limit(n: usize) -> anyhow::Result<()> {
-    let want = (2 * n + 256) as libc::rlim_t;
-    let lim = libc::rlimit { rlim_cur: want, rlim_max: want };
-    // SAFETY: setrlimit with a valid struct.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
-        bail!("raising RLIMIT_NOFILE to {want}: {}", std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-fn connect(addr: SocketAddr, cc: &str) -> anyhow::Result<TcpStream> {
-    // SAFETY: a plain socket, owned by the TcpStream below once connected.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        bail!("socket: {}", std::io::Error::last_os_error());
-    }
-    // SAFETY: fd is ours; the stream closes it on every path from here.
-    let stream = unsafe { TcpStream::from_raw_fd(fd) };
-    // SAFETY: setsockopt with a valid buffer.
-    if unsafe { libc::setsockopt(fd, libc::IPPROTO_TCP, libc::TCP_CONGESTION, cc.as_ptr().cast(), cc.len() as u32) } != 0 {
-        bail!("TCP_CONGESTION {cc}: {}", std::io::Error::last_os_error());
-    }
-    let SocketAddr::V4(v4) = addr else { bail!("IPv4 only") };
-    let sin = libc::sockaddr_in {
-        sin_family: libc::AF_INET as u16,
-        sin_port: v4.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*v4.ip()).to_be() },
-        sin_zero: [0; 8],
-    };
-    // SAFETY: connect with a valid sockaddr_in.
-    if unsafe { libc::connect(fd, (&sin as *const libc::sockaddr_in).cast(), size_of::<libc::sockaddr_in>() as u32) } != 0 {
-        bail!("connect: {}", std::io::Error::last_os_error());
-    }
-    Ok(stream)
-}
 
 /// Runs `n` flows on `cc` inside `ns` for `duration`, each writing `chunk` bytes every `every`.
 /// Returns the bytes written.
@@ -83,7 +47,7 @@ pub fn run(ns: &Netns, n: usize, cc: &str, duration: Duration, every: Duration, 
         });
         let mut clients = Vec::with_capacity(n);
         for _ in 0..n {
-            let c = connect(addr, cc)?;
+            let c = connect(addr, cc).with_context(|| format!("connecting on {cc}"))?;
             c.set_nonblocking(true)?;
             clients.push(c);
         }

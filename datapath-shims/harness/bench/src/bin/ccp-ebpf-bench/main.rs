@@ -238,7 +238,7 @@ fn bulk(args: &Args, bin: &std::path::Path, path: &Path, port: u16) -> anyhow::R
 }
 
 fn many_flows(args: &Args, bin: &std::path::Path) -> anyhow::Result<ManyFlows> {
-    flows::raise_fd_limit(args.flows)?;
+    ccp_bench_harness::tcp::raise_fd_limit(args.flows)?;
     let path = Path::loopback(&NAMING, "many")?;
     let ns = sender_netns(&path)?;
     let agent = Agent::start(bin, &args.ebpf(""))?;
