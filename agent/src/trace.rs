@@ -59,6 +59,13 @@ struct Line<'a> {
     lost_pkts: u64,
     ce_pkts: u64,
     inflight_bytes: u64,
+    /// The window limited the sender over the interval (`Report::cwnd_limited`).
+    cwnd_limited: bool,
+    app_limited: bool,
+    /// The controller holds the algorithm's window to this while the flow does not fill it
+    /// (`ccp_contract::ceiling`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    window_ceiling_bytes: Option<u64>,
     srtt_us: Option<u64>,
     min_rtt_us: Option<u64>,
     send_rate_bytes_per_s: Option<u64>,
@@ -113,6 +120,9 @@ impl FlowTrace {
             lost_pkts: r.lost_pkts,
             ce_pkts: r.ce_pkts,
             inflight_bytes: r.inflight_bytes,
+            cwnd_limited: r.cwnd_limited,
+            app_limited: r.app_limited,
+            window_ceiling_bytes: c.window_ceiling_bytes(),
             srtt_us: r.rtt.map(|x| x.srtt_us),
             min_rtt_us: r.rtt.map(|x| x.min_us),
             send_rate_bytes_per_s: r.send_rate_bytes_per_s,

@@ -10,6 +10,7 @@ mod inigo;
 mod nimbus;
 mod python;
 mod support;
+mod windows;
 
 use std::path::PathBuf;
 use std::time::Duration;

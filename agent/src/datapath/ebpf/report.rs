@@ -58,7 +58,7 @@ pub fn to_report(k: &KernelReport) -> Report {
         cwnd_bytes: u64::from(k.cwnd_pkts) * mss,
         pacing_rate_bytes_per_s: k.paced.then_some(k.pacing_rate),
         app_limited: k.app_limited,
-        cwnd_limited: true, // not measured yet: the default of a datapath that cannot tell
+        cwnd_limited: k.cwnd_limited,
         urgent: k.urgent.map(|u| match u {
             ccp_ebpf::Urgent::StateChange => Urgent::StateChange,
             ccp_ebpf::Urgent::Loss => Urgent::Loss,
@@ -154,6 +154,7 @@ mod tests {
             pacing_rate: 5_000_000,
             paced: true,
             app_limited: false,
+            cwnd_limited: false,
             fallback: false,
             ctrl_seq: 4,
             urgent: Some(ccp_ebpf::Urgent::Loss),
@@ -180,6 +181,8 @@ mod tests {
         assert_eq!((r.inflight_bytes, r.pending_bytes, r.cwnd_bytes), (30 * 1448, 1_000_000, 32 * 1448));
         assert_eq!(r.pacing_rate_bytes_per_s, Some(5_000_000));
         assert!(!r.app_limited);
+        assert!(!r.cwnd_limited);
+        assert!(to_report(&KernelReport { cwnd_limited: true, ..kreport() }).cwnd_limited);
         assert_eq!(r.urgent, Some(Urgent::Loss));
         assert!(r.has_loss());
     }

@@ -59,8 +59,10 @@ pub const SOURCE: &str = r#"
     (volatile cwnd_bytes 0)
     (volatile rate_bytes 0)
     (volatile now_us 0)
-    (volatile urgent 0))
+    (volatile urgent 0)
+    (volatile cwnd_limited 0))
   (interval_us 10000)
+  (mss_bytes 1448)
   (rtt_thresh_us +infinity)
   (report_pkts_below +infinity))
 (when true
@@ -88,6 +90,7 @@ pub const SOURCE: &str = r#"
   (:= Report.rtt_over_samples (+ Report.rtt_over_samples over))
   (:= Report.send_rate (if (&& (> Flow.rate_outgoing 0) (> Flow.rate_incoming 0)) Flow.rate_outgoing))
   (:= Report.recv_rate (if (&& (> Flow.rate_outgoing 0) (> Flow.rate_incoming 0)) Flow.rate_incoming))
+  (:= Report.cwnd_limited (if (> (+ (+ (+ Flow.bytes_in_flight Ack.bytes_acked) Ack.bytes_misordered) mss_bytes) Cwnd) 1))
   (:= Report.inflight_bytes Flow.bytes_in_flight)
   (:= Report.pending_bytes Flow.bytes_pending)
   (:= Report.cwnd_bytes Cwnd)
@@ -116,6 +119,9 @@ pub const SOURCE: &str = r#"
 
 /// Control variable holding the report interval, µs.
 pub const CTL_INTERVAL_US: &str = "interval_us";
+/// Control variable holding the flow's MSS, bytes: a window is full when less than one MSS of it
+/// is free.
+pub const CTL_MSS_BYTES: &str = "mss_bytes";
 /// Control variable holding the RTT threshold, µs.
 pub const CTL_RTT_THRESHOLD_US: &str = "rtt_thresh_us";
 /// Control variable holding one less than the packets acknowledged that trigger a report (the
@@ -153,6 +159,7 @@ pub struct Layout {
     rate_bytes: usize,
     now_us: usize,
     urgent: usize,
+    cwnd_limited: usize,
 }
 
 /// The compiled standard fold and its layout.
@@ -198,8 +205,9 @@ impl Fold {
             rate_bytes: idx("rate_bytes")?,
             now_us: idx("now_us")?,
             urgent: idx("urgent")?,
+            cwnd_limited: idx("cwnd_limited")?,
         };
-        for ctl in [CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US, CTL_REPORT_PKTS_BELOW] {
+        for ctl in [CTL_INTERVAL_US, CTL_RTT_THRESHOLD_US, CTL_REPORT_PKTS_BELOW, CTL_MSS_BYTES] {
             if program.control(ctl).is_none() {
                 anyhow::bail!("standard fold has no control variable {ctl:?}");
             }
@@ -296,7 +304,7 @@ impl FlowDecoder {
             },
             // libccp has no app-limited primitive; see the module docs of the adapter.
             app_limited: false,
-            cwnd_limited: true, // not measured yet: the default of a datapath that cannot tell
+            cwnd_limited: f(layout.cwnd_limited) > 0,
             // libccp's fallthrough flag is sticky, so every true clause after the first runs and
             // the last one to write `urgent` wins; the counters say what actually happened.
             urgent: match f(layout.urgent) {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use ccp_contract::Urgent;
 use ccp_lang::interp::{Flow, Primitives};
 
-use super::fold::{FlowDecoder, Fold, CTL_INTERVAL_US, CTL_REPORT_PKTS_BELOW, CTL_RTT_THRESHOLD_US};
+use super::fold::{FlowDecoder, Fold, CTL_INTERVAL_US, CTL_MSS_BYTES, CTL_REPORT_PKTS_BELOW, CTL_RTT_THRESHOLD_US};
 
 const NO_RTT: u64 = 0;
 
@@ -247,4 +247,37 @@ fn no_arithmetic_fault_on_extreme_primitives() {
     for t in 0..1000 {
         h.invoke(p, t * 100);
     }
+}
+
+/// Issue 29: the window limited the flow when, at an ACK, what was in flight before it left
+/// less than one MSS of the window free. A bulk flow's ACKs (its whole 21-packet window in flight
+/// before each) say so; a flow held to 5 packets by its application or its receiver does
+/// not; one such ACK in an interval is enough; the MSS comes from a control variable.
+#[test]
+fn the_window_limits_when_less_than_an_mss_of_it_was_free() {
+    let mut h = Harness::new();
+    let mss = h.fold.program.control_update(CTL_MSS_BYTES, 1000).unwrap();
+    h.flow.update_fields(&[mss]).unwrap();
+    let full = Primitives { snd_cwnd: 21_000, bytes_in_flight: 20_000, bytes_acked: 1000, packets_acked: 1, ..ack(1000, 20_000) };
+    let r = (0..30u64).find_map(|i| h.invoke(full, 1_000 + i * 1_000)).unwrap();
+    assert!(r.cwnd_limited, "{r:?}");
+    // One MSS free before the ACK: the sender could have sent more.
+    let r = (0..30u64).find_map(|i| h.invoke(Primitives { bytes_in_flight: 19_000, ..full }, 40_000 + i * 1_000)).unwrap();
+    assert!(!r.cwnd_limited, "{r:?}");
+    let sparse =
+        Primitives { snd_cwnd: 21_000, bytes_in_flight: 4_000, bytes_acked: 1000, packets_acked: 1, ..ack(1000, 20_000) };
+    let r = (0..30u64).find_map(|i| h.invoke(sparse, 60_000 + i * 1_000)).unwrap();
+    assert!(!r.cwnd_limited, "5 packets of a 21-packet window: {r:?}");
+    // One full ACK in an interval is enough.
+    let last = (0..30u64).map(|i| 100_000 + i * 1_000).find(|t| h.invoke(sparse, *t).is_some()).unwrap();
+    assert!(h.invoke(Primitives { bytes_in_flight: 20_000, ..sparse }, last + 100).is_none());
+    let r = (1..30u64).find_map(|i| h.invoke(sparse, last + i * 1_000)).unwrap();
+    assert!(r.cwnd_limited);
+    // With a 9000-byte MSS, 14 kB free of 21 kB is more than an MSS: not limited.
+    let jumbo = h.fold.program.control_update(CTL_MSS_BYTES, 9000).unwrap();
+    h.flow.update_fields(&[jumbo]).unwrap();
+    let r = (0..30u64).find_map(|i| h.invoke(Primitives { bytes_in_flight: 6_000, ..sparse }, 200_000 + i * 1_000)).unwrap();
+    assert!(!r.cwnd_limited);
+    let r = (0..30u64).find_map(|i| h.invoke(Primitives { bytes_in_flight: 12_000, ..sparse }, 300_000 + i * 1_000)).unwrap();
+    assert!(r.cwnd_limited, "less than 9000 B of the window free");
 }

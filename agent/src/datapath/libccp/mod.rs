@@ -95,6 +95,9 @@ struct Session {
     retry_after: Duration,
     /// The switch to the fold waits for room in the datapath's queue.
     switch_unsent: bool,
+    /// The MSS the fold's `mss_bytes` holds for this flow (0: the program's default, after a
+    /// switch to the fold); sent with the next update when the decoder knows another.
+    mss_sent: u32,
 }
 
 impl Session {
@@ -105,6 +108,7 @@ impl Session {
             awaiting_report_since: switched_at,
             retry_after: PROGRAM_RETRY,
             switch_unsent: false,
+            mss_sent: 0,
         }
     }
 
@@ -283,7 +287,13 @@ impl<T: Transport> LibccpDatapath<T> {
     fn change_prog(&mut self, peer: u32, sid: u32, now: Instant) -> bool {
         match Msg::ChangeProg(ChangeProg { sid, program_uid: FOLD_UID, updates: Vec::new() }).to_bytes() {
             Ok(bytes) => match self.send(peer, &bytes, now) {
-                Ok(()) => true,
+                Ok(()) => {
+                    // A program switch starts the fold's registers from their defaults.
+                    if let Some(s) = self.peers.get_mut(&peer).and_then(|p| p.sessions.get_mut(&sid)) {
+                        s.mss_sent = 0;
+                    }
+                    true
+                }
                 Err(e) => {
                     if e.kind() == std::io::ErrorKind::WouldBlock {
                         if let Some(s) = self.peers.get_mut(&peer).and_then(|p| p.sessions.get_mut(&sid)) {
@@ -577,7 +587,19 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
         if !self.peers.get(&flow.peer).is_some_and(|p| p.sessions.contains_key(&flow.sid)) {
             return Err(ApplyError::UnknownFlow(flow));
         }
-        let updates = self.updates(flow, changed)?;
+        let mut updates = self.updates(flow, changed)?;
+        let session = self.peers.get(&flow.peer).and_then(|p| p.sessions.get(&flow.sid));
+        let mss = session.map_or(0, |s| s.decoder.mss_bytes);
+        let mss_update = session.is_some_and(|s| s.mss_sent != mss) && !updates.is_empty();
+        if mss_update {
+            // The fold counts a window as full when less than one MSS of it is free.
+            updates.push(
+                self.fold
+                    .program
+                    .control_update(fold::CTL_MSS_BYTES, u64::from(mss))
+                    .map_err(|e| ApplyError::Encode { flow, reason: e.to_string() })?,
+            );
+        }
         if updates.is_empty() {
             return Ok(());
         }
@@ -588,9 +610,12 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
             std::io::ErrorKind::WouldBlock => ApplyError::Backpressure(flow),
             _ => ApplyError::Unreachable { flow, source },
         })?;
-        if let Some(ReportPolicy::EveryUs(us)) = changed.report {
-            if let Some(s) = self.peers.get_mut(&flow.peer).and_then(|p| p.sessions.get_mut(&flow.sid)) {
+        if let Some(s) = self.peers.get_mut(&flow.peer).and_then(|p| p.sessions.get_mut(&flow.sid)) {
+            if let Some(ReportPolicy::EveryUs(us)) = changed.report {
                 s.interval_us = us;
+            }
+            if mss_update {
+                s.mss_sent = mss;
             }
         }
         Ok(())

@@ -308,6 +308,12 @@ fn only_the_changed_fields_are_sent_and_a_failed_send_is_an_error() {
     let sent = t.sent();
     assert_eq!(sent.iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![30_000]);
     let Msg::UpdateFields(u) = &sent[0] else { panic!("{sent:?}") };
+    let mss = t.dp.fold.program.control_update(fold::CTL_MSS_BYTES, 1448).unwrap();
+    assert_eq!(u.fields.len(), 2, "the window, and once the flow's MSS for the fold: {u:?}");
+    assert!(u.fields.contains(&mss), "{u:?}");
+    t.apply(1, Command { cwnd_bytes: Some(31_000), ..Command::default() }).unwrap();
+    let sent = t.sent();
+    let Msg::UpdateFields(u) = &sent[0] else { panic!("{sent:?}") };
     assert_eq!(u.fields.len(), 1, "nothing but the window: {u:?}");
     t.apply(1, Command::default()).unwrap();
     assert!(t.sent().is_empty(), "nothing changed, nothing sent");

@@ -236,6 +236,9 @@ pub struct KernelReport {
     /// `pacing_rate` is enforced (the agent asked for pacing, or SO_MAX_PACING_RATE).
     pub paced: bool,
     pub app_limited: bool,
+    /// The window limited the sender in the interval (`tcp_is_cwnd_limited()` at an ACK or at
+    /// the report); a record that does not say (an older instance) reads as limited.
+    pub cwnd_limited: bool,
     /// The in-kernel fallback steered the flow at the end of the interval.
     pub fallback: bool,
     /// Sequence number of the control entry in force (0: none).
@@ -355,6 +358,7 @@ fn urgent(v: u8) -> Option<Urgent> {
 const RF_APP_LIMITED: u8 = 1 << 0;
 const RF_FALLBACK: u8 = 1 << 1;
 const RF_PACED: u8 = 1 << 2;
+const RF_WINDOW_UNUSED: u8 = 1 << 3;
 const CF_EXISTING: u16 = 1 << 0;
 const CF_ECN: u16 = 1 << 1;
 
@@ -413,6 +417,7 @@ impl From<&RawReport> for KernelReport {
             pacing_rate: r.pacing_rate,
             paced: r.flags & RF_PACED != 0,
             app_limited: r.flags & RF_APP_LIMITED != 0,
+            cwnd_limited: r.flags & RF_WINDOW_UNUSED == 0,
             fallback: r.flags & RF_FALLBACK != 0,
             ctrl_seq: r.ctrl_seq,
             urgent: urgent(r.urgent),

@@ -80,7 +80,7 @@ struct flow {
 	__u32 rate_rcv_us;
 	__u16 timeouts;
 	__u8 rate_app_limited;
-	__u8 _pad;
+	__u8 cwnd_limited;  /* tcp_is_cwnd_limited() at an ACK of the interval */
 	/* Control and fallback. */
 	__u32 rtt_threshold_us;
 	__u32 ctrl_epoch;   /* epoch and seq of the control entry last applied */
@@ -201,12 +201,15 @@ static __always_inline bool in_slow_start(const struct tcp_sock *tp)
 	return tp->snd_cwnd < tp->snd_ssthresh;
 }
 
-/* tcp_is_cwnd_limited(): growth only when the window, not the application, limits sending. */
+/* tcp_is_cwnd_limited(): growth only when the window, not the application or the receiver,
+ * limits sending. The kernel keeps is_cwnd_limited for a window of data (tcp_cwnd_validate). */
 static __always_inline bool cwnd_limited(const struct tcp_sock *tp)
 {
+	if (tp->is_cwnd_limited)
+		return true;
 	if (in_slow_start(tp))
 		return tp->snd_cwnd < 2 * tp->max_packets_out;
-	return tp->is_cwnd_limited;
+	return false;
 }
 
 static __always_inline void set_cwnd(struct tcp_sock *tp, __u32 cwnd)
@@ -300,6 +303,7 @@ static __always_inline void interval_reset(struct flow *f, const struct tcp_sock
 	f->rate_snd_us = 0;
 	f->rate_rcv_us = 0;
 	f->rate_app_limited = 0;
+	f->cwnd_limited = 0;
 	f->timeouts = 0;
 	f->urgent = CCP_URGENT_NONE;
 }
@@ -347,7 +351,8 @@ static __always_inline void emit_report(struct sock *sk, struct tcp_sock *tp, st
 	r->timeouts = f->timeouts;
 	r->urgent = urgent;
 	r->flags = (f->rate_app_limited ? CCP_RF_APP_LIMITED : 0) | (f->mode == MODE_FALLBACK ? CCP_RF_FALLBACK : 0) |
-		   (sk->sk_pacing_status == SK_PACING_NEEDED ? CCP_RF_PACED : 0);
+		   (sk->sk_pacing_status == SK_PACING_NEEDED ? CCP_RF_PACED : 0) |
+		   (f->cwnd_limited || cwnd_limited(tp) ? 0 : CCP_RF_WINDOW_UNUSED);
 	r->ca_state = f->ca_state;
 	__builtin_memset(r->_pad, 0, sizeof(r->_pad));
 	bpf_ringbuf_submit(r, wake_flags(now, urgent != CCP_URGENT_NONE, k));
@@ -420,6 +425,8 @@ static __always_inline void fold(struct flow *f, const struct tcp_sock *tp, int 
 		f->sacked += sacked_out - f->prev_sacked_out;
 	f->prev_sacked_out = sacked_out;
 	f->acks++;
+	if (cwnd_limited(tp))
+		f->cwnd_limited = 1;
 	/* ECN-Echo from cong_control's flags rather than an in_ack_event op: that op would be a
 	 * second program run, and a second storage lookup, on every ACK. */
 	if (flag & FLAG_ECE)

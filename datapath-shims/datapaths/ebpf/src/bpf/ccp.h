@@ -42,6 +42,10 @@ enum ccp_urgent {
 #define CCP_RF_APP_LIMITED (1 << 0) /* the rate sample in the report was app-limited */
 #define CCP_RF_FALLBACK (1 << 1)    /* the in-kernel fallback was steering the flow */
 #define CCP_RF_PACED (1 << 2)       /* pacing_rate is enforced (SK_PACING_NEEDED) */
+/* The window did not limit the sender over the interval: tcp_is_cwnd_limited() was false at every
+ * ACK folded and when the report was written. Said in the negative so that a record of an older
+ * instance, which never sets it, reads as "limited", the contract's default. */
+#define CCP_RF_WINDOW_UNUSED (1 << 3)
 
 /* Ack flags. */
 #define CCP_AF_TIMEOUT (1 << 0)  /* a retransmission timeout (sent from set_state, not for an ACK) */

@@ -53,6 +53,10 @@ fn a_report_decodes_field_by_field() {
     assert_eq!((r.inflight_pkts, r.pending_bytes, r.cwnd_pkts, r.mss), (8, 100_000, 12, 1448));
     assert_eq!((r.pacing_rate, r.paced, r.app_limited, r.fallback), (1_000_000, true, true, false));
     assert_eq!((r.ctrl_seq, r.urgent, r.ca_state), (3, Some(Urgent::Loss), 3));
+    assert!(r.cwnd_limited, "a record without CCP_RF_WINDOW_UNUSED (an older instance's too) reads as limited");
+    let unused = RawReport { flags: RF_WINDOW_UNUSED, ..raw };
+    let Record::Report(r) = decode(pod_bytes(&unused)).unwrap() else { panic!("not a report") };
+    assert!(!r.cwnd_limited && !r.app_limited && !r.paced);
 }
 
 #[test]
