@@ -30,6 +30,7 @@ fn measure_datagram(fold: &Fold, i: u64) -> Vec<u8> {
     set("recv_rate", 5_900_000);
     set("inflight_bytes", 100_000);
     set("cwnd_bytes", 144_800);
+    set("cwnd_limited", 1);
     set("now_us", 10_000 * i);
     Msg::Measure(Measure { sid: 1, program_uid: 1, fields }).to_bytes().unwrap()
 }

@@ -165,6 +165,8 @@ fn agent_serves_a_ccp_kernel_style_peer_over_netlink() {
     set(&mut fields, "rtt_min_us", 20_000);
     set(&mut fields, "cwnd_bytes", 14480);
     set(&mut fields, "now_us", 20_000);
+    // The window limited the sender (the fold's per-ACK test): a window only grows then.
+    set(&mut fields, "cwnd_limited", 1);
     kernel.send(&Msg::Measure(Measure { sid: 3, program_uid: 1, fields: fields.clone() }));
     kernel.expect(
         "the doubled window",

@@ -184,6 +184,11 @@ pub struct SinkArgs {
     /// take CPU the senders under test need.
     #[arg(long)]
     pub no_verify: bool,
+
+    /// The receive buffer of every connection (SO_RCVBUF), bytes: a receiver whose window, not
+    /// the sender's, limits the transfer. Default: the kernel's autotuning.
+    #[arg(long, value_name = "BYTES")]
+    pub rcvbuf: Option<u32>,
 }
 
 fn parse_v4(s: &str) -> Result<SocketAddrV4, String> {

@@ -32,6 +32,24 @@ pub fn run(args: &SinkArgs) -> anyhow::Result<()> {
     if unsafe { libc::listen(listener.as_raw_fd(), LISTEN_BACKLOG) } != 0 {
         eprintln!("ccp-dpdk sink: raising the listen backlog failed: {}", io::Error::last_os_error());
     }
+    if let Some(bytes) = args.rcvbuf {
+        // Accepted connections inherit the listener's buffer, and its window scale is chosen from
+        // it when a SYN arrives.
+        let v = bytes as libc::c_int;
+        // SAFETY: setsockopt(2) on the listener's own descriptor with an int option value.
+        let rc = unsafe {
+            libc::setsockopt(
+                listener.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_RCVBUF,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            anyhow::bail!("setting the receive buffer to {bytes} B failed: {}", io::Error::last_os_error());
+        }
+    }
     eprintln!("ccp-dpdk sink: listening on {}", listener.local_addr()?);
     let active = Arc::new(AtomicU64::new(0));
     let ended = Arc::new(AtomicU64::new(0));
