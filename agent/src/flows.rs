@@ -1,13 +1,15 @@
 //! The agent's one flow table: every flow of every datapath, its controller, and what its
 //! datapath holds of the controller's settings.
 //!
-//! Datapath events come in (`handle`), each flow's `Controller` (the containment boundary of
-//! `ccp-contract`) turns reports into settings, and the flow's latch applies what changed through
-//! the flow's adapter; what could not be applied is retried when the adapter says its peer has
-//! room (`retry_peer`) or on the next tick (`retry`), and a newer decision supersedes it. Flows
-//! that stop reporting are forgotten after the idle timeout (`expire`); one that reports again is
-//! adopted again by its adapter, like a flow running before the agent started. Adapters keep no
-//! flow lifecycle of their own: `contains` is what they ask.
+//! Datapath events come in (`handle`, or a batch of them: `handle_batch`, which begins the
+//! reports of Python flows and decides them when their answers are there, `pending`), each flow's
+//! `Controller` (the containment boundary of `ccp-contract`) turns reports into settings, and the
+//! flow's latch applies what changed through the flow's adapter; what could not be applied is
+//! retried when the adapter says its peer has room (`retry_peer`) or on the next tick (`retry`),
+//! and a newer decision supersedes it. Flows that stop reporting are forgotten after the idle
+//! timeout (`expire`); one that reports again is adopted again by its adapter, like a flow running
+//! before the agent started. Adapters keep no flow lifecycle of their own: `contains` is what they
+//! ask.
 //!
 //! Network feedback (a CNM from a congestion point, `crate::cnm`) reaches a flow found by its
 //! 5-tuple (`lookup`) as a report of its own (`network_feedback`), through the same controller and
@@ -40,6 +42,7 @@ use tracing::{debug, info, warn};
 
 pub mod admission;
 pub mod latch;
+mod pending;
 
 use crate::clock::Now;
 use crate::datapath::{ApplyError, Datapath, DatapathEvent, FlowInfo, FlowRef, Tuple};
@@ -124,7 +127,8 @@ pub struct FlowStatus {
     pub faults: u64,
     /// Network feedback reports (CNMs) delivered to the flow.
     pub cnms: u64,
-    /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode).
+    /// The algorithm's own state variables (e.g. ssthresh, alpha, Nimbus's mode); none while a
+    /// report of the flow is with its (Python) algorithm.
     pub state: BTreeMap<&'static str, f64>,
 }
 
@@ -226,6 +230,11 @@ pub struct FlowTable {
     retry_cursor: HashMap<(usize, u32), u32>,
     /// `--record-reports`: every report a controller is given, as given.
     pub record: Option<ReportRecord>,
+    /// Per adapter, the reports begun and waiting for their answers and the events waiting
+    /// behind them, in event order (`pending`).
+    pending: HashMap<usize, std::collections::VecDeque<pending::Later>>,
+    /// The flows with something in `pending`.
+    waiting: HashMap<FlowKey, pending::Waiting>,
 }
 
 /// How an apply went, as far as retrying goes.
@@ -256,6 +265,8 @@ impl FlowTable {
             apply_errors_log: LogLimit::default(),
             retry_cursor: HashMap::new(),
             record: None,
+            pending: HashMap::new(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -287,46 +298,12 @@ impl FlowTable {
 
     /// One datapath event for the flows of adapter `dp`.
     pub fn handle(&mut self, dp: usize, adapter: &mut dyn Datapath, ev: DatapathEvent, now: Now, trace: Option<&mut FlowTrace>) {
-        let now_us = now.agent_us;
         match ev {
             DatapathEvent::FlowStarted { flow, info } => self.start(dp, adapter, flow, info, now),
-            DatapathEvent::Report { flow, mut report } => {
-                self.counters.reports += 1;
-                let key = (dp, flow);
-                let Some(f) = self.flows.get_mut(&key) else {
-                    if self.admission.is_refused(&key, now) {
-                        return;
-                    }
-                    self.counters.reports_for_unknown_flows += 1;
-                    debug!(%flow, "report for a flow the adapter did not announce");
-                    return;
-                };
-                if f.feedback_ahead && report.now_us < f.given_now_us {
-                    self.counters.feedback_clock_clamps += 1;
-                    debug!(flow = f.id, by_us = f.given_now_us - report.now_us, "report older than the feedback before it");
-                    report.now_us = f.given_now_us;
+            DatapathEvent::Report { flow, report } => {
+                if let Some(report) = self.accept((dp, flow), report, now) {
+                    self.decide((dp, flow), adapter, &report, now, trace);
                 }
-                f.feedback_ahead = false;
-                if let Some(held) = f.held_feedback.take() {
-                    report.feedback.get_or_insert(held);
-                }
-                f.given_now_us = f.given_now_us.max(report.now_us);
-                f.gauges = Some(Gauges::of(&report));
-                f.reports += 1;
-                f.last_report_us = Some(now_us);
-                f.last_activity_us = now_us;
-                f.totals.acked_bytes += report.acked_bytes;
-                f.totals.lost_pkts += report.lost_pkts;
-                f.totals.ce_pkts += report.ce_pkts;
-                f.totals.timeouts += u64::from(report.timeouts);
-                if let Some(r) = self.record.as_mut() {
-                    r.record(f.id, &report);
-                }
-                let outcome = f.controller.on_report(&report, now_us);
-                if let Some(t) = trace {
-                    t.record(now_us, f.id, &report, &f.controller, None);
-                }
-                self.account(key, adapter, &outcome, now);
             }
             DatapathEvent::FlowClosed { flow, reason } => {
                 let key = (dp, flow);
@@ -351,6 +328,53 @@ impl FlowTable {
             }
             DatapathEvent::Writable { peer } => self.retry_peer(dp, peer, adapter, now),
         }
+    }
+
+    /// A datapath report as the flow's controller is to be given it (see the module's
+    /// documentation), counted and recorded; `None` when no flow has it.
+    fn accept(&mut self, key: FlowKey, mut report: Report, now: Now) -> Option<Report> {
+        self.counters.reports += 1;
+        let Some(f) = self.flows.get_mut(&key) else {
+            if self.admission.is_refused(&key, now) {
+                return None;
+            }
+            self.counters.reports_for_unknown_flows += 1;
+            debug!(flow = %key.1, "report for a flow the adapter did not announce");
+            return None;
+        };
+        if f.feedback_ahead && report.now_us < f.given_now_us {
+            self.counters.feedback_clock_clamps += 1;
+            debug!(flow = f.id, by_us = f.given_now_us - report.now_us, "report older than the feedback before it");
+            report.now_us = f.given_now_us;
+        }
+        f.feedback_ahead = false;
+        if let Some(held) = f.held_feedback.take() {
+            report.feedback.get_or_insert(held);
+        }
+        let now_us = now.agent_us;
+        f.given_now_us = f.given_now_us.max(report.now_us);
+        f.gauges = Some(Gauges::of(&report));
+        f.reports += 1;
+        f.last_report_us = Some(now_us);
+        f.last_activity_us = now_us;
+        f.totals.acked_bytes += report.acked_bytes;
+        f.totals.lost_pkts += report.lost_pkts;
+        f.totals.ce_pkts += report.ce_pkts;
+        f.totals.timeouts += u64::from(report.timeouts);
+        if let Some(r) = self.record.as_mut() {
+            r.record(f.id, &report);
+        }
+        Some(report)
+    }
+
+    /// Gives an accepted report to the flow's controller and applies what it decided.
+    fn decide(&mut self, key: FlowKey, adapter: &mut dyn Datapath, report: &Report, now: Now, trace: Option<&mut FlowTrace>) {
+        let Some(f) = self.flows.get_mut(&key) else { return };
+        let outcome = f.controller.on_report(report, now.agent_us);
+        if let Some(t) = trace {
+            t.record(now.agent_us, f.id, report, &f.controller, None);
+        }
+        self.account(key, adapter, &outcome, now);
     }
 
     fn start(&mut self, dp: usize, adapter: &mut dyn Datapath, flow: FlowRef, mut info: FlowInfo, now: Now) {
@@ -462,14 +486,17 @@ impl FlowTable {
     /// Delivers network feedback to a flow at once: its report (see the module's documentation)
     /// goes through the flow's controller, and what the decision changed is applied through
     /// `adapter` right away, as for a datapath's report. `None` when the flow is gone. The
-    /// runtime traces the report: how long the feedback took to act on is its to measure.
+    /// runtime traces the report: how long the feedback took to act on is its to measure (and
+    /// `trace` gets the decisions on the flow's reports still waiting for answers, made first).
     pub fn network_feedback(
         &mut self,
         key: FlowKey,
         adapter: &mut dyn Datapath,
         feedback: NetworkFeedback,
         now: Now,
+        trace: Option<&mut FlowTrace>,
     ) -> Option<Delivered> {
+        self.settle_flow(key, adapter, now, trace);
         let f = self.flows.get_mut(&key)?;
         f.cnms += 1;
         let Some(gauges) = f.gauges else {
@@ -672,7 +699,12 @@ impl FlowTable {
                     report_age_ms: f.last_report_us.map(|t| now.agent_us.saturating_sub(t) / 1000),
                     faults: f.controller.total_faults(),
                     cnms: f.cnms,
-                    state: f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect(),
+                    // Not asked of a flow whose report is still with Python: it would wait for it.
+                    state: if self.waiting.contains_key(&(*dp, *fref)) {
+                        BTreeMap::new()
+                    } else {
+                        f.controller.algorithm_state().into_iter().map(|v| (v.name, v.value)).collect()
+                    },
                 }
             })
             .collect()

@@ -55,6 +55,22 @@ pub fn unit_text(paths: &InstallPaths) -> String {
         .replace("@CONFDIR@", &paths.config_dir.display().to_string())
 }
 
+/// The `[Service]` directives of a unit, as (key, value) in order (the shipped unit's are
+/// checked by the tests below and applied outside systemd by the e2e tests' seccomp launcher).
+pub fn service_directives(unit: &str) -> anyhow::Result<Vec<(String, String)>> {
+    let mut in_service = false;
+    let mut out = Vec::new();
+    for line in unit.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_service = line == "[Service]";
+        } else if in_service && !line.is_empty() && !line.starts_with('#') {
+            let (k, v) = line.split_once('=').with_context(|| format!("not a directive: {line:?}"))?;
+            out.push((k.to_string(), v.to_string()));
+        }
+    }
+    Ok(out)
+}
+
 /// Installs `binary` (normally the running executable) under `paths`.
 pub fn install(binary: &Path, paths: &InstallPaths, dry_run: bool) -> anyhow::Result<Vec<Step>> {
     let mut steps = Vec::new();
@@ -114,27 +130,18 @@ mod tests {
             p.bin_dir.display(),
             p.config_dir.display()
         )));
-        assert!(!unit.contains('@'), "every placeholder filled: {unit}");
+        // Placeholders are @NAME@; systemd's own @groups (SystemCallFilter) are lower case.
+        let between_ats: Vec<&str> = unit.split('@').collect();
+        let placeholders: Vec<&&str> = between_ats[1..between_ats.len() - 1]
+            .iter()
+            .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_uppercase() || c == '_'))
+            .collect();
+        assert!(placeholders.is_empty(), "every placeholder filled: {placeholders:?}");
 
         std::fs::write(p.config_dir.join("agent.toml"), "# mine\n").unwrap();
         let steps = install(&fake_bin, &p, false).unwrap();
         assert!(steps.contains(&Step::KeptConfig(p.config_dir.join("agent.toml"))));
         assert_eq!(std::fs::read_to_string(p.config_dir.join("agent.toml")).unwrap(), "# mine\n");
-    }
-
-    /// The `[Service]` directives of the unit, as (key, value) in order.
-    fn service_directives(unit: &str) -> Vec<(String, String)> {
-        let mut in_service = false;
-        let mut out = Vec::new();
-        for line in unit.lines().map(str::trim) {
-            if line.starts_with('[') {
-                in_service = line == "[Service]";
-            } else if in_service && !line.is_empty() && !line.starts_with('#') {
-                let (k, v) = line.split_once('=').unwrap_or_else(|| panic!("not a directive: {line:?}"));
-                out.push((k.to_string(), v.to_string()));
-            }
-        }
-        out
     }
 
     /// Every capability the unit keeps: why, and where the code shows it is needed (any of the
@@ -174,7 +181,7 @@ mod tests {
     #[test]
     fn the_unit_keeps_only_capabilities_the_code_needs() {
         let unit = unit_text(&InstallPaths::default());
-        let directives = service_directives(&unit);
+        let directives = service_directives(&unit).unwrap();
         let bounding: Vec<&str> = directives
             .iter()
             .find(|(k, _)| k == "CapabilityBoundingSet")
@@ -196,10 +203,47 @@ mod tests {
         assert!(!directives.iter().any(|(k, _)| k == "AmbientCapabilities" || k == "User"));
     }
 
+    /// Every system call the unit allows beyond systemd's `@system-service`: why, and where the
+    /// code shows it is needed. Evidence that disappears means the call may be dropped.
+    fn needed_system_calls() -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+        let instance = include_str!("../../datapath-shims/datapaths/ebpf/src/instance.rs");
+        let bpffs = include_str!("../../datapath-shims/datapaths/ebpf/src/bpffs.rs");
+        vec![
+            ("bpf", "loads and drives the BPF datapath (libbpf)", instance, "attach_struct_ops"),
+            ("mount", "mounts the bpf filesystem when none is mounted", bpffs, "libc::mount"),
+        ]
+    }
+
+    #[test]
+    fn the_units_system_call_filter_adds_only_calls_the_code_needs() {
+        let directives = service_directives(&unit_text(&InstallPaths::default())).unwrap();
+        let get = |key: &str| -> Vec<&str> { directives.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect() };
+        let filter: Vec<&str> = get("SystemCallFilter").iter().flat_map(|v| v.split_whitespace()).collect();
+        assert_eq!(filter.first(), Some(&"@system-service"), "an allow-list on systemd's set for services: {filter:?}");
+        assert!(!filter.iter().any(|e| e.starts_with('~') || e.contains(':')), "an allow-list only: {filter:?}");
+        let needed = needed_system_calls();
+        for entry in &filter[1..] {
+            assert!(
+                needed.iter().any(|(name, ..)| name == entry),
+                "{entry} is allowed by the unit but no reason for it is known here"
+            );
+        }
+        for (name, why, file, evidence) in &needed {
+            assert!(filter.contains(name), "{name} (the agent {why}) is missing from the unit's SystemCallFilter");
+            assert!(
+                file.contains(evidence),
+                "{name} is allowed because the agent {why}, but {evidence:?} is no longer found in the code: drop it \
+                 (and its comment in packaging/ccp-agent.service) if nothing else needs it"
+            );
+        }
+        // A call left out is an error the agent reports, not a kill (the unit says why).
+        assert_eq!(get("SystemCallErrorNumber"), vec!["EPERM"]);
+    }
+
     #[test]
     fn the_unit_is_sandboxed_and_says_why() {
         let unit = unit_text(&InstallPaths::default());
-        let directives = service_directives(&unit);
+        let directives = service_directives(&unit).unwrap();
         let get = |key: &str| -> Vec<&str> { directives.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect() };
         for (key, value) in [
             ("NoNewPrivileges", "yes"),

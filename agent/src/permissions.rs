@@ -150,7 +150,7 @@ pub fn check_trusted_file(path: &Path) -> Result<(), String> {
     open_trusted_file(path).map(drop)
 }
 
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() }
 }

@@ -111,8 +111,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Scenarios may name Python algorithms, `py:path/to/file.py:Class`.
+    // Scenarios may name Python algorithms, `py:path/to/file.py:Class`. Their calls run on this
+    // thread: a simulation has nothing to serve meanwhile, and feeds flows one report at a time
+    // (a hand-off to the interpreter's thread would cost about twice the CPU each).
     ccp_python::register();
+    ccp_python::set_isolation(ccp_python::Isolation::Inline);
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

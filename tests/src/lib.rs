@@ -1,6 +1,8 @@
 //! Harness for end-to-end tests: locate the workspace's binaries, run the agent and the libccp
 //! test datapath as child processes, parse the datapath's JSON-lines trace.
 
+pub mod syscall_filter;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -103,8 +105,14 @@ impl Agent {
     }
 
     /// Sends SIGTERM and waits for a clean exit.
-    pub fn stop(mut self) -> Stopped {
+    pub fn stop(self) -> Stopped {
         self.signal(libc::SIGTERM);
+        self.wait_exit(Duration::from_secs(10), "stop on SIGTERM")
+    }
+
+    /// Waits up to `timeout` for the agent to exit by itself (`what` it should have done, for the
+    /// failure message).
+    pub fn wait_exit(mut self, timeout: Duration, what: &str) -> Stopped {
         let t0 = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().expect("wait") {
@@ -113,7 +121,7 @@ impl Agent {
                 }
                 return Stopped { status, log: self.log() };
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "agent did not stop on SIGTERM; log:\n{}", self.log());
+            assert!(t0.elapsed() < timeout, "agent did not {what}; log:\n{}", self.log());
             std::thread::sleep(Duration::from_millis(20));
         }
     }

@@ -67,7 +67,7 @@ impl Transport for Fuzzed {
             let len = payload.len().min(buf.len());
             buf[..len].copy_from_slice(&payload[..len]);
             self.delivered += 1;
-            return Ok(Some(Received { len, from: Some(nl_pid) }));
+            return Ok(Some(Received { len, from: Some(nl_pid), uid: None }));
         }
     }
 

@@ -156,8 +156,9 @@ pub struct FlowInfo {
     pub cgroup: Option<String>,
     /// Whether the connection negotiated ECN, where the datapath knows.
     pub ecn: Option<bool>,
-    /// The owner of the flow's socket, where the datapath knows it (the eBPF datapath: the
-    /// socket's uid as the host sees it, also for a socket made in a user namespace).
+    /// Whose flow it is, where the datapath knows: the eBPF datapath gives the socket's uid as the
+    /// host sees it (also for a socket made in a user namespace); a libccp datapath, the uid of
+    /// the process that announced the flow, from the kernel (0 for ccp-kernel's flows).
     pub uid: Option<u32>,
     /// The cookie of the flow's network namespace, where the datapath knows it (the eBPF
     /// datapath serves every namespace of the kernel: the same addresses can be two flows).

@@ -3,11 +3,13 @@
 //! Any local user can start TCP flows the eBPF datapath hands to the agent (a user namespace of
 //! their own selects `ccp` for its loopback), and every controlled flow costs the agent memory
 //! and a share of its loop. So flows are counted in total, per datapath peer (a libccp
-//! datapath), per network namespace and per socket owner (uid); a flow over any limit is refused:
-//! the agent does not control it, and the datapath's own fallback (the eBPF program's Cubic or
-//! Reno) steers it, exactly as when the agent is away. Nothing stalls. Root's flows (uid 0) are
-//! bounded by the total only: the per-uid limit is there to keep one unprivileged user from
-//! taking the table from everyone else.
+//! datapath), per network namespace and per owner (uid: on the eBPF datapath the socket's owner;
+//! on a libccp datapath the user whose process announced the flow, as the kernel vouches for it,
+//! `datapath::libccp::transport`; ccp-kernel's flows, announced by the kernel, are root's); a
+//! flow over any limit is refused: the agent does not control it, and the datapath's own
+//! fallback (the eBPF program's Cubic or Reno) steers it, exactly as when the agent is away.
+//! Nothing stalls. Root's flows (uid 0) are bounded by the total only: the per-uid limit is
+//! there to keep one unprivileged user from taking the table from everyone else.
 //!
 //! A refused flow is remembered (up to `max_flows` of them) so that its later reports are
 //! dropped at a hash lookup instead of being re-examined each time; it is examined again
@@ -81,7 +83,7 @@ pub struct Refusals {
 struct Owner {
     peer: (usize, u32),
     netns: Option<u64>,
-    /// `None` for root and for datapaths that do not say.
+    /// `None` for root (the kernel's flows included) and for datapaths that do not say.
     uid: Option<u32>,
 }
 

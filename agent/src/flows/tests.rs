@@ -293,7 +293,7 @@ fn feedback_is_a_report_of_gauges_with_zero_counters_on_the_datapaths_clock() {
     t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), at(100_000), None);
     let acked_before = t.get(&(0, FLOW)).unwrap().totals.acked_bytes;
-    let d = t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000)).unwrap();
+    let d = t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000), None).unwrap();
     let r = seen.last();
     assert_eq!(d.report.as_ref(), Some(&r), "delivered with the report the controller was given, for the trace");
     assert_eq!(r.feedback, Some(ccp_contract::NetworkFeedback::Qcn { fb_quantized: 20, q_off_bytes: 3000, q_delta_bytes: -100 }));
@@ -308,7 +308,7 @@ fn feedback_is_a_report_of_gauges_with_zero_counters_on_the_datapaths_clock() {
     assert_eq!(t.counters.feedback_reports, 1);
     assert_eq!(t.status_page(&[Box::new(Recorder::default()) as Box<dyn Datapath>], at(0), 0, usize::MAX)[0].cnms, 1);
     // Two CNMs in the same microsecond: time stands still, never goes back.
-    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000)).unwrap();
+    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000), None).unwrap();
     assert_eq!(seen.last().now_us, 5_003_000);
 }
 
@@ -317,7 +317,7 @@ fn a_datapath_report_older_than_the_feedback_is_raised_to_its_time() {
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
     t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), at(100_000), None);
-    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(110_000)).unwrap();
+    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(110_000), None).unwrap();
     // A report the datapath closed at 5.004 s that reached the agent only now.
     t.handle(0, &mut dp, report_at(FLOW, 5_004_000, 1000), at(111_000), None);
     assert_eq!(seen.last().now_us, 5_010_000);
@@ -334,9 +334,9 @@ fn feedback_before_the_first_report_travels_with_it() {
     let ((mut t, seen), mut dp) = (recording_table(), Recorder::default());
     t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     let given = seen.0.lock().unwrap().len();
-    let held = t.network_feedback((0, FLOW), &mut dp, qcn(30), at(1_000)).unwrap();
+    let held = t.network_feedback((0, FLOW), &mut dp, qcn(30), at(1_000), None).unwrap();
     assert_eq!(held, Delivered { report: None, action: false }, "no report to trace");
-    t.network_feedback((0, FLOW), &mut dp, qcn(63), at(1_500)).unwrap();
+    t.network_feedback((0, FLOW), &mut dp, qcn(63), at(1_500), None).unwrap();
     assert_eq!(seen.0.lock().unwrap().len(), given, "nothing reached the controller yet");
     assert_eq!((t.counters.feedback_held, t.counters.feedback_reports), (2, 0));
     t.handle(0, &mut dp, report_at(FLOW, 7_000_000, 3000), at(2_000), None);
@@ -351,7 +351,7 @@ fn feedback_before_the_first_report_travels_with_it() {
     // Held once: the next report carries none.
     t.handle(0, &mut dp, report_at(FLOW, 7_010_000, 3000), at(12_000), None);
     assert_eq!(seen.last().feedback, None);
-    assert!(t.network_feedback((0, FlowRef { peer: 0, sid: 99 }), &mut dp, qcn(1), at(1_000)).is_none());
+    assert!(t.network_feedback((0, FlowRef { peer: 0, sid: 99 }), &mut dp, qcn(1), at(1_000), None).is_none());
 }
 
 #[test]
@@ -360,14 +360,14 @@ fn the_decision_on_feedback_is_applied_at_once() {
     let (mut t, mut dp) = (table(), Recorder::default());
     t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     let sent = dp.applied.len();
-    let d = t.network_feedback((0, FLOW), &mut dp, qcn(63), at(1_000)).unwrap();
+    let d = t.network_feedback((0, FLOW), &mut dp, qcn(63), at(1_000), None).unwrap();
     assert!(!d.action);
     assert_eq!(dp.applied.len(), sent);
     // A reaction point's cut goes to the datapath before network_feedback returns.
     let ((mut t, _), mut dp) = (recording_table(), Recorder::default());
     t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 0), at(500), None);
-    let d = t.network_feedback((0, FLOW), &mut dp, qcn(64), at(1_000)).unwrap();
+    let d = t.network_feedback((0, FLOW), &mut dp, qcn(64), at(1_000), None).unwrap();
     assert!(d.action);
     let (flow, want, changed) = dp.applied.last().copied().unwrap();
     assert_eq!((flow, want.cwnd_bytes, changed.cwnd_bytes), (FLOW, 5_000, Some(5_000)));
@@ -456,7 +456,7 @@ fn the_report_record_holds_every_report_the_algorithm_was_given() {
     t.record = Some(ReportRecord::create(&path).unwrap());
     t.handle(0, &mut dp, started_at(FLOW, None), at(0), None);
     t.handle(0, &mut dp, report_at(FLOW, 5_000_000, 5000), at(100_000), None);
-    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000)).unwrap();
+    t.network_feedback((0, FLOW), &mut dp, qcn(20), at(103_000), None).unwrap();
     t.handle(0, &mut dp, report_at(FLOW, 5_010_000, 3000), at(110_000), None);
     t.handle(0, &mut dp, report_at(FlowRef { peer: 9, sid: 9 }, 5_010_000, 1), at(110_000), None);
     t.record.as_mut().unwrap().flush();
@@ -466,4 +466,154 @@ fn the_report_record_holds_every_report_the_algorithm_was_given() {
     let given = seen.0.lock().unwrap().clone();
     assert_eq!(given.len(), 3, "two datapath reports and one of network feedback; none for an unknown flow");
     assert_eq!(lines, given.into_iter().map(|report| ccp_contract::RecordedReport { flow: id, report }).collect::<Vec<_>>());
+}
+
+/// What the algorithms of `batch_table` did, in order.
+type Log = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// An algorithm that logs its calls: `hosted` ones begin reports ahead, as a Python one does on
+/// its interpreter thread, and have their answers when `ready` says; the window is 10,000 bytes
+/// plus the last report's acknowledged bytes.
+struct Logged {
+    name: &'static str,
+    hosted: bool,
+    ready: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    log: Log,
+}
+
+impl ccp_contract::Algorithm for Logged {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn init(&mut self, _: &ccp_contract::FlowStart) -> ccp_contract::Action {
+        ccp_contract::Action::cwnd(10_000.0)
+    }
+    fn on_report(&mut self, r: &Report) -> ccp_contract::Action {
+        self.log.lock().unwrap().push(format!("decide {} {}", self.name, r.acked_bytes));
+        ccp_contract::Action::cwnd(10_000.0 + r.acked_bytes as f64)
+    }
+    fn begin_on_report(&mut self, r: &Report) -> bool {
+        if self.hosted {
+            self.log.lock().unwrap().push(format!("begin {} {}", self.name, r.acked_bytes));
+        }
+        self.hosted
+    }
+    fn begun_ready(&self) -> bool {
+        self.ready.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn state(&self) -> Vec<ccp_contract::StateVar> {
+        self.log.lock().unwrap().push(format!("state {}", self.name));
+        vec![ccp_contract::StateVar { name: "x", value: 1.0 }]
+    }
+}
+
+struct LoggedFactory(&'static str, bool, std::sync::Arc<std::sync::atomic::AtomicBool>, Log);
+
+impl ccp_contract::AlgorithmFactory for LoggedFactory {
+    fn name(&self) -> &'static str {
+        self.0
+    }
+    fn create(&self) -> Box<dyn ccp_contract::Algorithm> {
+        Box::new(Logged { name: self.0, hosted: self.1, ready: self.2.clone(), log: self.3.clone() })
+    }
+}
+
+/// Flows that say `cong_alg = "py"` get a hosted algorithm, the others a native one; the hosted
+/// answers are there while `ready` says so.
+fn batch_table(log: &Log, ready: &std::sync::Arc<std::sync::atomic::AtomicBool>) -> FlowTable {
+    let logged = |name, hosted| {
+        let factory = LoggedFactory(name, hosted, ready.clone(), log.clone());
+        ccp_contract::Choice::new(std::sync::Arc::new(factory), toml::Table::new(), "test")
+    };
+    let rule = crate::rules::Rule {
+        name: "python".into(),
+        matcher: crate::rules::Matcher { cong_alg: Some("py".into()), ..Default::default() },
+        choice: logged("py", true),
+    };
+    let policy = Policy { default: logged("native", false), rules: vec![rule], fallback: logged("native", false) };
+    FlowTable::new(policy, Limits::default(), 1_000_000)
+}
+
+fn start_batch_flow(t: &mut FlowTable, dp: &mut Recorder, flow: FlowRef, python: bool) {
+    let cong_alg = python.then(|| "py".to_string());
+    let info = FlowInfo { mss_bytes: 1000, init_cwnd_bytes: 10_000, cong_alg, ..FlowInfo::default() };
+    t.handle(0, dp, DatapathEvent::FlowStarted { flow, info }, at(0), None);
+}
+
+#[test]
+fn a_batch_begins_hosted_reports_decides_them_after_the_others_and_keeps_each_flows_order() {
+    let (log, ready) = (Log::default(), std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)));
+    let (mut t, mut dp) = (batch_table(&log, &ready), Recorder::default());
+    let (py, native) = (FlowRef { peer: 0, sid: 1 }, FlowRef { peer: 0, sid: 2 });
+    start_batch_flow(&mut t, &mut dp, py, true);
+    start_batch_flow(&mut t, &mut dp, native, false);
+    dp.applied.clear();
+    let mut batch = vec![
+        report_at(py, 1, 1000),
+        report_at(native, 1, 1000),
+        report_at(py, 2, 2000),
+        DatapathEvent::SettingsLost { flow: py },
+        report_at(py, 3, 3000),
+        report_at(native, 2, 2000),
+        DatapathEvent::FlowClosed { flow: py, reason: CloseReason::Closed },
+        report_at(native, 3, 3000),
+    ];
+    t.handle_batch(0, &mut dp, &mut batch, at(1), None);
+    assert!(batch.is_empty() && !t.has_waiting());
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "begin py 1000",
+            "decide native 1000",
+            "begin py 2000",
+            "decide native 2000",
+            "decide native 3000",
+            // The Python flow's reports in order, then its lost settings and what follows them,
+            // whole (the report after them is not begun ahead).
+            "decide py 1000",
+            "decide py 2000",
+            "decide py 3000",
+        ]
+    );
+    let windows: Vec<(u32, u64)> = dp.applied.iter().map(|(f, want, _)| (f.sid, want.cwnd_bytes)).collect();
+    assert_eq!(windows, [(2, 11_000), (2, 12_000), (2, 13_000), (1, 11_000), (1, 12_000), (1, 12_000), (1, 13_000)]);
+    assert!(!t.contains(0, py), "its close came last");
+    assert_eq!((t.counters.reports, t.counters.flows_closed), (6, 1));
+}
+
+#[test]
+fn reports_wait_for_their_answers_without_holding_up_other_flows() {
+    let (log, ready) = (Log::default(), std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)));
+    let (mut t, mut dp) = (batch_table(&log, &ready), Recorder::default());
+    let (py, native) = (FlowRef { peer: 0, sid: 1 }, FlowRef { peer: 0, sid: 2 });
+    start_batch_flow(&mut t, &mut dp, py, true);
+    start_batch_flow(&mut t, &mut dp, native, false);
+    for acked in [1000, 2000] {
+        t.handle_batch(0, &mut dp, &mut vec![report_at(py, acked, acked), report_at(native, acked, acked)], at(acked), None);
+    }
+    assert_eq!(*log.lock().unwrap(), ["begin py 1000", "decide native 1000", "begin py 2000", "decide native 2000"]);
+    assert!(t.has_waiting());
+    assert_eq!(t.counters.reports, 4, "counted as they came");
+    t.settle(0, &mut dp, at(2500), None);
+    assert_eq!(log.lock().unwrap().len(), 4, "nothing is decided before its answer is there");
+    // A status does not ask a flow with a report out for its state (it would wait for it).
+    let adapters = [Box::new(Recorder::default()) as Box<dyn Datapath>];
+    let states: Vec<usize> = t.status_page(&adapters, at(2500), 0, 10).iter().map(|r| r.state.len()).collect();
+    assert_eq!(states, [0, 1]);
+    assert_eq!(log.lock().unwrap()[4..], ["state native"]);
+    log.lock().unwrap().truncate(4);
+
+    ready.store(true, std::sync::atomic::Ordering::Relaxed);
+    t.settle(0, &mut dp, at(3000), None);
+    assert_eq!(log.lock().unwrap()[4..], ["decide py 1000", "decide py 2000"]);
+    assert!(!t.has_waiting());
+    assert_eq!(t.get(&(0, py)).unwrap().controller.cwnd_bytes(), 12_000);
+
+    // Network feedback follows the reports before it: they are decided first, answer or not.
+    ready.store(false, std::sync::atomic::Ordering::Relaxed);
+    log.lock().unwrap().clear();
+    t.handle_batch(0, &mut dp, &mut vec![report_at(py, 4000, 3000)], at(4000), None);
+    t.network_feedback((0, py), &mut dp, qcn(20), at(4500), None).unwrap();
+    assert_eq!(*log.lock().unwrap(), ["begin py 3000", "decide py 3000", "decide py 0"]);
+    assert!(!t.has_waiting());
 }

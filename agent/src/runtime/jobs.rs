@@ -1,19 +1,17 @@
 //! Slow work off the event loop: attach and detach walk network namespaces and cgroups and
 //! switch every selected socket, which takes long with many (and a user-named path must never
 //! hold the loop). Each runs on a thread of its own, one at a time, in the order asked; the
-//! answer goes back to the control connection that asked, when the job is done (a waker makes
+//! answer goes back to the control connection that asked, when the job is done (the loop's waker makes
 //! the loop look at once).
 
 use std::collections::VecDeque;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
 
-use mio::{Registry, Token, Waker};
+use mio::{Token, Waker};
 
 use crate::datapath::{AttachJob, AttachReport};
 
-/// The loop's token for finished jobs.
-pub const WAKER: Token = Token(usize::MAX - 4);
 /// Jobs waiting beyond the one running; more are refused.
 const MAX_QUEUED: usize = 16;
 
@@ -29,9 +27,10 @@ pub struct Jobs {
 }
 
 impl Jobs {
-    pub fn new(registry: &Registry) -> std::io::Result<Jobs> {
+    /// Jobs that wake the loop with `waker` when they are done.
+    pub fn new(waker: Arc<Waker>) -> Jobs {
         let (done_tx, done_rx) = channel();
-        Ok(Jobs { waker: Arc::new(Waker::new(registry, WAKER)?), done_tx, done_rx, queue: VecDeque::new(), running: false })
+        Jobs { waker, done_tx, done_rx, queue: VecDeque::new(), running: false }
     }
 
     /// Queues `job`; an error when too many wait already.

@@ -2,9 +2,12 @@
 //!
 //! One thread, one `mio::Poll` over every datapath adapter's sockets and the signal pipe. Each
 //! adapter's events go to the one flow table (`crate::flows`), which runs the flow's controller
-//! and applies its settings through the same adapter. Every 100 ms adapters do their protocol
-//! housekeeping and the table retries what could not be applied; once a second it forgets flows
-//! that have been silent longer than the idle timeout (they are adopted again if they report).
+//! and applies its settings through the same adapter. Reports of flows whose algorithm is Python
+//! (on the interpreter's thread) are begun there and decided when their answers are there: the
+//! interpreter wakes the loop (its waker, shared with attach jobs), which never waits for a
+//! Python report. Every 100 ms adapters do their protocol housekeeping and the table retries
+//! what could not be applied; once a second it forgets flows that have been silent longer than
+//! the idle timeout (they are adopted again if they report).
 //! The same loop serves the control socket (`ops.rs`: status, swaps, reloads, attach/detach),
 //! the optional metrics endpoint, the optional per-report flow trace and report record
 //! (`crate::trace`), and the
@@ -46,6 +49,11 @@ use crate::metrics::MetricsServer;
 use crate::trace::{CnmTrace, FlowTrace, ReportRecord};
 
 const SIGNAL_TOKEN: Token = Token(usize::MAX);
+/// The loop's one waker (mio allows one per poll), for its other threads: attach and detach jobs
+/// are done, or Python answers may be there (`ccp_python::wake_on_answers`).
+const WAKER: Token = Token(usize::MAX - 4);
+/// Longest the loop sleeps while reports wait for Python answers, should a wake-up go missing.
+const PYTHON_RECHECK: Duration = Duration::from_millis(10);
 const TICK: Duration = Duration::from_secs(1);
 /// How often datapath adapters do their housekeeping and undelivered settings are retried.
 const DATAPATH_TICK: Duration = Duration::from_millis(100);
@@ -89,6 +97,8 @@ pub struct Runtime {
     jobs: jobs::Jobs,
     /// The version of each Python algorithm in the policy, for `reload` to tell which changed.
     python_versions: std::collections::BTreeMap<&'static str, usize>,
+    /// Registered with the Python host while the runtime lives: wakes the loop for answers.
+    _python_waker: Arc<dyn Fn() + Send + Sync>,
 }
 
 impl Runtime {
@@ -112,7 +122,12 @@ impl Runtime {
         if let Some(c) = services.cnm.as_mut() {
             c.register(poll.registry()).context("registering the CNM listener")?;
         }
-        let jobs = jobs::Jobs::new(poll.registry()).context("creating the job waker")?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), WAKER).context("creating the loop's waker")?);
+        let jobs = jobs::Jobs::new(Arc::clone(&waker));
+        let python_waker: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+            let _ = waker.wake();
+        });
+        ccp_python::wake_on_answers(&python_waker);
         let mut flows = FlowTable::new(config.policy.clone(), config.limits.clone(), config.flow_idle_timeout.as_micros() as u64);
         flows.set_flow_limits(config.flow_limits);
         flows.record = services.record.take();
@@ -130,7 +145,14 @@ impl Runtime {
             pending: vec![false; n_datapaths],
             jobs,
             python_versions: ops::python_versions(&config.policy),
+            _python_waker: python_waker,
         })
+    }
+
+    /// Set, it stops `run` at its next turn (as SIGINT/SIGTERM do): for a caller running the
+    /// loop on a thread of its own.
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
     }
 
     /// Reads the clock for a piece of work, whose moment the modules below are given.
@@ -149,6 +171,9 @@ impl Runtime {
             if self.services.cnm.as_ref().is_some_and(CnmListener::pending) || self.pending.contains(&true) {
                 // The last pass left CNMs or records waiting: look at everything else, then read on.
                 timeout = Duration::ZERO;
+            }
+            if self.flows.has_waiting() {
+                timeout = timeout.min(PYTHON_RECHECK);
             }
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -179,7 +204,10 @@ impl Runtime {
                         }
                     }
                     t if ControlServer::owns(t) => self.serve_control(t),
-                    jobs::WAKER => self.finish_jobs(),
+                    WAKER => {
+                        self.finish_jobs();
+                        self.settle();
+                    }
                     t if MetricsServer::owns(t) => self.serve_metrics(t),
                     t if CnmListener::owns(t) => {
                         self.serve_cnm(&mut dp_events);
@@ -195,6 +223,9 @@ impl Runtime {
                 if self.pending[i] && !served {
                     self.service(i, &mut dp_events);
                 }
+            }
+            if self.flows.has_waiting() {
+                self.settle();
             }
             let now = self.now();
             if now.instant >= next_dp_tick {
@@ -238,9 +269,7 @@ impl Runtime {
             let now = self.now();
             let read = self.datapaths[dp].poll_events(&|f| flows.contains(dp, f), buf, chunk, now);
             left -= read.min(left);
-            for ev in buf.drain(..) {
-                self.flows.handle(dp, self.datapaths[dp].as_mut(), ev, now, self.services.trace.as_mut());
-            }
+            self.flows.handle_batch(dp, self.datapaths[dp].as_mut(), buf, now, self.services.trace.as_mut());
             if left == 0 || (read > 0 && started.elapsed() >= TURN_TIME) {
                 self.pending[dp] = true;
                 self.flows.counters.loop_budget_exhausted += 1;
@@ -250,6 +279,14 @@ impl Runtime {
             if read < chunk && !self.datapaths[dp].has_queued_events() {
                 return;
             }
+        }
+    }
+
+    /// Decides the reports whose Python answers are there (`crate::flows::pending`).
+    fn settle(&mut self) {
+        let now = self.now();
+        for (dp, adapter) in self.datapaths.iter_mut().enumerate() {
+            self.flows.settle(dp, adapter.as_mut(), now, self.services.trace.as_mut());
         }
     }
 
@@ -281,7 +318,7 @@ impl Runtime {
                 }
             };
             let adapter = self.datapaths[key.0].as_mut();
-            let Some(d) = self.flows.network_feedback(key, adapter, n.feedback, now) else {
+            let Some(d) = self.flows.network_feedback(key, adapter, n.feedback, now, self.services.trace.as_mut()) else {
                 cnm.drop_one(Reason::UnknownFlow, Some(n.from), "the flow closed", now);
                 continue;
             };

@@ -108,14 +108,13 @@ fn a_datapath_that_never_runs_dry_does_not_starve_ticks_or_stop() {
 fn every_service_has_a_token_of_its_own() {
     use crate::cnm::CnmListener;
     use crate::metrics::MetricsServer;
-    let fixed = [SIGNAL_TOKEN, crate::control::server::LISTENER, crate::metrics::LISTENER, crate::cnm::TOKEN, jobs::WAKER];
+    let fixed = [SIGNAL_TOKEN, crate::control::server::LISTENER, crate::metrics::LISTENER, crate::cnm::TOKEN, WAKER];
     for (i, a) in fixed.iter().enumerate() {
         for b in &fixed[i + 1..] {
             assert_ne!(a, b, "two services share a token");
         }
         // No fixed token falls in another service's range, nor among the datapaths'.
-        let owners =
-            [ControlServer::owns(*a), MetricsServer::owns(*a), CnmListener::owns(*a), *a == jobs::WAKER, *a == SIGNAL_TOKEN];
+        let owners = [ControlServer::owns(*a), MetricsServer::owns(*a), CnmListener::owns(*a), *a == WAKER, *a == SIGNAL_TOKEN];
         assert_eq!(owners.iter().filter(|o| **o).count(), 1, "{a:?} is claimed by {owners:?}");
         assert!(a.0 > 1 << 31, "{a:?} could be a datapath's");
     }

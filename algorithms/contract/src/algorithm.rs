@@ -112,6 +112,23 @@ pub trait Algorithm: Send {
     fn try_on_report(&mut self, report: &Report) -> Result<Action, CallError> {
         Ok(self.on_report(report))
     }
+
+    /// Starts the call for `report` now, elsewhere, for the [`Algorithm::try_on_report`] that
+    /// follows to collect; whether it did. An algorithm hosted in another runtime overrides this
+    /// so that a caller driving many flows can start their reports and go on with other work
+    /// while they run ([`crate::Controller::begin_report`]). The caller promises that the next
+    /// `try_on_report` is given this same report (several may be begun, and are then given in
+    /// the order begun). Native algorithms run where they are called and never start anything
+    /// ahead.
+    fn begin_on_report(&mut self, _report: &Report) -> bool {
+        false
+    }
+
+    /// Whether the `try_on_report` for the oldest report begun ahead would return at once (its
+    /// answer is there, or its failure is known); true when none is begun.
+    fn begun_ready(&self) -> bool {
+        true
+    }
 }
 
 /// Builds algorithm instances from an already validated configuration.

@@ -247,6 +247,23 @@ impl Controller {
         outcome
     }
 
+    /// Lets an algorithm hosted elsewhere start on `report` before [`Controller::on_report`] is
+    /// given it ([`Algorithm::begin_on_report`]); whether it did. If it did, the next
+    /// `on_report` must be given this same report (reports begun one after the other are given
+    /// in that order): it collects the answer, under the same containment, budget and fault
+    /// counting as a call made there. A caller with many flows begins every report it can,
+    /// handles the others' meanwhile, and decides the begun ones once they are ready
+    /// ([`Controller::begun_ready`]), so it never waits for them.
+    pub fn begin_report(&mut self, report: &Report) -> bool {
+        catch_unwind(AssertUnwindSafe(|| self.algorithm.begin_on_report(report))).unwrap_or(false)
+    }
+
+    /// Whether `on_report` for the oldest report begun ahead would return at once; true when
+    /// none is begun (or the algorithm was replaced since: the report is then the new one's).
+    pub fn begun_ready(&self) -> bool {
+        catch_unwind(AssertUnwindSafe(|| self.algorithm.begun_ready())).unwrap_or(true)
+    }
+
     /// Replaces the algorithm, seeding the new one from the flow's current state.
     pub fn swap(&mut self, choice: Choice, now_us: u64) -> Outcome {
         self.choice = choice;

@@ -2,29 +2,38 @@
 //!
 //! Every call has a budget (`init`, `on_report`, `state`: [`call_budget`]; loading a file: 10 s)
 //! counted from when the interpreter starts it. A watchdog thread looks at the running call a
-//! few times per budget; a call past its budget is *abandoned* — its caller gets
+//! few times per budget; a call past it is *abandoned* — its caller gets
 //! [`CallError::TimedOut`] — and the watchdog raises `TimeoutError` inside it
 //! (`PyThreadState_SetAsyncExc`), again every 100 ms while it still runs. While an abandoned
 //! call runs, every other call fails at once with [`CallError::Unavailable`] instead of queueing
-//! behind it, and flows go to the fallback algorithm after repeated faults.
+//! behind it (one already queued is withdrawn), and flows go to the fallback algorithm after
+//! repeated faults.
 //!
 //! Where a call runs is the [`Isolation`]:
-//! - [`Isolation::Inline`] (the default): on the caller's thread, with no hand-off. A runaway
-//!   Python loop is interrupted at its budget and the caller goes on, but Python blocked inside
-//!   C (`time.sleep`, a blocking read), which nothing can interrupt, blocks the caller with it.
-//! - [`Isolation::Thread`]: on the interpreter's own thread. The caller hands the call over and
-//!   waits at most the budget, so it never stalls, whatever Python does. The hand-off polls
-//!   briefly on both sides (yielding the core) before sleeping, so back-to-back reports cost
-//!   little more than a context switch, but a report costs about twice the CPU of `Inline`.
+//! - [`Isolation::Thread`] (the default): on the interpreter's own thread, so that no Python
+//!   code, whatever it does, can hold the caller. A call is queued ([`Host::submit`], a
+//!   [`Ticket`]); the thread runs its queue back to back, attached to the interpreter once for
+//!   all of it, and sleeps only when it is empty. The caller either waits for the answer
+//!   ([`Host::collect`]: at most the budget, and not at all behind an abandoned call), or goes on
+//!   with other work and collects it once [`Host::ready`] says it would not wait: the agent
+//!   begins every Python report of a batch of datapath events and decides each when its answer
+//!   is there ([`crate::hosted`]), woken when answers may be there ([`wake_on_answers`]: the
+//!   thread has run its queue empty, or the watchdog abandoned a call).
+//! - [`Isolation::Inline`]: on the caller's thread, with no hand-off. A runaway Python loop is
+//!   interrupted at its budget and the caller goes on, but Python blocked inside C
+//!   (`time.sleep`, a blocking read, a slow import), which nothing can interrupt, blocks the
+//!   caller with it. For a caller with nothing else to serve (the simulator).
 //!
-//! `Inline` is the default because it is what a controller written as the API intends (a pure
-//! state machine) costs; `Thread` is for code that may block.
+//! What the hand-off costs is a wake-up of each thread per run of the queue (a few µs of CPU on
+//! a VM), so it depends on how many calls a run holds: one call per run costs about 2.7-2.8 times
+//! `Inline`'s CPU with the Python Reno, ten 1.3-1.4 times, 32 or more 1.1-1.2 times
+//! (`cargo bench -p ccp-python --bench per_report`; docs/python.md).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError, TrySendError};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use ccp_contract::{Action, CallError, FlowStart, ParamSpec, ParamValue, Report};
@@ -39,10 +48,13 @@ pub const DEFAULT_CALL_BUDGET: Duration = Duration::from_millis(10);
 /// Budget of loading a file (executing the module, checking the class).
 const LOAD_BUDGET: Duration = Duration::from_secs(10);
 
-/// How long a caller spins for its answer before it sleeps on it, and how long the interpreter
-/// thread spins for its next job.
-const CALLER_SPIN: Duration = Duration::from_micros(50);
-const WORKER_SPIN: Duration = Duration::from_micros(100);
+/// How long a caller polls for its answer before it sleeps on it: a wake-up costs the caller a
+/// few µs of CPU, which polling for an answer about to come costs less than.
+const CALLER_SPIN: Duration = Duration::from_micros(2);
+
+/// How long a caller sleeps at most, when no call runs, before it looks at its job again (the
+/// interpreter thread wakes it as soon as its answer is there).
+const BETWEEN_CALLS: Duration = Duration::from_millis(1);
 
 /// Jobs waiting for the interpreter; a caller finding it full gets `Unavailable`.
 const QUEUE_DEPTH: usize = 4096;
@@ -56,13 +68,14 @@ const REAP_RETRY: Duration = Duration::from_millis(100);
 /// Where Python calls run (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Isolation {
-    /// On the interpreter's thread: the caller waits at most the budget, whatever Python does.
+    /// On the interpreter's thread: whatever Python does, a caller waits at most the budget (or
+    /// not at all, if it collects answers once they are there).
     Thread,
-    /// On the caller's thread: cheaper; Python blocked inside C blocks the caller too.
+    /// On the caller's thread: no hand-off; Python blocked inside C blocks the caller too.
     Inline,
 }
 
-static INLINE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+static INLINE: AtomicBool = AtomicBool::new(false);
 
 /// Sets where every later Python call in this process runs.
 pub fn set_isolation(isolation: Isolation) {
@@ -119,12 +132,81 @@ pub(crate) enum Done {
     State(Vec<(String, f64)>),
 }
 
-type Answer = (u64, Result<Done, CallError>);
+type Answer = Result<Done, CallError>;
+
+/// A queued job's state, and where the interpreter thread leaves its answer.
+#[derive(Default)]
+struct Slot {
+    /// `QUEUED`, then `RUNNING` and `ANSWERED`, or `WITHDRAWN` (never run).
+    state: AtomicU8,
+    answer: Mutex<Option<Answer>>,
+}
+
+const QUEUED: u8 = 0;
+const RUNNING: u8 = 1;
+const WITHDRAWN: u8 = 2;
+const ANSWERED: u8 = 3;
+
+impl Slot {
+    /// Whether the job may run (it was not withdrawn).
+    fn start(&self) -> bool {
+        self.state.compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    /// Whether the job was withdrawn before it started.
+    fn withdraw(&self) -> bool {
+        self.state.compare_exchange(QUEUED, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    }
+
+    fn put(&self, answer: Answer) {
+        *self.answer.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+        self.state.store(ANSWERED, Ordering::Release);
+    }
+
+    fn take(&self) -> Option<Answer> {
+        if self.state.load(Ordering::Acquire) != ANSWERED {
+            return None;
+        }
+        self.answer.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
 
 struct Job {
     seq: u64,
+    budget: Duration,
     work: Work,
-    reply: Sender<Answer>,
+    slot: Arc<Slot>,
+}
+
+/// A call queued for the interpreter thread ([`Host::submit`]). [`Host::collect`] waits for its
+/// answer; dropping it uncollected withdraws the call if it has not started.
+pub(crate) struct Ticket {
+    seq: u64,
+    budget: Duration,
+    slot: Arc<Slot>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.slot.withdraw();
+    }
+}
+
+/// Jobs waiting for the interpreter thread, and callers waiting for answers.
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// The interpreter thread sleeps for want of jobs: whoever queues one wakes it.
+    idle: bool,
+    /// Per caller asleep, the job whose answer wakes it.
+    sleepers: Vec<u64>,
+}
+
+impl Queue {
+    /// The first job whose answer wakes a caller; `u64::MAX` when none sleeps.
+    fn wake_at(&self) -> u64 {
+        self.sleepers.iter().copied().min().unwrap_or(u64::MAX)
+    }
 }
 
 /// The call the interpreter is running.
@@ -138,15 +220,37 @@ struct Current {
     abandoned: bool,
 }
 
+impl Current {
+    /// Its caller has its timeout; the watchdog interrupts it.
+    fn abandon(&mut self, shared: &Shared) {
+        self.abandoned = true;
+        shared.stuck.store(true, Ordering::Relaxed);
+    }
+}
+
 struct Shared {
     current: Mutex<Current>,
     interpreter: Mutex<Interpreter>,
     /// Instances whose flows are gone, freed between calls.
     drops: Mutex<Vec<u64>>,
+    queue: Mutex<Queue>,
+    /// The last queued job the interpreter thread is done with (it takes them in `seq` order).
+    done: AtomicU64,
+    /// `Queue::wake_at`, for the interpreter thread to read without the lock: it stores `done`
+    /// and then reads this, a caller going to sleep stores this and then reads `done`, so one
+    /// of the two sees the other's (both sequentially consistent) and no wake-up is lost.
+    wake_at: AtomicU64,
+    /// `current.abandoned`, for a caller to read without the lock.
+    stuck: AtomicBool,
+    /// The interpreter thread has ended (it never does but by a bug): nothing answers.
+    ended: AtomicBool,
+    /// The interpreter thread sleeps here for jobs,
+    queued: Condvar,
+    /// and callers here for answers.
+    answered: Condvar,
 }
 
 pub(crate) struct Host {
-    jobs: SyncSender<Job>,
     shared: Arc<Shared>,
     seq: AtomicU64,
 }
@@ -157,21 +261,25 @@ pub(crate) fn host() -> Result<&'static Host, CallError> {
     HOST.get_or_init(Host::start).as_ref().map_err(|e| CallError::Unavailable(e.clone()))
 }
 
-thread_local! {
-    /// Each calling thread's answer channel, reused across calls; answers to abandoned calls
-    /// that arrive late are told apart by sequence number and dropped.
-    static ANSWERS: (Sender<Answer>, Receiver<Answer>) = mpsc::channel();
-}
-
 impl Host {
     fn start() -> Result<Host, String> {
-        let (jobs, rx) = mpsc::sync_channel::<Job>(QUEUE_DEPTH);
-        let shared = Arc::new(Shared { current: Mutex::default(), interpreter: Mutex::default(), drops: Mutex::default() });
+        let shared = Arc::new(Shared {
+            current: Mutex::default(),
+            interpreter: Mutex::default(),
+            drops: Mutex::default(),
+            queue: Mutex::default(),
+            done: AtomicU64::new(0),
+            wake_at: AtomicU64::new(u64::MAX),
+            stuck: AtomicBool::new(false),
+            ended: AtomicBool::new(false),
+            queued: Condvar::new(),
+            answered: Condvar::new(),
+        });
         let (ready_tx, ready_rx) = mpsc::channel();
         let worker_shared = Arc::clone(&shared);
         std::thread::Builder::new()
             .name("ccp-python".into())
-            .spawn(move || worker(rx, worker_shared, ready_tx))
+            .spawn(move || worker(worker_shared, ready_tx))
             .map_err(|e| format!("cannot start the Python interpreter thread: {e}"))?;
         ready_rx.recv().map_err(|_| "the Python interpreter thread died while starting".to_string())??;
         let watchdog_shared = Arc::clone(&shared);
@@ -179,7 +287,7 @@ impl Host {
             .name("ccp-python-watchdog".into())
             .spawn(move || watchdog(watchdog_shared))
             .map_err(|e| format!("cannot start the Python watchdog thread: {e}"))?;
-        Ok(Host { jobs, shared, seq: AtomicU64::new(1) })
+        Ok(Host { shared, seq: AtomicU64::new(1) })
     }
 
     /// Frees an instance (its flow ended or its controller replaced it); never blocks.
@@ -187,86 +295,145 @@ impl Host {
         self.shared.drops.lock().unwrap_or_else(|e| e.into_inner()).push(instance);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
+    fn lock(&self) -> MutexGuard<'_, Current> {
         self.shared.current.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The abandoned call still running, if any, and for how long it has run.
-    fn stuck(&self) -> Option<Duration> {
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        self.shared.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Unavailable` while an abandoned call still runs.
+    fn refuse_if_stuck(&self) -> Result<(), CallError> {
+        if !self.shared.stuck.load(Ordering::Relaxed) {
+            return Ok(());
+        }
         let c = self.lock();
-        if c.abandoned {
-            c.started.map(|s| s.elapsed())
-        } else {
-            None
+        match c.started {
+            Some(s) if c.abandoned => Err(CallError::Unavailable(format!(
+                "the Python interpreter is still running a call abandoned {} ms ago",
+                s.elapsed().as_millis()
+            ))),
+            _ => Ok(()),
         }
     }
 
-    /// Runs `work` on the interpreter thread and waits for its answer within its budget.
+    /// Runs `work` where the isolation says and waits for its answer within its budget.
     pub fn call(&self, work: Work) -> Result<Done, CallError> {
-        if let Some(running) = self.stuck() {
-            return Err(CallError::Unavailable(format!(
-                "the Python interpreter is still running a call abandoned {} ms ago",
-                running.as_millis()
-            )));
+        if isolation() == Isolation::Inline {
+            self.refuse_if_stuck()?;
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            return run_call(&self.shared, seq, work.budget(), work, Isolation::Inline);
+        }
+        self.collect(self.submit(work)?)
+    }
+
+    /// Queues `work` for the interpreter thread without waiting: it starts at once if the thread
+    /// is free, and the answer waits for [`Host::collect`].
+    pub fn submit(&self, work: Work) -> Result<Ticket, CallError> {
+        self.refuse_if_stuck()?;
+        if self.shared.ended.load(Ordering::Relaxed) {
+            return Err(CallError::Unavailable("the Python interpreter thread has ended".into()));
         }
         let budget = work.budget();
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        if isolation() == Isolation::Inline {
-            return run_call(&self.shared, seq, budget, work, Isolation::Inline);
+        let slot = Arc::new(Slot::default());
+        let mut q = self.queue();
+        if q.jobs.len() >= QUEUE_DEPTH {
+            return Err(CallError::Unavailable(format!("{QUEUE_DEPTH} Python calls are already waiting")));
         }
-        ANSWERS.with(|(tx, rx)| {
-            match self.jobs.try_send(Job { seq, work, reply: tx.clone() }) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) => {
-                    return Err(CallError::Unavailable(format!("{QUEUE_DEPTH} Python calls are already waiting")))
-                }
-                Err(TrySendError::Disconnected(_)) => {
-                    return Err(CallError::Unavailable("the Python interpreter thread has ended".into()))
-                }
-            }
-            let spin_until = Instant::now() + CALLER_SPIN;
-            loop {
-                let wait = match rx.try_recv() {
-                    Ok((s, answer)) if s == seq => return answer,
-                    Ok(_) => continue,
-                    Err(TryRecvError::Disconnected) => unreachable!("this thread holds a sender"),
-                    Err(TryRecvError::Empty) if Instant::now() < spin_until => {
-                        std::thread::yield_now();
-                        continue;
-                    }
-                    Err(TryRecvError::Empty) => self.wait_step(seq, budget)?,
-                };
-                match rx.recv_timeout(wait) {
-                    Ok((s, answer)) if s == seq => return answer,
-                    Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => unreachable!("this thread holds a sender"),
-                }
-            }
-        })
+        // Taken with the queue held, so the queue is in `seq` order.
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        q.jobs.push_back(Job { seq, budget, work, slot: Arc::clone(&slot) });
+        let wake = std::mem::take(&mut q.idle);
+        drop(q);
+        // Outside the lock, which the woken thread takes first thing.
+        if wake {
+            self.shared.queued.notify_one();
+        }
+        Ok(Ticket { seq, budget, slot })
     }
 
-    /// How long to sleep for job `seq`'s answer; abandons it once it has run `budget`.
-    fn wait_step(&self, seq: u64, budget: Duration) -> Result<Duration, CallError> {
+    /// Whether [`Host::collect`] would return at once: the answer is there, or an abandoned call
+    /// runs (this one, timed out, or another, which this one waits behind: withdrawn).
+    pub fn ready(&self, ticket: &Ticket) -> bool {
+        ticket.slot.state.load(Ordering::Acquire) == ANSWERED
+            || self.shared.stuck.load(Ordering::Relaxed)
+            || self.shared.ended.load(Ordering::Relaxed)
+    }
+
+    /// Waits for a queued call's answer: at most until it has run its budget (then it is
+    /// abandoned), and not at all behind an abandoned call (it is withdrawn: `Unavailable`).
+    pub fn collect(&self, ticket: Ticket) -> Result<Done, CallError> {
+        let spin_until = Instant::now() + CALLER_SPIN;
+        loop {
+            if let Some(answer) = ticket.slot.take() {
+                return answer;
+            }
+            // Running: it may end before a sleep would.
+            if ticket.slot.state.load(Ordering::Relaxed) == RUNNING && Instant::now() < spin_until {
+                std::hint::spin_loop();
+                continue;
+            }
+            if self.shared.ended.load(Ordering::Relaxed) {
+                return Err(CallError::Unavailable("the Python interpreter thread has ended".into()));
+            }
+            let Some(nap) = self.wait_step(&ticket)? else { continue };
+            let mut q = self.queue();
+            q.sleepers.push(ticket.seq);
+            self.shared.wake_at.store(q.wake_at(), Ordering::SeqCst);
+            if self.shared.done.load(Ordering::SeqCst) < ticket.seq {
+                q = self.shared.answered.wait_timeout(q, nap).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            if let Some(i) = q.sleepers.iter().position(|t| *t == ticket.seq) {
+                q.sleepers.swap_remove(i);
+            }
+            self.shared.wake_at.store(q.wake_at(), Ordering::SeqCst);
+        }
+    }
+
+    /// Where a queued job stands: how long its caller may sleep for it (`None`: look again now),
+    /// or why it failed: it ran past its budget (abandoned now), or waits behind a call that did
+    /// (withdrawn).
+    fn wait_step(&self, ticket: &Ticket) -> Result<Option<Duration>, CallError> {
         let mut c = self.lock();
-        if c.seq != seq {
-            if c.abandoned {
-                // Queued behind an abandoned call: it may never start.
+        let ran = c.started.map(|s| s.elapsed());
+        if c.seq == ticket.seq {
+            let ran = ran.unwrap_or_default();
+            if c.abandoned || ran >= ticket.budget {
+                // The watchdog interrupts it.
+                c.abandon(&self.shared);
+                return Err(CallError::TimedOut { budget_us: ticket.budget.as_micros() as u64 });
+            }
+            return Ok(Some(ticket.budget - ran));
+        }
+        if ran.is_some_and(|ran| ran >= c.budget) {
+            // Another call past its budget: abandoned, as the watchdog is about to find it.
+            c.abandon(&self.shared);
+        }
+        if c.abandoned {
+            drop(c);
+            if ticket.slot.withdraw() {
                 return Err(CallError::Unavailable("the Python interpreter is still running an abandoned call".into()));
             }
-            // Not started yet (another caller's job runs), or just finished: look again soon.
-            return Ok(Duration::from_micros(200));
+            // Not waiting any more: answered just now.
+            return Ok(None);
         }
-        let ran = c.started.map_or(Duration::ZERO, |s| s.elapsed());
-        if ran < budget {
-            return Ok(budget - ran);
-        }
-        // The watchdog interrupts it.
-        c.abandoned = true;
-        Err(CallError::TimedOut { budget_us: budget.as_micros() as u64 })
+        // Queued behind another call, or about to start.
+        Ok(Some(ran.map_or(BETWEEN_CALLS, |ran| c.budget - ran)))
     }
 }
 
-fn worker(rx: Receiver<Job>, shared: Arc<Shared>, ready: Sender<Result<(), String>>) {
+/// Marks the interpreter thread ended if it unwinds, so callers stop waiting for it.
+struct EndGuard<'a>(&'a Shared);
+
+impl Drop for EndGuard<'_> {
+    fn drop(&mut self) {
+        self.0.ended.store(true, Ordering::Relaxed);
+        self.0.answered.notify_all();
+    }
+}
+
+fn worker(shared: Arc<Shared>, ready: Sender<Result<(), String>>) {
     // SAFETY: not initialised yet (checked), and nothing else in this process initialises Python.
     unsafe {
         if pyo3::ffi::Py_IsInitialized() != 0 {
@@ -289,21 +456,70 @@ fn worker(rx: Receiver<Job>, shared: Arc<Shared>, ready: Sender<Result<(), Strin
         return;
     }
     let _ = ready.send(Ok(()));
+    let _end = EndGuard(&shared);
+    let mut jobs = VecDeque::new();
     loop {
-        let spin_until = Instant::now() + WORKER_SPIN;
-        let job = loop {
-            match rx.try_recv() {
-                Ok(job) => break Some(job),
-                Err(TryRecvError::Disconnected) => break None,
-                Err(TryRecvError::Empty) if Instant::now() < spin_until => std::thread::yield_now(),
-                Err(TryRecvError::Empty) => break rx.recv().ok(),
+        {
+            let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            while q.jobs.is_empty() {
+                q.idle = true;
+                q = shared.queued.wait(q).unwrap_or_else(|e| e.into_inner());
             }
-        };
-        let Some(job) = job else { return };
-        let budget = job.work.budget();
-        let answer = run_call(&shared, job.seq, budget, job.work, Isolation::Thread);
-        let _ = job.reply.send((job.seq, answer));
+            std::mem::swap(&mut q.jobs, &mut jobs);
+        }
+        run_jobs(&shared, &mut jobs);
     }
+}
+
+/// Runs queued jobs back to back, attached once, until the queue is empty.
+fn run_jobs(shared: &Shared, jobs: &mut VecDeque<Job>) {
+    keep_thread_state();
+    // The interpreter's state before the interpreter itself (see `run_call`).
+    let mut interpreter = shared.interpreter.lock().unwrap_or_else(|e| e.into_inner());
+    Python::attach(|py| loop {
+        while let Some(job) = jobs.pop_front() {
+            if job.slot.start() {
+                let answer = run_attached(py, shared, &mut interpreter, job.seq, job.budget, job.work, Isolation::Thread);
+                job.slot.put(answer);
+            }
+            shared.done.store(job.seq, Ordering::SeqCst);
+            if shared.wake_at.load(Ordering::SeqCst) <= job.seq {
+                // Taking the lock orders this after the sleeper's look at `done`; notifying
+                // outside it spares the woken one from waiting for it.
+                drop(shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
+                shared.answered.notify_all();
+            }
+        }
+        let mut q = shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if q.jobs.is_empty() {
+            drop(q);
+            wake_callers();
+            return;
+        }
+        std::mem::swap(&mut q.jobs, jobs);
+    });
+}
+
+/// Callers to tell when answers to calls they did not wait for may be there ([`wake_on_answers`]).
+static WAKERS: Mutex<Vec<Weak<dyn Fn() + Send + Sync>>> = Mutex::new(Vec::new());
+
+/// Calls `waker` whenever answers to queued calls may be there: the interpreter thread has run
+/// its queue empty, or a call was abandoned (calls queued behind it then fail at once). A caller
+/// that begins calls and goes on with other work rather than waiting for them
+/// (`Controller::begun_ready`) looks at them again then. Kept until `waker` is dropped.
+pub fn wake_on_answers(waker: &Arc<dyn Fn() + Send + Sync>) {
+    WAKERS.lock().unwrap_or_else(|e| e.into_inner()).push(Arc::downgrade(waker));
+}
+
+fn wake_callers() {
+    let mut wakers = WAKERS.lock().unwrap_or_else(|e| e.into_inner());
+    wakers.retain(|w| match w.upgrade() {
+        Some(wake) => {
+            wake();
+            true
+        }
+        None => false,
+    });
 }
 
 /// Gives this thread a Python thread state that lives as long as the thread. Attaching then
@@ -329,37 +545,49 @@ fn run_call(shared: &Shared, seq: u64, budget: Duration, work: Work, isolation: 
     // The interpreter's state before the interpreter itself: a thread holding the latter while
     // it waits for the former would keep the call it waits for from ever finishing.
     let mut interpreter = shared.interpreter.lock().unwrap_or_else(|e| e.into_inner());
-    Python::attach(|py| {
-        // SAFETY: plain query of this thread's identifier.
-        #[allow(clippy::useless_conversion)] // c_ulong is u64 here, not everywhere
-        let ident = u64::from(unsafe { pyo3::ffi::PyThread_get_thread_ident() });
-        {
-            let mut c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
-            *c = Current { seq, started: Some(Instant::now()), budget, ident, abandoned: false };
-        }
-        let answer = interpreter.run(py, work);
-        let drops = std::mem::take(&mut *shared.drops.lock().unwrap_or_else(|e| e.into_inner()));
-        for id in drops {
-            interpreter.instances.remove(&id);
-        }
-        let abandoned = {
-            let mut c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
-            let abandoned = c.abandoned;
-            *c = Current::default();
-            abandoned
-        };
-        if !abandoned {
-            return answer;
-        }
-        // A TimeoutError the watchdog aimed at this call but that arrived after it ended must
-        // not hit the next one. SAFETY: attached; a null exception clears the pending one.
-        unsafe { pyo3::ffi::PyThreadState_SetAsyncExc(ident as _, std::ptr::null_mut()) };
-        match isolation {
-            // Its caller has long had its timeout.
-            Isolation::Thread => answer,
-            Isolation::Inline => Err(CallError::TimedOut { budget_us: budget.as_micros() as u64 }),
-        }
-    })
+    Python::attach(|py| run_attached(py, shared, &mut interpreter, seq, budget, work, isolation))
+}
+
+/// Runs one call on this thread, attached, as the running call the watchdog sees.
+fn run_attached(
+    py: Python<'_>,
+    shared: &Shared,
+    interpreter: &mut Interpreter,
+    seq: u64,
+    budget: Duration,
+    work: Work,
+    isolation: Isolation,
+) -> Result<Done, CallError> {
+    // SAFETY: plain query of this thread's identifier.
+    #[allow(clippy::useless_conversion)] // c_ulong is u64 here, not everywhere
+    let ident = u64::from(unsafe { pyo3::ffi::PyThread_get_thread_ident() });
+    {
+        let mut c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
+        *c = Current { seq, started: Some(Instant::now()), budget, ident, abandoned: false };
+    }
+    let answer = interpreter.run(py, work);
+    let drops = std::mem::take(&mut *shared.drops.lock().unwrap_or_else(|e| e.into_inner()));
+    for id in drops {
+        interpreter.instances.remove(&id);
+    }
+    let abandoned = {
+        let mut c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
+        let abandoned = c.abandoned;
+        *c = Current::default();
+        shared.stuck.store(false, Ordering::Relaxed);
+        abandoned
+    };
+    if !abandoned {
+        return answer;
+    }
+    // A TimeoutError the watchdog aimed at this call but that arrived after it ended must
+    // not hit the next one. SAFETY: attached; a null exception clears the pending one.
+    unsafe { pyo3::ffi::PyThreadState_SetAsyncExc(ident as _, std::ptr::null_mut()) };
+    match isolation {
+        // Its caller has long had its timeout.
+        Isolation::Thread => answer,
+        Isolation::Inline => Err(CallError::TimedOut { budget_us: budget.as_micros() as u64 }),
+    }
 }
 
 /// How often the watchdog looks at the running call, at most (and at least four times a budget).
@@ -377,13 +605,17 @@ fn watchdog(shared: Arc<Shared>) {
             let mut c = shared.current.lock().unwrap_or_else(|e| e.into_inner());
             match c.started {
                 Some(t) if t.elapsed() >= c.budget => {
-                    c.abandoned = true;
+                    c.abandon(&shared);
                     Some((c.seq, t.elapsed()))
                 }
                 _ => None,
             }
         };
         if let Some((seq, ran)) = overdue {
+            if last_raise.is_none_or(|(s, _)| s != seq) {
+                // Its caller, and callers of calls queued behind it, may stop waiting.
+                wake_callers();
+            }
             if last_raise.is_none_or(|(s, t)| s != seq || t.elapsed() >= REAP_RETRY) {
                 // Attaching waits for the running call to yield the interpreter (every 5 ms of
                 // bytecode); the call cannot end meanwhile, since it ends attached.

@@ -1,14 +1,21 @@
 //! A Python algorithm instance as the controller sees it: an [`Algorithm`] whose calls are jobs
 //! for the interpreter thread and whose failures are [`CallError`]s, so the one containment
 //! controller counts them like a native algorithm's panics.
+//!
+//! With [`Isolation::Thread`] a report can be begun ahead ([`Algorithm::begin_on_report`]): its
+//! call is queued for the interpreter thread at once, [`Algorithm::begun_ready`] says when its
+//! answer is there, and the `try_on_report` for the same report collects it. A caller with many
+//! flows thus never waits for a Python report: it begins, goes on, and decides when the answer is
+//! there. Other calls (`init`, `state`) are waited for: at most a budget, and only until a stuck
+//! call is known.
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use ccp_contract::{Action, Algorithm, AlgorithmFactory, CallError, FlowStart, ParamValue, Report, StateVar};
 
-use crate::host::{host, Done, Work};
+use crate::host::{host, isolation, Done, Isolation, Ticket, Work};
 
 /// Builds instances of one loaded class with one set of validated parameters.
 pub struct PyFactory {
@@ -30,6 +37,7 @@ impl AlgorithmFactory for PyFactory {
             params: self.params.clone(),
             instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
             pending_init: None,
+            ahead: VecDeque::new(),
         })
     }
 }
@@ -44,6 +52,8 @@ pub struct PyAlgorithm {
     /// An `init` the interpreter could not run yet (busy with an abandoned call): it runs
     /// before the next report, so the instance is never used unbuilt.
     pending_init: Option<FlowStart>,
+    /// Reports begun ahead, oldest first, each with its queued call.
+    ahead: VecDeque<(Report, Ticket)>,
 }
 
 impl PyAlgorithm {
@@ -93,7 +103,17 @@ impl Algorithm for PyAlgorithm {
 
     fn try_on_report(&mut self, report: &Report) -> Result<Action, CallError> {
         let from_init = if self.pending_init.is_some() { self.run_init()? } else { Action::default() };
-        let a = action(host()?.call(Work::Report { instance: self.instance, report: report.clone() })?)?;
+        let done = match self.ahead.pop_front() {
+            Some((begun, ticket)) if begun == *report => host()?.collect(ticket),
+            begun => {
+                // A caller that broke the promise of `begin_on_report`: the reports begun are
+                // withdrawn (those the interpreter ran stay run) and this one runs now.
+                debug_assert!(begun.is_none(), "a report begun ahead was not the next given");
+                self.ahead.clear();
+                host()?.call(Work::Report { instance: self.instance, report: report.clone() })
+            }
+        };
+        let a = action(done?)?;
         Ok(Action {
             cwnd_bytes: a.cwnd_bytes.or(from_init.cwnd_bytes),
             pacing: a.pacing.or(from_init.pacing),
@@ -101,6 +121,29 @@ impl Algorithm for PyAlgorithm {
             rtt_threshold_us: a.rtt_threshold_us.or(from_init.rtt_threshold_us),
             report_acked_pkts: a.report_acked_pkts.or(from_init.report_acked_pkts),
         })
+    }
+
+    fn begin_on_report(&mut self, report: &Report) -> bool {
+        // An instance whose init has not run yet is built by the next report, in order.
+        if isolation() == Isolation::Inline || self.pending_init.is_some() {
+            return false;
+        }
+        let Ok(h) = host() else { return false };
+        match h.submit(Work::Report { instance: self.instance, report: report.clone() }) {
+            Ok(ticket) => {
+                self.ahead.push_back((report.clone(), ticket));
+                true
+            }
+            // Busy with an abandoned call, or full: the report fails as fast when given.
+            Err(_) => false,
+        }
+    }
+
+    fn begun_ready(&self) -> bool {
+        match (self.ahead.front(), host()) {
+            (Some((_, ticket)), Ok(h)) => h.ready(ticket),
+            _ => true,
+        }
     }
 
     fn state(&self) -> Vec<StateVar> {
@@ -118,6 +161,9 @@ impl Algorithm for PyAlgorithm {
 
 impl Drop for PyAlgorithm {
     fn drop(&mut self) {
+        // Reports begun and never collected (the flow closed, or its algorithm was replaced,
+        // while they waited) are withdrawn first: they must not run on a freed instance.
+        self.ahead.clear();
         if let Ok(h) = host() {
             h.drop_instance(self.instance);
         }

@@ -8,8 +8,9 @@
 //!
 //! - [`api`]: the `ccp_agent` Python module: `Report`, `FlowStart`, `Action`, `Param`, … with the
 //!   Rust contract's names and units.
-//! - [`host`]: one embedded interpreter and the one thread that runs every Python call, with a
-//!   time budget per call; a call past it is abandoned (and interrupted), never waited for.
+//! - [`host`]: one embedded interpreter, where its calls run (the caller's thread, or the
+//!   interpreter's own: [`Isolation`]), with a time budget per call; a call past it is abandoned
+//!   (and interrupted), never waited for.
 //! - [`loader`]: `py:` names to registry descriptors: files read, classes checked, parameters
 //!   declared, versions kept when a file changes.
 //! - [`hosted`]: the `Algorithm` the controller drives: each call a job for the host, each
@@ -21,7 +22,7 @@ pub mod host;
 pub mod hosted;
 pub mod loader;
 
-pub use host::{set_call_budget, set_isolation, Isolation, DEFAULT_CALL_BUDGET};
+pub use host::{set_call_budget, set_isolation, wake_on_answers, Isolation, DEFAULT_CALL_BUDGET};
 
 /// The scheme prefix of Python algorithm names.
 pub const SCHEME: &str = "py";

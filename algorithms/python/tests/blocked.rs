@@ -15,19 +15,7 @@ const BUDGET: Duration = Duration::from_millis(20);
 fn a_call_blocked_in_c_never_stalls_the_caller_and_flows_fall_back() {
     ccp_python::set_isolation(ccp_python::Isolation::Thread);
     let dir = tempfile::tempdir().unwrap();
-    let sleepy = write_py(
-        dir.path(),
-        "sleepy.py",
-        "Sleepy",
-        "import time
-from ccp_agent import Action, Algorithm
-class Sleepy(Algorithm):
-    def on_report(self, report):
-        if report.now_us == 30_000:
-            time.sleep(3600)
-        return Action(50_000.0)
-",
-    );
+    let sleepy = sleeper(dir.path());
     let flow = FlowStart::new(MSS, 10 * u64::from(MSS));
     let (mut a, _) = start(choose(&sleepy), &flow);
     let (mut b, _) = start(choose(&example("reno.py", "Reno")), &flow);

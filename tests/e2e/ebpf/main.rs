@@ -9,6 +9,7 @@ mod hotswap;
 mod inigo;
 mod nimbus;
 mod python;
+mod seccomp;
 mod support;
 mod windows;
 

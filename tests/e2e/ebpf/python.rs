@@ -1,8 +1,9 @@
 //! Python algorithms (`py:file.py:Class`, issue 20) steering real kernel TCP flows through the
 //! link emulator (20 ms, 50 Mbit/s, 100 packets): the shipped Reno behaves as Reno (one MSS per
 //! RTT, halving on loss), the shipped Vegas keeps the queue Reno fills nearly empty, a live flow
-//! swaps to Python and back seeded with its window, and a Python loop that never ends leaves
-//! the flow on the fallback while the agent keeps answering.
+//! swaps to Python and back seeded with its window, a Python loop that never ends leaves the
+//! flow on the fallback while the agent keeps answering, and Python blocked inside C for 2 s
+//! holds up neither a native flow nor the control socket.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -31,6 +32,20 @@ fn data_flow(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
     }
     let flow = acked.iter().max_by_key(|(_, a)| **a).map(|(f, _)| *f).expect("no flow in the trace");
     lines.iter().filter(|l| l["flow"].as_u64() == Some(flow)).collect()
+}
+
+/// `ctl status` every 50 ms for `period`, each answered: the slowest answer.
+fn slowest_status(socket: &Path, period: Duration) -> Duration {
+    let mut slowest = Duration::ZERO;
+    let t0 = Instant::now();
+    while t0.elapsed() < period {
+        let t = Instant::now();
+        let r = call(socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
+        assert!(r.ok);
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    slowest
 }
 
 fn u(l: &serde_json::Value, k: &str) -> u64 {
@@ -217,15 +232,7 @@ fn a_python_loop_that_never_ends_leaves_the_flow_on_the_fallback_and_the_agent_a
     let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
     let client = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name);
     // The agent answers its control socket throughout.
-    let mut slowest = Duration::ZERO;
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(4) {
-        let t = Instant::now();
-        let r = call(&socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
-        assert!(r.ok);
-        slowest = slowest.max(t.elapsed());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let slowest = slowest_status(&socket, Duration::from_secs(4));
     let iv = client.finish();
     let stopped = agent.stop();
     assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
@@ -244,4 +251,77 @@ fn a_python_loop_that_never_ends_leaves_the_flow_on_the_fallback_and_the_agent_a
     // plus the watchdog's poll and the loop's yield of the interpreter (5 ms).
     assert!(slowest < Duration::from_millis(150), "status took {slowest:?}");
     assert!(goodput >= 0.5 * RATE_MBPS, "goodput {goodput:.1} Mbit/s");
+}
+
+#[test]
+fn python_blocked_in_c_for_2_s_holds_up_neither_a_native_flow_nor_the_agent() {
+    if skip_without_root("python_blocked_in_c_for_2_s_holds_up_neither_a_native_flow_nor_the_agent") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = tag("pysleep");
+    let router = Router::start(&format!("ccpebpf-{tag}"), 10, RATE_MBPS as u32, 100);
+    let code = tempfile::tempdir().unwrap();
+    let path = code.path().join("sleepy.py");
+    // Once in the process, on the first report that acknowledges data: time.sleep, which no
+    // TimeoutError interrupts.
+    std::fs::write(
+        &path,
+        "import time\n\
+         from ccp_agent import Action, Algorithm\n\
+         class Sleepy(Algorithm):\n    \
+             slept = False\n    \
+             def init(self, flow):\n        return Action(float(flow.start_cwnd_bytes))\n    \
+             def on_report(self, report):\n        \
+                 if report.acked_bytes > 0 and not Sleepy.slept:\n            \
+                     Sleepy.slept = True\n            time.sleep(2)\n        \
+                 return None\n",
+    )
+    .unwrap();
+    let sleepy = format!("py:{}:Sleepy", path.display());
+    // The flows to port 5202 are Python's, the others native Reno.
+    let setup = AgentSetup::new(
+        &tag,
+        &format!("[default]\nalgorithm = \"reno\"\n[[rules]]\nname = \"sleepy\"\nmatch = {{ dst_port = 5202 }}\nalgorithm = \"{sleepy}\"\n"),
+    );
+    let trace = setup.trace_path();
+    let agent = setup.start_with("info", &["--trace-flows", trace.to_str().unwrap()]);
+    let socket = setup.control_socket();
+    let _native_server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
+    let _python_server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5202);
+    let native = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name);
+    let python = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5202, 5, &setup.name);
+    let slowest = slowest_status(&socket, Duration::from_secs(4));
+    let native_iv = native.finish();
+    let _ = python.finish();
+    let stopped = agent.stop();
+    assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
+    assert!(stopped.log.contains("algorithm replaced after repeated faults"), "{}", stopped.log);
+
+    // Flows by what they started on; the native data connection is the native flow with most data.
+    let lines = trace_lines(&trace);
+    let mut first: std::collections::BTreeMap<u64, String> = Default::default();
+    for l in &lines {
+        first.entry(u(l, "flow")).or_insert_with(|| l["algorithm"].as_str().unwrap().to_string());
+    }
+    let native_lines: Vec<serde_json::Value> = lines.iter().filter(|l| first[&u(l, "flow")] == "reno").cloned().collect();
+    let native_flow = data_flow(&native_lines);
+    let python_lines: Vec<serde_json::Value> =
+        lines.iter().filter(|l| first[&u(l, "flow")].starts_with("py:")).cloned().collect();
+    assert!(!python_lines.is_empty(), "no Python flow in the trace");
+    let python_flow = data_flow(&python_lines);
+    assert_eq!(python_flow.last().unwrap()["algorithm"], "reno", "the Python data flow ends on the fallback");
+    // The native flow is decided on all along: no gap between its decisions (about one a round
+    // trip) near the 2 s the Python call sleeps.
+    let times: Vec<u64> = native_flow.iter().map(|l| u(l, "agent_us")).collect();
+    let gap = times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+    let goodput = mean_between(&native_iv, 1.0, 5.0);
+    eprintln!(
+        "Python asleep in C: status answered within {slowest:?}; the native flow's longest gap between decisions {} ms, \
+         goodput {goodput:.1} Mbit/s",
+        gap / 1000
+    );
+    assert!(gap < 200_000, "the native flow went {} ms without a decision", gap / 1000);
+    assert!(slowest < Duration::from_millis(100), "status took {slowest:?}");
+    assert!(goodput >= 0.3 * RATE_MBPS, "native goodput {goodput:.1} Mbit/s");
 }

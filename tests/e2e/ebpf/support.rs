@@ -119,11 +119,16 @@ impl AgentSetup {
 
     /// The agent with a log filter and extra `run` arguments.
     pub fn start_with(&self, log: &str, extra: &[&str]) -> Agent {
-        let mut cmd = Command::new(bin("ccp-agent"));
-        cmd.args(["--log-level", log, "run", "-c"]).arg(&self.config).args(extra);
-        let agent = Agent::spawn(cmd, None);
+        let agent = Agent::spawn(self.command(Command::new(bin("ccp-agent")), log, extra), None);
         agent.wait_log("ebpf congestion control registered", Duration::from_secs(10));
         agent
+    }
+
+    /// `cmd` (the agent's binary, or a launcher and then it) with `--log-level LOG run -c CONFIG`
+    /// and `extra` arguments.
+    pub fn command(&self, mut cmd: Command, log: &str, extra: &[&str]) -> Command {
+        cmd.args(["--log-level", log, "run", "-c"]).arg(&self.config).args(extra);
+        cmd
     }
 
     pub fn control_socket(&self) -> PathBuf {

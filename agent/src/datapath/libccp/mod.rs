@@ -125,6 +125,9 @@ struct Peer<A> {
     sessions: HashMap<u32, Session>,
     /// Flows asked to switch from a foreign program, and when.
     reprogrammed: HashMap<u32, Instant>,
+    /// Whose process sent the datagram being handled, as the kernel says (`transport.rs`, "Who
+    /// sent a datagram"): the owner of the flows it announces.
+    sender_uid: Option<u32>,
 }
 
 pub struct LibccpDatapath<T: Transport> {
@@ -194,8 +197,16 @@ impl<T: Transport> LibccpDatapath<T> {
         let id = self.next_peer;
         self.next_peer = self.next_peer.wrapping_add(1);
         info!(datapath = %self.transport.addr_name(addr), peer = id, "new datapath");
-        self.peers
-            .insert(id, Peer { addr: addr.clone(), installed: false, sessions: HashMap::new(), reprogrammed: HashMap::new() });
+        self.peers.insert(
+            id,
+            Peer {
+                addr: addr.clone(),
+                installed: false,
+                sessions: HashMap::new(),
+                reprogrammed: HashMap::new(),
+                sender_uid: None,
+            },
+        );
         self.peer_ids.insert(addr.clone(), id);
         id
     }
@@ -359,6 +370,7 @@ impl<T: Transport> LibccpDatapath<T> {
         let Some(p) = self.peers.get_mut(&peer) else { return };
         p.reprogrammed.remove(&c.sid);
         p.sessions.insert(c.sid, Session::new(FlowDecoder::new(c.mss.max(1), now), Some(now)));
+        let uid = p.sender_uid;
         self.change_prog(peer, c.sid, now);
         let info = FlowInfo {
             mss_bytes: c.mss,
@@ -369,7 +381,7 @@ impl<T: Transport> LibccpDatapath<T> {
             cgroup: None,
             // CREATE does not say; the fold counts ECE all the same.
             ecn: None,
-            uid: None,
+            uid,
             netns_cookie: None,
             existing: None,
         };
@@ -418,6 +430,7 @@ impl<T: Transport> LibccpDatapath<T> {
                     min_rtt_us: first.rtt.map(|r| r.min_us),
                     last_report: Some(first.clone()),
                 }),
+                uid: p.sender_uid,
                 ..FlowInfo::default()
             };
             info!(%flow, cwnd_bytes = first.cwnd_bytes, "adopting a running flow");
@@ -545,6 +558,9 @@ impl<T: Transport> Datapath for LibccpDatapath<T> {
                 continue;
             };
             let peer = self.peer_id(&from);
+            if let Some(p) = self.peers.get_mut(&peer) {
+                p.sender_uid = received.uid;
+            }
             for msg in ccp_wire::decode_all(&rx[..received.len]) {
                 match msg {
                     Ok(m) => {

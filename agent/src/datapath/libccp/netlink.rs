@@ -18,7 +18,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use anyhow::{bail, Context};
 
-use super::transport::{Received, Refusals, Transport};
+use super::transport::{pass_credentials, recv_with_uid, Received, Refusals, Transport};
 
 /// ccp-kernel's multicast group.
 pub const CCP_MULTICAST_GROUP: u32 = 22;
@@ -101,6 +101,9 @@ impl NetlinkTransport {
             return Err(io::Error::last_os_error())
                 .with_context(|| format!("joining netlink multicast group {group} (needs root or CAP_NET_ADMIN)"));
         }
+        // The kernel's messages carry uid 0 (its flows count as root's); a user-space peer's,
+        // when allowed, its own (transport.rs, "Who sent a datagram").
+        pass_credentials(fd.as_raw_fd()).context("SO_PASSCRED on the netlink socket")?;
         let mut bound = sockaddr(0);
         let mut len = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
         // SAFETY: getsockname writes at most `len` bytes into `bound`.
@@ -145,31 +148,17 @@ impl Transport for NetlinkTransport {
     fn recv(&mut self, buf: &mut [u8], now: std::time::Instant) -> io::Result<Option<Received<u32>>> {
         loop {
             let mut from = sockaddr(0);
-            let mut len = size_of::<libc::sockaddr_nl>() as libc::socklen_t;
-            // SAFETY: the buffer and address pointers are valid for the lengths passed.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.raw(),
-                    self.rx.as_mut_ptr().cast(),
-                    self.rx.len(),
-                    0,
-                    (&mut from as *mut libc::sockaddr_nl).cast(),
-                    &mut len,
-                )
+            let got = match recv_with_uid(self.raw(), &mut self.rx, &mut from) {
+                Ok(got) => got,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
             };
-            if n < 0 {
-                let e = io::Error::last_os_error();
-                return match e.kind() {
-                    io::ErrorKind::WouldBlock => Ok(None),
-                    io::ErrorKind::Interrupted => continue,
-                    _ => Err(e),
-                };
-            }
             if !sender_allowed(from.nl_pid, self.allow_user_peers) {
                 self.refusals.refuse(&format_args!("netlink port {}", from.nl_pid), now);
                 continue;
             }
-            let datagram = &self.rx[..n as usize];
+            let datagram = &self.rx[..got.len];
             let payload = match ccp_wire::netlink::unframe(datagram) {
                 Ok(p) => p,
                 Err(e) => {
@@ -181,7 +170,7 @@ impl Transport for NetlinkTransport {
             };
             let len = payload.len().min(buf.len());
             buf[..len].copy_from_slice(&payload[..len]);
-            return Ok(Some(Received { len, from: Some(from.nl_pid) }));
+            return Ok(Some(Received { len, from: Some(from.nl_pid), uid: got.uid }));
         }
     }
 
@@ -301,6 +290,7 @@ mod tests {
         let got = open.recv(&mut buf, Instant::now()).unwrap().expect("heard when user peers are allowed");
         assert!(matches!(ccp_wire::decode(&buf[..got.len]).unwrap().0, ccp_wire::Msg::Create(c) if c.sid == 9));
         assert_ne!(got.from, Some(0));
+        assert_eq!(got.uid, Some(0), "the sending process's uid, as the kernel has it");
         assert_eq!(open.refused(), 0);
     }
 }

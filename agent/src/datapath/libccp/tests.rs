@@ -17,7 +17,8 @@ use crate::datapath::{CloseReason, Datapath, DatapathEvent, FlowRef};
 
 #[derive(Default)]
 struct Wire {
-    inbox: VecDeque<(Vec<u8>, Option<PathBuf>)>,
+    /// Datagrams to receive: bytes, sender, the sender's uid.
+    inbox: VecDeque<(Vec<u8>, Option<PathBuf>, Option<u32>)>,
     sent: Vec<(PathBuf, Msg)>,
     /// errno to fail the next sends with, consumed one per send.
     fail: VecDeque<i32>,
@@ -39,9 +40,9 @@ impl Transport for Mock {
         Ok(())
     }
     fn recv(&mut self, buf: &mut [u8], _: Instant) -> io::Result<Option<Received<PathBuf>>> {
-        Ok(self.0.borrow_mut().inbox.pop_front().map(|(bytes, from)| {
+        Ok(self.0.borrow_mut().inbox.pop_front().map(|(bytes, from, uid)| {
             buf[..bytes.len()].copy_from_slice(&bytes);
-            Received { len: bytes.len(), from }
+            Received { len: bytes.len(), from, uid }
         }))
     }
     fn send(&mut self, to: &PathBuf, msg: &[u8], _: Instant) -> io::Result<()> {
@@ -87,7 +88,7 @@ impl T {
     }
 
     fn push_raw(&self, bytes: Vec<u8>) {
-        self.wire.0.borrow_mut().inbox.push_back((bytes, Some(PathBuf::from(DP))));
+        self.wire.0.borrow_mut().inbox.push_back((bytes, Some(PathBuf::from(DP)), None));
     }
 
     fn push(&self, m: Msg) {
@@ -132,19 +133,28 @@ impl T {
         f
     }
 
+    /// `m` from the datapath at `path`, sent by a process of `uid`.
+    fn push_from(&self, m: Msg, path: &str, uid: u32) {
+        self.wire.0.borrow_mut().inbox.push_back((m.to_bytes().unwrap(), Some(PathBuf::from(path)), Some(uid)));
+    }
+
     fn create(&mut self, sid: u32) -> Vec<DatapathEvent> {
-        self.push(Msg::Create(Create {
-            sid,
-            init_cwnd: 14480,
-            mss: 1448,
-            src_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 1)),
-            src_port: 40000,
-            dst_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)),
-            dst_port: 5201,
-            cong_alg: None,
-        }));
+        self.push(create_msg(sid));
         self.poll()
     }
+}
+
+fn create_msg(sid: u32) -> Msg {
+    Msg::Create(Create {
+        sid,
+        init_cwnd: 14480,
+        mss: 1448,
+        src_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 1)),
+        src_port: 40000,
+        dst_ip: u32::from(std::net::Ipv4Addr::new(10, 0, 0, 2)),
+        dst_port: 5201,
+        cong_alg: None,
+    })
 }
 
 fn is_install(m: &Msg) -> bool {
@@ -398,7 +408,7 @@ fn garbage_is_counted_and_survived() {
     t.push_raw(vec![0xde, 0xad]);
     t.push_raw(vec![0, 0, 10, 0, 1, 0, 0, 0, 0, 0]); // a CREATE far too short
     t.push(Msg::Install(t.dp.fold.program.install(1))); // agent-bound type from a datapath
-    t.wire.0.borrow_mut().inbox.push_back((Msg::Ready(Ready { datapath_id: 1 }).to_bytes().unwrap(), None));
+    t.wire.0.borrow_mut().inbox.push_back((Msg::Ready(Ready { datapath_id: 1 }).to_bytes().unwrap(), None, None));
     let ev = t.create(5);
     assert!(matches!(&ev[..], [DatapathEvent::FlowStarted { .. }]), "{ev:?}");
     let s = t.dp.stats();
@@ -471,4 +481,25 @@ fn a_full_queue_holds_messages_until_the_peer_has_room() {
     assert!(matches!(&sent[..], [Msg::ChangeProg(c)] if c.sid == 2), "the waiting switch, once: {sent:?}");
     t.apply(1, Command { cwnd_bytes: Some(40_000), ..Command::default() }).unwrap();
     assert_eq!(t.sent().iter().filter_map(cwnd_of).collect::<Vec<_>>(), vec![40_000]);
+}
+
+/// A flow belongs to the user whose process announced it: the sender of its CREATE, or of the
+/// report it was adopted from; the datapath's address says nothing of it.
+#[test]
+fn a_flow_belongs_to_the_user_whose_process_announced_it() {
+    let mut t = T::new();
+    t.push_from(create_msg(1), DP, 1000);
+    let f = t.fields(&[("cwnd_bytes", 20_000), ("acked_bytes", 1448), ("acked_pkts", 1)]);
+    t.push_from(Msg::Measure(Measure { sid: 2, program_uid: 1, fields: f }), "/tmp/ccp/other", 1001);
+    // The next datapath to send from the first one's address is another user's process.
+    t.push_from(create_msg(3), DP, 0);
+    let owners: Vec<(u32, Option<u32>)> = t
+        .poll()
+        .iter()
+        .filter_map(|e| match e {
+            DatapathEvent::FlowStarted { flow, info } => Some((flow.sid, info.uid)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(owners, vec![(1, Some(1000)), (2, Some(1001)), (3, Some(0))]);
 }

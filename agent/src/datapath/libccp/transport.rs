@@ -1,8 +1,26 @@
-//! How libccp messages travel: a datagram transport with addressable peers.
+//! How libccp messages travel: a datagram transport with addressable peers, and who sent each
+//! datagram.
+//!
+//! # Who sent a datagram
+//! Flows are limited per owner (`[safety] max_flows_per_uid`, `crate::flows::admission`), and a
+//! libccp datapath's CREATE says nothing of the socket it speaks for: a flow belongs to the user
+//! whose process announced it. That uid is taken from the kernel, not from the datagram: the
+//! agent's socket asks for the sender's credentials (`SO_PASSCRED`), and the kernel attaches
+//! the sending process's real uid to every datagram (`SCM_CREDENTIALS`). A sender may attach
+//! credentials of its own, but the kernel accepts only its own real, effective or saved uid
+//! unless it holds `CAP_SETUID`, so no user can make its flows count against another's. (The
+//! owner of the sender's socket file would not do: a user can bind a name, unlink it and let
+//! another user's datapath bind the same name, after which its datagrams still carry that name.)
+//! The kernel's own messages (ccp-kernel over netlink) carry uid 0: kernel flows count as root's,
+//! against the total only, for a CREATE from ccp-kernel does not name the socket's owner. (A
+//! user given subordinate uids, `/etc/subuid`, can send as any of them from a user namespace, as
+//! it can own sockets as them on the eBPF datapath: each counts as a user of its own.)
 
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::io;
+use std::mem::size_of;
+use std::os::fd::RawFd;
 use std::time::Instant;
 
 use crate::log_limit::{LogLimit, LOG_EVERY};
@@ -12,6 +30,9 @@ use crate::log_limit::{LogLimit, LOG_EVERY};
 pub struct Received<A> {
     pub len: usize,
     pub from: Option<A>,
+    /// The uid of the process that sent it, as the kernel vouches for it (module docs); `None`
+    /// where the transport cannot tell.
+    pub uid: Option<u32>,
 }
 
 pub trait Transport {
@@ -79,6 +100,90 @@ impl Refusals {
         true
     }
 }
+
+/// Asks the kernel to attach the sender's credentials to every datagram `fd` receives from now
+/// on (`SO_PASSCRED`).
+pub fn pass_credentials(fd: RawFd) -> io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: SO_PASSCRED takes an int flag; the pointer and length describe `on`.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// One datagram read by [`recv_with_uid`].
+pub struct Datagram {
+    /// Its length in the caller's buffer (longer datagrams are cut, as by `recvfrom`).
+    pub len: usize,
+    /// The length of the sender's address written into the caller's `addr`.
+    pub addr_len: libc::socklen_t,
+    /// The sender's uid from its `SCM_CREDENTIALS`: present on every datagram once
+    /// [`pass_credentials`] is set (a datagram queued before then reads as the overflow uid,
+    /// 65534, which the kernel gives where it has none).
+    pub uid: Option<u32>,
+}
+
+/// Receives one datagram from the non-blocking socket `fd` (`recvmsg(2)`), with its sender's
+/// address in `addr` (a `sockaddr_un`, `sockaddr_nl`, ...) and its credentials.
+///
+/// The control buffer has room for the credentials only: descriptors a sender attaches
+/// (`SCM_RIGHTS`) do not fit, so the kernel closes them instead of installing them here; any
+/// that did arrive would be closed at once.
+pub fn recv_with_uid<S>(fd: RawFd, buf: &mut [u8], addr: &mut S) -> io::Result<Datagram> {
+    // In u64s, so that the buffer is aligned for cmsghdr.
+    let mut control = [0u64; CREDENTIALS_SPACE.div_ceil(8)];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: msghdr is plain old data; all-zero is a valid value, filled in below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = (addr as *mut S).cast();
+    msg.msg_namelen = size_of::<S>() as libc::socklen_t;
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CREDENTIALS_SPACE as _;
+    // SAFETY: every pointer in `msg` is valid for the length given with it, for the call.
+    let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut uid = None;
+    // SAFETY: the CMSG_* walk stays within `msg.msg_controllen` bytes of `control`, which
+    // the kernel filled; each header is checked before its data is read.
+    unsafe {
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            let data = libc::CMSG_DATA(cmsg);
+            let data_len = (*cmsg).cmsg_len as usize - (data as usize - cmsg as usize);
+            match ((*cmsg).cmsg_level, (*cmsg).cmsg_type) {
+                (libc::SOL_SOCKET, libc::SCM_CREDENTIALS) if data_len >= size_of::<libc::ucred>() => {
+                    uid = Some(std::ptr::read_unaligned(data.cast::<libc::ucred>()).uid);
+                }
+                (libc::SOL_SOCKET, libc::SCM_RIGHTS) => {
+                    for i in 0..data_len / size_of::<libc::c_int>() {
+                        libc::close(std::ptr::read_unaligned(data.cast::<libc::c_int>().add(i)));
+                    }
+                }
+                _ => {}
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok(Datagram { len: n as usize, addr_len: msg.msg_namelen, uid })
+}
+
+/// Control buffer room for one `SCM_CREDENTIALS` message and nothing else.
+// SAFETY: CMSG_SPACE is arithmetic on its argument.
+const CREDENTIALS_SPACE: usize = unsafe { libc::CMSG_SPACE(size_of::<libc::ucred>() as libc::c_uint) } as usize;
 
 /// True when a send error means the peer no longer exists (as opposed to a full buffer).
 pub fn peer_is_gone(err: &io::Error) -> bool {

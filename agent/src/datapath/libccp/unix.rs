@@ -31,13 +31,14 @@
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::transport::{Received, Refusals, Transport};
+use super::transport::{pass_credentials, recv_with_uid, Received, Refusals, Transport};
 
 /// Datapaths that get a connected socket of their own; the rest share `sendto`.
 pub const MAX_CONNECTED_PEERS: usize = 1024;
@@ -109,6 +110,9 @@ impl UnixTransport {
         }
         let sock = crate::permissions::with_private_umask(|| mio::net::UnixDatagram::bind(&path))
             .with_context(|| format!("binding {}", path.display()))?;
+        // Each datagram then says whose process sent it: flows are counted against that user
+        // (transport.rs, "Who sent a datagram").
+        pass_credentials(sock.as_raw_fd()).with_context(|| format!("SO_PASSCRED on {}", path.display()))?;
         if let Some(gid) = group {
             crate::permissions::share_with_group(&path, gid)?;
         }
@@ -165,6 +169,17 @@ impl Drop for UnixTransport {
     }
 }
 
+/// The path a datagram came from, when its sender bound one: `None` for an unnamed socket and
+/// for an abstract name (neither can be replied to in the socket directory).
+fn sender_path(addr: &libc::sockaddr_un, addr_len: libc::socklen_t) -> Option<&Path> {
+    let path_offset = std::mem::offset_of!(libc::sockaddr_un, sun_path);
+    let n = (addr_len as usize).saturating_sub(path_offset).min(addr.sun_path.len());
+    // SAFETY: `n` bytes of `sun_path` (c_char, the size of u8) lie within `addr`.
+    let bytes: &[u8] = unsafe { std::slice::from_raw_parts(addr.sun_path.as_ptr().cast(), n) };
+    let end = bytes.iter().position(|b| *b == 0).unwrap_or(n);
+    (end > 0).then(|| Path::new(std::ffi::OsStr::from_bytes(&bytes[..end])))
+}
+
 /// Which of `fds` have room to send now.
 fn writable_now(fds: &mut [libc::pollfd]) -> io::Result<()> {
     // SAFETY: `fds` is a valid, exclusively borrowed array of pollfd of the length passed.
@@ -190,30 +205,31 @@ impl Transport for UnixTransport {
 
     fn recv(&mut self, buf: &mut [u8], now: Instant) -> io::Result<Option<Received<PathBuf>>> {
         loop {
-            match self.sock.recv_from(buf) {
-                Ok((len, addr)) => {
-                    let from = match addr.as_pathname() {
-                        None => None,
-                        Some(p) => match &self.last_sender {
-                            Some((sender, to)) if sender == p => Some(to.clone()),
-                            _ => match reply_path(&self.dir, &self.canonical_dir, p) {
-                                Some(to) => {
-                                    self.last_sender = Some((p.to_path_buf(), to.clone()));
-                                    Some(to)
-                                }
-                                None => {
-                                    self.refusals.refuse(&p.display(), now);
-                                    continue;
-                                }
-                            },
-                        },
-                    };
-                    return Ok(Some(Received { len, from }));
-                }
+            // SAFETY: sockaddr_un is plain old data; all-zero is a valid value.
+            let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+            let got = match recv_with_uid(self.sock.as_raw_fd(), buf, &mut addr) {
+                Ok(got) => got,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
-            }
+            };
+            let from = match sender_path(&addr, got.addr_len) {
+                None => None,
+                Some(p) => match &self.last_sender {
+                    Some((sender, to)) if sender == p => Some(to.clone()),
+                    _ => match reply_path(&self.dir, &self.canonical_dir, p) {
+                        Some(to) => {
+                            self.last_sender = Some((p.to_path_buf(), to.clone()));
+                            Some(to)
+                        }
+                        None => {
+                            self.refusals.refuse(&p.display(), now);
+                            continue;
+                        }
+                    },
+                },
+            };
+            return Ok(Some(Received { len: got.len, from, uid: got.uid }));
         }
     }
 
@@ -410,5 +426,28 @@ mod tests {
         assert_eq!(&buf[..n], b"hello");
         assert_eq!(from.as_pathname(), Some(t.path()));
         assert!(t.peers[&dp_path].connected.is_none());
+    }
+
+    /// Each datagram says whose process sent it, as the kernel has it (claims of other uids, and
+    /// flow limits by owner: agent/tests/libccp_flow_owners.rs).
+    #[test]
+    fn each_datagram_carries_the_senders_uid_from_the_kernel() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = base.path().join("ccp");
+        let mut t = UnixTransport::bind(&dir, "agent", None).unwrap();
+        let dp = std::os::unix::net::UnixDatagram::bind(dir.join("dp")).unwrap();
+        let mut buf = [0u8; 64];
+        dp.send_to(b"hi", t.path()).unwrap();
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("a datagram");
+        // SAFETY: getuid cannot fail.
+        assert_eq!(got.uid, Some(unsafe { libc::getuid() }));
+        assert_eq!(got.from, Some(dir.join("dp")));
+        // An abstract name is no path to reply to, like an unnamed socket.
+        use std::os::linux::net::SocketAddrExt;
+        let name = format!("ccp-test-abstract-{}", std::process::id());
+        let abstract_name = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        std::os::unix::net::UnixDatagram::bind_addr(&abstract_name).unwrap().send_to(b"a", t.path()).unwrap();
+        let got = t.recv(&mut buf, Instant::now()).unwrap().expect("a datagram");
+        assert_eq!((got.len, got.from), (1, None));
     }
 }

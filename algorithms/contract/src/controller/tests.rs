@@ -440,3 +440,88 @@ fn reports_that_do_not_say_leave_the_window_alone() {
     assert_eq!(c.cwnd_bytes(), 500_000_000);
     assert_eq!(c.window_ceiling_bytes(), None);
 }
+
+/// An algorithm hosted elsewhere, as the controller sees one: it takes reports ahead and answers
+/// each when the controller gives it the same report. Its answer depends on the report's time:
+/// 2 is a NaN window, 3 a call abandoned past its budget; beginning 99 panics.
+#[derive(Default)]
+struct Ahead {
+    begun: std::collections::VecDeque<Report>,
+    collected: Arc<AtomicUsize>,
+}
+
+impl Algorithm for Ahead {
+    fn name(&self) -> &'static str {
+        "ahead"
+    }
+    fn init(&mut self, _: &FlowStart) -> Action {
+        Action::cwnd(20_000.0)
+    }
+    fn on_report(&mut self, r: &Report) -> Action {
+        self.try_on_report(r).unwrap_or_default()
+    }
+    fn try_on_report(&mut self, r: &Report) -> Result<Action, CallError> {
+        if let Some(begun) = self.begun.pop_front() {
+            assert_eq!(&begun, r, "the controller collects what it began, in order");
+            self.collected.fetch_add(1, Ordering::SeqCst);
+        }
+        match r.now_us {
+            2 => Ok(Action::cwnd(f64::NAN)),
+            3 => Err(CallError::TimedOut { budget_us: 10_000 }),
+            t => Ok(Action::cwnd(20_000.0 + t as f64 * 1000.0)),
+        }
+    }
+    fn begin_on_report(&mut self, r: &Report) -> bool {
+        assert_ne!(r.now_us, 99, "a bug in the host");
+        self.begun.push_back(r.clone());
+        true
+    }
+    fn begun_ready(&self) -> bool {
+        // Its answers come when the next report is begun.
+        self.begun.len() != 1
+    }
+}
+
+struct AheadFactory(Arc<AtomicUsize>);
+
+impl AlgorithmFactory for AheadFactory {
+    fn name(&self) -> &'static str {
+        "ahead"
+    }
+    fn create(&self) -> Box<dyn Algorithm> {
+        Box::new(Ahead { collected: Arc::clone(&self.0), ..Ahead::default() })
+    }
+}
+
+#[test]
+fn a_report_begun_ahead_is_decided_under_the_same_containment() {
+    let (mut native, _) = start(vec![]);
+    assert!(!native.begin_report(&report(1)), "a native algorithm runs where it is called");
+
+    let collected = Arc::new(AtomicUsize::new(0));
+    let hosted = Choice::new(Arc::new(AheadFactory(Arc::clone(&collected))), toml::Table::new(), "test");
+    let (mut c, _) = Controller::start(hosted, additive(), CAPS, Limits::default(), &flow(), 0);
+    assert!(c.begun_ready(), "nothing begun");
+    assert!(c.begin_report(&report(1)));
+    assert!(!c.begun_ready());
+    assert!(c.begin_report(&report(2)), "two reports of a flow begin in order");
+    assert!(c.begun_ready());
+    let out = c.on_report(&report(1), 1);
+    assert_eq!((out.fault, c.cwnd_bytes()), (None, 21_000));
+    let out = c.on_report(&report(2), 2);
+    assert!(matches!(out.fault, Some(Fault::InvalidCwnd(v)) if v.is_nan()), "{out:?}");
+    assert_eq!(c.cwnd_bytes(), 21_000, "a begun report's action is sanitized like any other");
+    assert_eq!(collected.load(Ordering::SeqCst), 2);
+
+    assert!(c.begin_report(&report(3)));
+    let out = c.on_report(&report(3), 3);
+    assert_eq!(out.fault, Some(Fault::Call(CallError::TimedOut { budget_us: 10_000 })));
+    assert!(out.restarted, "abandoned ahead as when called: rebuilt");
+    assert_eq!(c.total_faults(), 2);
+
+    // A host that panics while beginning is contained: the report is then decided when given.
+    assert!(!c.begin_report(&report(99)));
+    let out = c.on_report(&report(99), 99);
+    assert_eq!((out.fault, c.cwnd_bytes()), (None, 119_000));
+    assert_eq!(collected.load(Ordering::SeqCst), 3);
+}

@@ -32,6 +32,24 @@ pub fn write_py(dir: &Path, file: &str, class: &str, source: &str) -> String {
     format!("py:{}:{class}", path.display())
 }
 
+/// A class whose `on_report` blocks inside C (`time.sleep`, an hour) on the report at 30 ms,
+/// written in `dir`; its `py:` name. Steady at 50,000 bytes otherwise.
+pub fn sleeper(dir: &Path) -> String {
+    write_py(
+        dir,
+        "sleepy.py",
+        "Sleepy",
+        "import time
+from ccp_agent import Action, Algorithm
+class Sleepy(Algorithm):
+    def on_report(self, report):
+        if report.now_us == 30_000:
+            time.sleep(3600)
+        return Action(50_000.0)
+",
+    )
+}
+
 pub fn choose(name: &str) -> Choice {
     ccp_python::register();
     ccp_algorithms::registry::choose(name, toml::Table::new(), "test").unwrap_or_else(|e| panic!("{name}: {e}"))
