@@ -3,7 +3,9 @@
 //! One Python algorithm (`python_action.py`'s `Returns`, loaded through the registry as the
 //! agent loads one) returns from `init`, `on_report` and `state` whatever this target built from
 //! the input, and the calls go through the host as the controller makes them
-//! (`Algorithm::try_init`, `try_on_report`, `state`). The values: None, bools, ints of any size
+//! (`Algorithm::try_init`, `try_on_report`, `state`), on the interpreter's thread (the agent's
+//! default isolation; the report begun ahead, as the agent begins every Python report of a
+//! batch, or not) or inline (as the simulator runs Python). The values: None, bools, ints of any size
 //! (at and past every boundary of the fields, up to 2^65535), floats from any bit pattern (NaN,
 //! infinities, subnormals), strings (lone surrogates too), bytes, lists, tuples, dicts, nested;
 //! `Action`s built with arbitrary arguments or changed field by field afterwards (which skips the
@@ -24,15 +26,17 @@
 //! returned dict's items in order (as far as their names are interned) when every item is a str
 //! and a number, nothing otherwise.
 //!
-//! Input: the values of `init`, `on_report` and `state`, one after the other, each a tree: a
-//! kind byte and what that kind reads (see `Builder::value`); a finished input reads as zeros,
-//! which is None.
+//! Input: an option byte (bit 0: inline, else on the interpreter's thread; bit 1: the report
+//! begun ahead), then the values of `init`, `on_report` and `state`, one after the other, each a
+//! tree: a kind byte and what that kind reads (see `Builder::value`); a finished input reads as
+//! zeros, which is None.
 #![no_main]
 
 use std::cell::RefCell;
 use std::time::Duration;
 
 use ccp_contract::{Action, Algorithm, CallError, FlowStart, Pacing, Report, ReportPolicy, StateVar};
+use ccp_python::Isolation;
 use libfuzzer_sys::fuzz_target;
 use pyo3::exceptions::{PyAttributeError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -691,6 +695,9 @@ fuzz_target!(|data: &[u8]| {
         let mut slot = cell.borrow_mut();
         let h = slot.get_or_insert_with(Harness::start);
         let mut input = Input(data);
+        let options = input.byte();
+        let inline = options & 1 != 0;
+        ccp_python::set_isolation(if inline { Isolation::Inline } else { Isolation::Thread });
         let (init, report, state) = Python::attach(|py| {
             let mut b = Builder {
                 py,
@@ -712,6 +719,10 @@ fuzz_target!(|data: &[u8]| {
         let start = FlowStart::new(1448, 14_480);
         check("init", h.algorithm.try_init(&start), &init);
         let r = Report { mss_bytes: 1448, ..Report::default() };
+        if options & 2 != 0 {
+            // Only the interpreter's thread takes a report ahead.
+            assert_eq!(h.algorithm.begin_on_report(&r), !inline);
+        }
         check("on_report", h.algorithm.try_on_report(&r), &report);
         check_state(&h.algorithm.state(), &state);
         Python::attach(|py| {
