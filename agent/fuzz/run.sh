@@ -3,15 +3,16 @@
 #
 # Targets: config (the TOML configuration), control (control-socket JSON lines), ringbuf (eBPF
 # ring-buffer records), netlink (ccp-kernel datagrams through the libccp adapter), cnm (CNM
-# datagrams). They run one after the other, at the lowest CPU priority; each starts from its
-# seeds (seeds/TARGET) plus what earlier runs kept in corpus/TARGET, and a crash stops the script
-# with the input saved under artifacts/TARGET/ (rerun it: cargo +nightly fuzz run -a TARGET FILE).
+# datagrams), python_action (what a Python algorithm returns, through the host into Action). They
+# run one after the other, at the lowest CPU priority; each starts from its seeds (seeds/TARGET)
+# plus what earlier runs kept in corpus/TARGET, and a crash stops the script with the input saved
+# under artifacts/TARGET/ (rerun it: cargo +nightly fuzz run -a TARGET FILE).
 #
 # Needs a nightly toolchain and cargo-fuzz (cargo install cargo-fuzz --version 0.13.2 --locked).
 # On a shared machine, CARGO_BUILD_JOBS=1 ./run.sh keeps the first build to one core.
 set -euo pipefail
 cd "$(dirname "$0")"
-targets=(config control ringbuf netlink cnm)
+targets=(config control ringbuf netlink cnm python_action)
 which="${1:-all}"
 runs="${2:-10000000}"
 if [[ "$which" == all ]]; then
@@ -30,6 +31,7 @@ for t in "${selected[@]}"; do
         ringbuf) opts=(-max_len=512) ;;
         netlink) opts=(-max_len=4096) ;;
         cnm) opts=(-max_len=512) ;;
+        python_action) opts=(-max_len=4096) ;;
     esac
     mkdir -p "corpus/$t"
     cp -n "seeds/$t"/* "corpus/$t/" 2>/dev/null || true

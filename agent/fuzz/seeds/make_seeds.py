@@ -183,3 +183,82 @@ write("cnm", "other_v4_sender", b"\2" + bytes([192, 168, 1, 1]) + cnm(ipv4(6)))
 write("cnm", "forged_v4_sender", b"\2" + bytes([10, 0, 0, 9]) + cnm(ipv4(6)))
 write("cnm", "v6_sender", b"\3" + bytes([0x20, 0x01, 0x0D, 0xB8]) + bytes(11) + b"\7" + cnm(ipv4(6)))
 write("cnm", "truncated", b"\0" + cnm(ipv4(6)) + bytes(200))
+
+# --- python_action: an option byte, then the values of init, on_report and state, each a tree ---
+# (Builder::value). Options: bit 0 inline, bit 1 the report begun ahead.
+NONE = b"\0"
+THREAD, INLINE, AHEAD = b"\0", b"\1", b"\2"
+FIELD_INDEX = {name: i for i, name in enumerate(
+    ["cwnd_bytes", "pacing_rate_bytes_per_s", "pacing_off", "report_every_us", "report_per_rtt", "rtt_threshold_us",
+     "report_acked_pkts"])}
+
+
+def py_bool(b):
+    return bytes([1, int(b)])
+
+
+def py_int(n):
+    return bytes([3]) + struct.pack("<q", n)
+
+
+def py_boundary(i):
+    return bytes([4, i])
+
+
+def py_big(negative, exponent, offset=0):
+    return bytes([5, int(negative)]) + struct.pack("<Hb", exponent, offset)
+
+
+def py_float(x):
+    return bytes([7]) + struct.pack("<d", x)
+
+
+def py_str(s):
+    s = s.encode()
+    return bytes([9, len(s)]) + s
+
+
+def py_list(*items):
+    return bytes([11, len(items)]) + b"".join(items)
+
+
+def py_dict(**items):
+    return bytes([13, len(items)]) + b"".join(bytes([1]) + py_str(k)[1:] + v for k, v in items.items())
+
+
+def py_action(positional=None, **fields):
+    given = sum(1 << FIELD_INDEX[k] for k in fields) | (0x80 if positional is not None else 0)
+    out = bytes([14, given, 0]) + (positional or b"")
+    return out + b"".join(fields[k] for k in sorted(fields, key=FIELD_INDEX.get))
+
+
+def py_changed(*ops):
+    return bytes([15, len(ops)]) + b"".join(bytes([FIELD_INDEX[k]]) + v for k, v in ops)
+
+
+def py_float_like(v):
+    return bytes([17, 0]) + v
+
+
+def py_index_like(v):
+    return bytes([17, 1]) + v
+
+
+write("python_action", "reno", AHEAD + py_action(py_float(14480.0))
+      + py_action(cwnd_bytes=py_float(28960.0), report_per_rtt=py_float(1.0))
+      + py_dict(cwnd=py_float(28960.0), ssthresh=py_int(1 << 40)))
+write("python_action", "pacing", INLINE + py_action(pacing_rate_bytes_per_s=py_float(1.25e6), rtt_threshold_us=py_int(30_000),
+                                           report_acked_pkts=py_int(8))
+      + py_action(pacing_off=py_bool(True), report_every_us=py_int(10_000)) + NONE)
+write("python_action", "contradictions", THREAD + py_changed(("pacing_rate_bytes_per_s", py_float(1.0)), ("pacing_off", py_bool(True)))
+      + py_action(report_every_us=py_int(1), report_per_rtt=py_float(1.0)) + py_dict(x=py_str("1.0")))
+write("python_action", "wrong_types", AHEAD + py_list(py_float(1.0), py_float(2.0)) + py_str("Action(1)") + py_list())
+write("python_action", "odd_numbers", INLINE + py_action(py_big(False, 1100))
+      + py_changed(("cwnd_bytes", py_float(float("nan"))), ("report_every_us", py_boundary(11)),
+                   ("report_acked_pkts", py_boundary(6)), ("rtt_threshold_us", py_int(-1)))
+      + py_dict(nan=py_float(float("nan")), inf=py_float(float("inf"))))
+write("python_action", "number_likes", THREAD + py_action(py_float_like(py_float(3.5)), report_every_us=py_index_like(py_int(7)))
+      + py_changed(("report_per_rtt", py_index_like(py_int(2))), ("rtt_threshold_us", py_float_like(py_float(1.0))))
+      + bytes([17, 2]))
+write("python_action", "api_objects", INLINE + bytes([16, 0, 7]) + py_str("loss") + bytes([16, 1, 0]) + py_int(0)
+      + bytes([16, 3, 0b0111]) + py_str("gain") + py_float(2.0) + py_float(1.0) + py_float(4.0))

@@ -458,7 +458,7 @@ impl PyParam {
         doc: String,
     ) -> PyResult<Self> {
         let p = PyParam { name, default: default.unbind(), unit, min, max, choices, doc };
-        Python::attach(|py| p.kind(py)).map_err(PyValueError::new_err)?;
+        Python::attach(|py| p.declared(py)).map_err(PyValueError::new_err)?;
         Ok(p)
     }
 
@@ -467,9 +467,34 @@ impl PyParam {
     }
 }
 
+/// A parameter declaration, checked: its kind, with a str parameter's choices still the
+/// declaration's own.
+enum Declared {
+    Kind(ParamKind),
+    /// A str parameter whose default is `choices[default]`.
+    Choice {
+        default: usize,
+    },
+}
+
 impl PyParam {
-    /// The contract's parameter kind; the error says what is inconsistent.
+    /// The contract's parameter kind; the error says what is inconsistent. A str parameter's
+    /// choices are leaked (they are `&'static` in the contract): the loader calls this once per
+    /// class version, which bounds them.
     pub fn kind(&self, py: Python<'_>) -> Result<ParamKind, String> {
+        let default = match self.declared(py)? {
+            Declared::Kind(kind) => return Ok(kind),
+            Declared::Choice { default } => default,
+        };
+        let choices = self.choices.as_deref().unwrap_or_default();
+        let options: Vec<&'static str> = choices.iter().map(|c| &*Box::leak(c.clone().into_boxed_str())).collect();
+        let options: &'static [&'static str] = Box::leak(options.into_boxed_slice());
+        Ok(ParamKind::Choice { default: options[default], options })
+    }
+
+    /// The declaration checked, nothing leaked: what building a `Param` needs (Python code may
+    /// build any number of them).
+    fn declared(&self, py: Python<'_>) -> Result<Declared, String> {
         let d = self.default.bind(py);
         let name = &self.name;
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -486,7 +511,7 @@ impl PyParam {
             if self.min.is_some() || self.max.is_some() || self.choices.is_some() {
                 return Err(format!("parameter {name:?}: a bool takes no min, max or choices"));
             }
-            return Ok(ParamKind::Bool { default: b.is_true() });
+            return Ok(Declared::Kind(ParamKind::Bool { default: b.is_true() }));
         }
         if d.cast::<pyo3::types::PyInt>().is_ok() {
             let default: i64 = d.extract().map_err(|_| format!("parameter {name:?}: default does not fit 64 bits"))?;
@@ -496,7 +521,7 @@ impl PyParam {
             if default < min || default > max {
                 return Err(format!("parameter {name:?}: default {default} is outside [{min}, {max}]"));
             }
-            return Ok(ParamKind::Int { default, min, max });
+            return Ok(Declared::Kind(ParamKind::Int { default, min, max }));
         }
         if let Ok(f) = d.cast::<pyo3::types::PyFloat>() {
             let default = f.value();
@@ -506,21 +531,16 @@ impl PyParam {
                 return Err(format!("parameter {name:?}: default {default} is outside [{lo}, {hi}]"));
             }
             let bound = |v: Option<f64>| v.map_or(ccp_contract::Bound::Unbounded, ccp_contract::Bound::Inclusive);
-            return Ok(ParamKind::Float { default, min: bound(self.min), max: bound(self.max) });
+            return Ok(Declared::Kind(ParamKind::Float { default, min: bound(self.min), max: bound(self.max) }));
         }
         if let Ok(s) = d.extract::<String>() {
             let Some(choices) = &self.choices else {
                 return Err(format!("parameter {name:?}: a str parameter needs choices=[...]"));
             };
-            if !choices.contains(&s) {
+            let Some(default) = choices.iter().position(|c| *c == s) else {
                 return Err(format!("parameter {name:?}: default {s:?} is not one of its choices"));
-            }
-            // Leaked once per class version (bounded by the loader); choices are `&'static` in
-            // the contract.
-            let options: Vec<&'static str> = choices.iter().map(|c| &*Box::leak(c.clone().into_boxed_str())).collect();
-            let options: &'static [&'static str] = Box::leak(options.into_boxed_slice());
-            let default = options.iter().find(|o| **o == s).copied().unwrap_or("");
-            return Ok(ParamKind::Choice { default, options });
+            };
+            return Ok(Declared::Choice { default });
         }
         Err(format!(
             "parameter {name:?}: default must be a float, int, bool or str, not {}",

@@ -27,6 +27,7 @@
 //!   program never subtracts;
 //! - registers are u64 but immediates must stay below 2^31.
 
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use ccp_contract::{Report, RttStats, Urgent};
@@ -168,6 +169,13 @@ pub struct Fold {
 }
 
 impl Fold {
+    /// The fold every adapter of the process shares, compiled on first use: its source is a
+    /// constant, and compiling it costs far more than anything an adapter does with one datagram.
+    pub fn standard() -> anyhow::Result<&'static Fold> {
+        static STANDARD: OnceLock<Result<Fold, String>> = OnceLock::new();
+        STANDARD.get_or_init(|| Fold::compile().map_err(|e| format!("{e:#}"))).as_ref().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
     pub fn compile() -> anyhow::Result<Fold> {
         let program = ccp_lang::compile(SOURCE).map_err(|e| anyhow::anyhow!("standard fold does not compile: {e}"))?;
         let idx =

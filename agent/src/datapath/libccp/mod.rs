@@ -132,7 +132,7 @@ struct Peer<A> {
 
 pub struct LibccpDatapath<T: Transport> {
     transport: T,
-    fold: Fold,
+    fold: &'static Fold,
     install_msg: Vec<u8>,
     /// Live peers by id. A peer found gone is removed (its flows closed), so a churn of
     /// short-lived datapaths does not grow this; ids are never reused.
@@ -155,7 +155,7 @@ pub struct LibccpDatapath<T: Transport> {
 
 impl<T: Transport> LibccpDatapath<T> {
     pub fn new(transport: T, address_order: AddressOrder) -> anyhow::Result<Self> {
-        let fold = Fold::compile()?;
+        let fold = Fold::standard()?;
         let install_msg = Msg::Install(fold.program.install(FOLD_UID))
             .to_bytes()
             .map_err(|e| anyhow::anyhow!("standard fold does not encode: {e}"))?;
