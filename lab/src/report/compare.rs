@@ -148,13 +148,17 @@ pub fn compare(r: &Results) -> Vec<Group> {
                 })
                 .collect();
             rank(&mut rows, first.setup.rtt_ms.unwrap_or(0.0));
-            let extras =
-                Extra::ALL.into_iter().filter(|e| members.iter().any(|&i| r.runs[i].extra(*e).is_some())).collect();
+            let extras = Extra::ALL.into_iter().filter(|e| members.iter().any(|&i| r.runs[i].extra(*e).is_some())).collect();
             let ok: Vec<&Run> = members.iter().map(|&i| &r.runs[i]).filter(|x| x.ok).collect();
             Group {
                 link: first.link.clone(),
                 scenario: first.scenario.clone(),
-                setup: members.iter().map(|&i| &r.runs[i].setup).find(|s| !s.link_source.is_empty()).unwrap_or(&first.setup).clone(),
+                setup: members
+                    .iter()
+                    .map(|&i| &r.runs[i].setup)
+                    .find(|s| !s.link_source.is_empty())
+                    .unwrap_or(&first.setup)
+                    .clone(),
                 rows,
                 extras,
                 delay_percentile: ok.iter().map(|x| x.delay_percentile).max().unwrap_or(first.delay_percentile),
@@ -168,10 +172,7 @@ fn scheme_row(r: &Results, name: &str, color: usize, runs: Vec<usize>) -> Scheme
     let all: Vec<&Run> = runs.iter().map(|&i| &r.runs[i]).collect();
     let ok: Vec<&Run> = all.iter().copied().filter(|x| x.ok).collect();
     let spread = |g: fn(&Run) -> Option<f64>| Spread::of(ok.iter().map(|x| g(x)));
-    let extras = Extra::ALL
-        .into_iter()
-        .filter_map(|e| Spread::of(ok.iter().map(|x| x.extra(e))).map(|s| (e, s)))
-        .collect();
+    let extras = Extra::ALL.into_iter().filter_map(|e| Spread::of(ok.iter().map(|x| x.extra(e))).map(|s| (e, s))).collect();
     let representative = ok.first().or(all.first());
     SchemeRow {
         name: name.to_string(),
@@ -229,7 +230,13 @@ pub fn ellipse(points: &[(f64, f64)], steps: usize) -> Option<Vec<(f64, f64)>> {
     let det = sxx * syy - sxy * sxy;
     let disc = (tr * tr / 4.0 - det).max(0.0).sqrt();
     let (l1, l2) = (tr / 2.0 + disc, (tr / 2.0 - disc).max(0.0));
-    let angle = if sxy.abs() > 1e-300 { (l1 - sxx).atan2(sxy) } else if sxx >= syy { 0.0 } else { std::f64::consts::FRAC_PI_2 };
+    let angle = if sxy.abs() > 1e-300 {
+        (l1 - sxx).atan2(sxy)
+    } else if sxx >= syy {
+        0.0
+    } else {
+        std::f64::consts::FRAC_PI_2
+    };
     let (c, s) = (angle.cos(), angle.sin());
     let (a, b) = (l1.sqrt(), l2.sqrt());
     if !(a.is_finite() && b.is_finite()) {

@@ -210,8 +210,7 @@ impl Figure for Pantheon {
                 chart.draw_series(std::iter::once(PathElement::new(pts.clone(), col.mix(0.6).stroke_width(2)))).map_err(err)?;
             }
             chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.mix(0.55).filled()))).map_err(err)?;
-            let limited: Vec<(f64, f64)> =
-                cloud.runs.iter().filter(|r| r.2).map(|r| (r.0.max(MIN_DELAY_MS), r.1)).collect();
+            let limited: Vec<(f64, f64)> = cloud.runs.iter().filter(|r| r.2).map(|r| (r.0.max(MIN_DELAY_MS), r.1)).collect();
             chart.draw_series(limited.iter().map(|&p| Cross::new(p, 6, LIMITED.stroke_width(2)))).map_err(err)?;
             let Some((md, mt)) = cloud.median else { continue };
             let m = (md.max(MIN_DELAY_MS), mt);

@@ -62,10 +62,7 @@ details summary { cursor: pointer; color: #245; }
 /// The calibration of a group's link, from the directory its runs came from when it has one.
 fn calibration_of<'a>(r: &'a Results, g: &Group) -> Option<&'a Calibration> {
     let sources: Vec<usize> = g.rows.iter().flat_map(|x| x.runs.iter().map(|&i| r.runs[i].source)).collect();
-    r.calibrations
-        .iter()
-        .filter(|c| c.link == g.link)
-        .max_by_key(|c| (sources.contains(&c.source), c.ok))
+    r.calibrations.iter().filter(|c| c.link == g.link).max_by_key(|c| (sources.contains(&c.source), c.ok))
 }
 
 /// The whole page.
@@ -144,11 +141,7 @@ fn problems(h: &mut String, r: &Results) {
     if r.problems.is_empty() {
         return;
     }
-    let _ = writeln!(
-        h,
-        "<section class=\"problems\" id=\"problems\"><h2>Missing or damaged ({})</h2><ul>",
-        r.problems.len()
-    );
+    let _ = writeln!(h, "<section class=\"problems\" id=\"problems\"><h2>Missing or damaged ({})</h2><ul>", r.problems.len());
     for p in &r.problems {
         let _ = writeln!(h, "<li><code>{}</code>: {}</li>", escape(&p.path.display().to_string()), escape(&p.what));
     }
@@ -222,11 +215,8 @@ fn group(h: &mut String, r: &Results, g: &Group, f: &GroupFigures) {
         }
     }
     table(h, r, g);
-    let failures: Vec<String> = g
-        .rows
-        .iter()
-        .flat_map(|row| row.failures.iter().map(move |(rep, e)| format!("{} #{rep}: {e}", row.name)))
-        .collect();
+    let failures: Vec<String> =
+        g.rows.iter().flat_map(|row| row.failures.iter().map(move |(rep, e)| format!("{} #{rep}: {e}", row.name))).collect();
     if !failures.is_empty() {
         let _ = writeln!(h, "<p class=\"bad\">Failed runs:</p><ul class=\"bad\">");
         for x in failures {

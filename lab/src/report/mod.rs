@@ -144,8 +144,7 @@ fn draw_group(r: &mut Results, g: &Group, dir: &Path, dir_name: &str, anchor: St
     let pantheon = if clouds.iter().all(|c| c.runs.is_empty()) {
         Err("no successful run with throughput and delay on this link".to_string())
     } else {
-        let fig =
-            figures::Pantheon { title: g.title(), x_desc, clouds, capacity_mbps: g.capacity_mbps };
+        let fig = figures::Pantheon { title: g.title(), x_desc, clouds, capacity_mbps: g.capacity_mbps };
         figures::render(&fig, &dir.join(format!("{name}.svg")), &dir.join(format!("{name}.png")))
     };
     let series = g.rows.iter().map(|row| draw_series(r, g, row, dir, &anchor)).collect();

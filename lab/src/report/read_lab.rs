@@ -79,7 +79,10 @@ fn experiment_name(dir: &Path) -> (String, Option<String>) {
         v["experiment"].as_str().map(str::to_string)
     };
     let name = field("name").or_else(summary).unwrap_or_else(|| {
-        dir.canonicalize().ok().and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned())).unwrap_or_else(|| "results".into())
+        dir.canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "results".into())
     });
     (name, field("description"))
 }
@@ -225,9 +228,8 @@ fn read_runs_csv(dir: &Path, source: usize, first: usize, r: &mut Results) {
             r.problem(&path, format!("a row without link or scheme: {:?}", row.join(",")));
             continue;
         }
-        let known = r.runs[first..]
-            .iter()
-            .any(|x| x.link == link && x.scenario == scenario && x.scheme == scheme && x.repetition == rep);
+        let known =
+            r.runs[first..].iter().any(|x| x.link == link && x.scenario == scenario && x.scheme == scheme && x.repetition == rep);
         if known {
             continue;
         }
@@ -261,9 +263,10 @@ fn read_runs_csv(dir: &Path, source: usize, first: usize, r: &mut Results) {
 /// A link's calibration run (`calibration/<link>/run.json`).
 fn read_calibration(path: &Path, source: usize, r: &mut Results) {
     let link = path.parent().and_then(Path::file_name).map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let v: Value = match std::fs::read_to_string(path).map_err(|e| e.to_string()).and_then(|t| {
-        serde_json::from_str(&t).map_err(|e| format!("not JSON ({e})"))
-    }) {
+    let v: Value = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str(&t).map_err(|e| format!("not JSON ({e})")))
+    {
         Ok(v) => v,
         Err(e) => {
             r.problem(path, format!("calibration unreadable: {e}"));

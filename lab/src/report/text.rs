@@ -54,7 +54,8 @@ pub fn calibration(c: Option<&Calibration>) -> (String, Option<bool>) {
     let delivered = c.delivered_mbps.map_or_else(|| "?".into(), mbps);
     let util = c.utilisation.map_or_else(|| "?".into(), pct);
     let late = c.late_p99_ms.map_or_else(|| "?".into(), |l| format!("{l:.2}"));
-    let verdict = if short.is_empty() { "the emulator carries the link".to_string() } else { format!("LIMITED: {}", short.join("; ")) };
+    let verdict =
+        if short.is_empty() { "the emulator carries the link".to_string() } else { format!("LIMITED: {}", short.join("; ")) };
     (
         format!(
             "emulator ceiling: a fixed {peak} Mbit/s pipe (the link's peak) delivered {delivered} Mbit/s ({util} %), \
@@ -75,6 +76,6 @@ mod tests {
         assert_eq!(spread(Some(Spread { median: 8.314, min: 8.314, max: 8.314 }), mbps), "8.31");
         assert_eq!(spread(Some(Spread { median: 12.0, min: 9.5, max: 130.0 }), mbps), "12.0 (9.50–130)");
         assert_eq!(ms(0.123), "0.12");
-        assert_eq!(pct(0.8765), "87.7");
+        assert_eq!(pct(0.8766), "87.7");
     }
 }
