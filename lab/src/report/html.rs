@@ -54,6 +54,8 @@ figure svg { max-width: 100%; height: auto; display: block; }
 figcaption { font-size: 0.85em; color: #555; max-width: 60em; }
 .grid { display: grid; grid-template-columns: repeat(auto-fill, minmax(420px, 1fr)); gap: 1em; }
 .grid figure { border: 1px solid #eee; padding: 0.3em; }
+td.cmd { min-width: 24em; }
+.wide { overflow-x: auto; }
 code { font-size: 0.85em; background: #f4f4f4; padding: 0.05em 0.3em; word-break: break-all; }
 details summary { cursor: pointer; color: #245; }
 .note { color: #777; font-size: 0.85em; }
@@ -256,7 +258,7 @@ fn table(h: &mut String, r: &Results, g: &Group) {
     ];
     head.extend(g.extras.iter().map(|e| e.label().to_string()));
     head.extend(["emulator".to_string(), "parameters".into(), "reproduce".into()]);
-    let _ = write!(h, "<table class=\"summary\"><tr>");
+    let _ = write!(h, "<div class=\"wide\"><table class=\"summary\"><tr>");
     for (i, c) in head.iter().enumerate() {
         let class = if i == 1 || i + 2 >= head.len() { " class=\"name\"" } else { "" };
         let _ = write!(h, "<th{class}>{}</th>", escape(c));
@@ -316,13 +318,13 @@ fn table(h: &mut String, r: &Results, g: &Group) {
         let _ = write!(h, "<td class=\"text\">{}</td>", escape(&row.description));
         match &row.command {
             Some(c) => {
-                let _ = write!(h, "<td class=\"text\"><code>{}</code></td>", escape(c));
+                let _ = write!(h, "<td class=\"text cmd\"><code>{}</code></td>", escape(c));
             }
             None => h.push_str("<td class=\"text\">–</td>"),
         }
         let _ = writeln!(h, "</tr>");
     }
-    let _ = writeln!(h, "</table>");
+    let _ = writeln!(h, "</table></div>");
 }
 
 #[cfg(test)]
