@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use ccp_lab::report;
 use headless_chrome::protocol::cdp::types::Event;
+use headless_chrome::protocol::cdp::Log::LogEntryLevel;
+use headless_chrome::protocol::cdp::Runtime::ConsoleAPICalledEventTypeOption;
 use headless_chrome::protocol::cdp::{Network, Page};
 use headless_chrome::{Browser, LaunchOptions};
 
@@ -122,16 +124,12 @@ fn a_real_experiments_report_renders_offline_in_chromium_with_every_scheme_and_l
     tab.add_event_listener(Arc::new(move |e: &Event| {
         let mut s = sink.lock().unwrap();
         match e {
-            Event::RuntimeConsoleAPICalled(c) => {
-                if format!("{:?}", c.params.Type) == "Error" {
-                    s.console_errors.push(format!("console.error: {:?}", c.params.args));
-                }
+            Event::RuntimeConsoleAPICalled(c) if c.params.Type == ConsoleAPICalledEventTypeOption::Error => {
+                s.console_errors.push(format!("console.error: {:?}", c.params.args));
             }
             Event::RuntimeExceptionThrown(x) => s.console_errors.push(format!("exception: {:?}", x.params.exception_details)),
-            Event::LogEntryAdded(l) => {
-                if format!("{:?}", l.params.entry.level) == "Error" {
-                    s.console_errors.push(format!("log: {}", l.params.entry.text));
-                }
+            Event::LogEntryAdded(l) if l.params.entry.level == LogEntryLevel::Error => {
+                s.console_errors.push(format!("log: {}", l.params.entry.text));
             }
             Event::NetworkRequestWillBeSent(r) => s.requests.push(r.params.request.url.clone()),
             _ => {}

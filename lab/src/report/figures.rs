@@ -244,6 +244,9 @@ pub struct TimeSeries<'a> {
     pub color: usize,
 }
 
+/// A labelled line of a time-series panel and its colour.
+type Curve<'a> = (String, &'a [(f64, f64)], RGBColor);
+
 impl Figure for TimeSeries<'_> {
     fn size(&self) -> (u32, u32) {
         (560, 470)
@@ -254,7 +257,7 @@ impl Figure for TimeSeries<'_> {
         let root = root.titled(&self.title, ("sans-serif", 15)).map_err(err)?;
         let s = self.series;
         let shades = |k: usize| if k == 0 { color(self.color) } else { color(self.color + 7 * k) };
-        let mut tput: Vec<(String, &[(f64, f64)], RGBColor)> = Vec::new();
+        let mut tput: Vec<Curve<'_>> = Vec::new();
         if !s.capacity.is_empty() {
             tput.push(("capacity".into(), &s.capacity, GREY));
         }
@@ -262,8 +265,8 @@ impl Figure for TimeSeries<'_> {
             let c = if l.label == "cross traffic" { BLACK } else { shades(k) };
             tput.push((l.label.clone(), &l.points, c));
         }
-        let delay: Vec<(String, &[(f64, f64)], RGBColor)> = vec![("delay".into(), &s.delay, color(self.color))];
-        let window: Vec<(String, &[(f64, f64)], RGBColor)> =
+        let delay: Vec<Curve<'_>> = vec![("delay".into(), &s.delay, color(self.color))];
+        let window: Vec<Curve<'_>> =
             s.window.iter().enumerate().map(|(k, l)| (l.label.clone(), l.points.as_slice(), shades(k))).collect();
         let panels = [("throughput (Mbit/s)", tput), (s.delay_label, delay), ("window (packets)", window)];
         let x_max = panels

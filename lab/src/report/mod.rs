@@ -188,17 +188,7 @@ fn draw_series(r: &mut Results, g: &Group, row: &SchemeRow, dir: &Path, anchor: 
 
 /// The current time as "YYYY-MM-DD HH:MM UTC".
 fn now_utc() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+    let t = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    // "YYYY-MM-DDTHH:MM:SSZ"
+    format!("{} {} UTC", &t[..10], &t[11..16])
 }
