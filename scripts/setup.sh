@@ -11,6 +11,7 @@ APT_PACKAGES=(
     libdpdk-dev dpdk                 # the DPDK datapath (ccp-dpdk): DPDK 22.11 with net_af_xdp/net_af_packet
     fonts-dejavu-core                # label font for ccp-router's PNG plots (demo)
     python3-dev python3-venv         # Python algorithms: libpython for the agent (pyo3), the wheel's venv
+    chromium                         # ccp-lab's report test opens the HTML report in headless Chromium
     systemd libseccomp-dev           # the unit's SystemCallFilter: systemd-analyze expands its groups,
                                      # libseccomp loads it for the e2e tests (tests/src/syscall_filter.rs)
 )

@@ -2,7 +2,8 @@
 //!
 //! Exit status: 0 when every run succeeded; 1 when a run failed (the others still ran and the
 //! summary says which and why) or the machine cannot run the experiment; 2 for a bad experiment
-//! file or option; 130 when interrupted.
+//! file or option; 130 when interrupted. `report` exits 0 whenever it wrote the page, even over
+//! damaged results (the page lists what is missing).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,6 +31,8 @@ pub enum Command {
     Check(CheckArgs),
     /// Delete network namespaces left behind by ccp-lab runners that no longer exist.
     Cleanup,
+    /// Compare schemes × links over result directories in one self-contained HTML page.
+    Report(ReportArgs),
 }
 
 /// Options that change what runs (shared by run and check).
@@ -82,6 +85,25 @@ pub struct RunArgs {
     /// No progress bar (one line per finished run is still printed).
     #[arg(long)]
     pub no_progress: bool,
+    /// Measure the emulator's ceiling on each link first: a fixed-rate pipe at the link's peak,
+    /// filled with UDP for 5 s (calibration/<link>/run.json).
+    #[arg(long)]
+    pub calibrate: bool,
+    /// Write the HTML report (<out>/report.html, figures in <out>/report-figures/) and print
+    /// its comparison table; implies --calibrate.
+    #[arg(long)]
+    pub report: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Result directories: ccp-lab experiments (or single runs), ccp-sim runs or sweeps.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// The page to write (default: DIR/report.html for one directory, ./report.html for more);
+    /// the figures go beside it, in <name>-figures/.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -128,6 +150,7 @@ pub fn main() -> ExitCode {
     match cli.command {
         Command::Run(a) => run_cmd(a),
         Command::Check(a) => check_cmd(a),
+        Command::Report(a) => report_cmd(a),
         Command::Cleanup => {
             let removed = crate::netns::sweep_stale();
             println!(
@@ -160,13 +183,24 @@ fn run_cmd(a: RunArgs) -> ExitCode {
     o.agent = a.agent;
     o.realtime = a.realtime;
     o.quiet = a.no_progress;
+    o.calibrate = a.calibrate || a.report;
     crate::cancel::install();
     let outcome = match run::run_experiment(&loaded, &o) {
         Ok(x) => x,
         Err(e) => return fail(&e),
     };
-    let rows = crate::output::summarise(&outcome.records);
-    print!("{}", crate::output::summary_table(&rows, &crate::output::averages(&rows)));
+    if a.report {
+        match crate::report::generate(std::slice::from_ref(&o.out), &o.out.join("report.html")) {
+            Ok(w) => {
+                print!("{}", w.table);
+                println!("report: {}", w.html.display());
+            }
+            Err(e) => eprintln!("ccp-lab: the report: {e}"),
+        }
+    } else {
+        let rows = crate::output::summarise(&outcome.records);
+        print!("{}", crate::output::summary_table(&rows, &crate::output::averages(&rows)));
+    }
     println!("results: {}", o.out.display());
     if outcome.interrupted {
         eprintln!("ccp-lab: interrupted after {} run(s)", outcome.records.len());
@@ -181,6 +215,27 @@ fn run_cmd(a: RunArgs) -> ExitCode {
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+fn report_cmd(a: ReportArgs) -> ExitCode {
+    let out = a.out.unwrap_or_else(|| match a.dirs.as_slice() {
+        [one] => one.join("report.html"),
+        _ => PathBuf::from("report.html"),
+    });
+    match crate::report::generate(&a.dirs, &out) {
+        Ok(w) => {
+            print!("{}", w.table);
+            println!(
+                "report: {} ({} run(s){}; figures in {})",
+                w.html.display(),
+                w.runs,
+                if w.problems > 0 { format!(", {} problem(s) listed", w.problems) } else { String::new() },
+                w.figures.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
 }
 
 fn check_cmd(a: CheckArgs) -> ExitCode {

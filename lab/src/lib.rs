@@ -17,7 +17,8 @@
 //! * [`bursts`]: sized flows' bursts (completion, queue, drops, CNMs) and the CNM summary;
 //! * [`srtt`]: per-ACK SRTT of the scheme's flows, a BPF histogram on tcp:tcp_probe;
 //! * [`receiver`]: receiver-side programs around a scheme's flows (`ccp-agent receiver`);
-//! * [`output`] and [`plot`]: CSV/JSON and PNG; [`cli`]: the command line.
+//! * [`output`] and [`plot`]: CSV/JSON and PNG; [`report`]: the HTML report comparing schemes ×
+//!   links over result directories; [`cli`]: the command line.
 
 pub mod agent;
 pub mod bursts;
@@ -32,6 +33,7 @@ pub mod netns;
 pub mod output;
 pub mod plot;
 pub mod receiver;
+pub mod report;
 pub mod run;
 pub mod scheme;
 pub mod srtt;

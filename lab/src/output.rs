@@ -94,6 +94,8 @@ pub struct RunRecord {
     pub window: Option<crate::bursts::Phase>,
     /// The run's directory, relative to the output directory.
     pub dir: String,
+    /// A command that runs this cell again (one repetition).
+    pub command: Option<String>,
 }
 
 pub fn write_file(path: &Path, contents: &str) -> Result<()> {

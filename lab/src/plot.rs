@@ -22,7 +22,7 @@ const FONTS: [&str; 2] =
     ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf"];
 /// Twenty distinguishable colours (the first eight as before, then darker and lighter companions):
 /// an experiment with up to twenty schemes gets one colour each in the pooled plots.
-const PALETTE: [RGBColor; 20] = [
+pub(crate) const PALETTE: [RGBColor; 20] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -47,7 +47,7 @@ const PALETTE: [RGBColor; 20] = [
 const GREY: RGBColor = RGBColor(150, 150, 150);
 
 /// Registers a label font once per process; the error says which package provides one.
-fn font() -> Result<(), String> {
+pub(crate) fn font() -> Result<(), String> {
     static FONT: OnceLock<Result<(), String>> = OnceLock::new();
     FONT.get_or_init(|| {
         let path = FONTS.iter().find(|p| Path::new(p).exists()).ok_or_else(|| {

@@ -25,6 +25,9 @@ pub struct RunContext<'a> {
     pub repetition: u32,
     pub dir: PathBuf,
     pub rel_dir: String,
+    /// Whether `ccp-lab run` can run this cell alone (a calibration cannot): its record then
+    /// holds the command.
+    pub reproducible: bool,
 }
 
 /// Runs one cell of the matrix. Failures are recorded in the returned record; only an
@@ -46,6 +49,7 @@ pub fn execute(ctx: &RunContext<'_>, progress: &dyn Fn(f64)) -> Result<RunRecord
         rtt_ms: rtt_ms(ctx.loaded, ctx.link),
         buffer_pkts: buffer_pkts(ctx.loaded, ctx.link),
         dir: ctx.rel_dir.clone(),
+        command: ctx.reproducible.then(|| command(ctx, duration_s)),
         ..RunRecord::default()
     };
     std::fs::create_dir_all(&ctx.dir).map_err(|e| Error::io(format!("creating {}", ctx.dir.display()), e))?;
@@ -67,6 +71,19 @@ pub fn execute(ctx: &RunContext<'_>, progress: &dyn Fn(f64)) -> Result<RunRecord
     }
     output::write_json(&ctx.dir.join("run.json"), &rec)?;
     Ok(rec)
+}
+
+/// The command that runs this cell again, with the options that change how it runs.
+fn command(ctx: &RunContext<'_>, duration_s: f64) -> String {
+    let path = ctx.loaded.path.canonicalize().unwrap_or_else(|_| ctx.loaded.path.clone());
+    let mut c = super::reproduce_command(&path, &ctx.link.name, &ctx.scenario.name, &ctx.scheme.name, duration_s);
+    if ctx.options.realtime {
+        c += " --realtime";
+    }
+    if let Some(a) = &ctx.options.agent {
+        c += &format!(" --agent {}", super::shell_word(&a.display().to_string()));
+    }
+    c
 }
 
 /// Where the router writes a run's per-packet log: on tmpfs when there is one. The router writes

@@ -26,16 +26,18 @@
 //!
 //! [`plan`] expands the experiment into runs, [`execute`](mod@execute) runs one (`record` sets
 //! it up, runs the traffic and tears it down; `analyse` computes its metrics and writes its
-//! outputs) and [`summary`] writes what the runs so far produced; this module runs the whole
-//! matrix.
+//! outputs), [`calibrate`](mod@calibrate) measures the emulator's ceiling on a link before its
+//! first run (when asked), and [`summary`] writes what the runs so far produced; this module
+//! runs the whole matrix.
 
 mod analyse;
+pub mod calibrate;
 pub mod execute;
 pub mod plan;
 mod record;
 pub mod summary;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -48,7 +50,7 @@ use plan::{duration_for, Plan};
 use summary::write_summary;
 
 /// A run whose emulator delivered packets later than this at p99 gets a warning.
-const EMULATOR_LATE_WARN_MS: f64 = 10.0;
+const EMULATOR_LATE_WARN_MS: f64 = crate::report::LATE_LIMIT_MS;
 /// The bottleneck queue is sampled this often (the thesis's 10 ms `tc -s` samples).
 const QUEUE_SAMPLE_MS: u64 = 10;
 
@@ -69,12 +71,16 @@ pub struct RunOptions {
     pub realtime: bool,
     /// Draw no progress bar (tests, logs).
     pub quiet: bool,
+    /// Measure the emulator's ceiling on each link before its first run ([`calibrate`](mod@calibrate)).
+    pub calibrate: bool,
 }
 
 /// What a whole experiment produced.
 #[derive(Debug)]
 pub struct Outcome {
     pub records: Vec<RunRecord>,
+    /// With `calibrate`: one per link, in the links' order.
+    pub calibrations: Vec<RunRecord>,
     pub interrupted: bool,
 }
 
@@ -104,13 +110,43 @@ pub fn run_experiment(l: &Loaded, o: &RunOptions) -> Result<Outcome> {
             .map(|s| s.progress_chars("=> "))
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let mut outcome = Outcome { records: Vec::new(), interrupted: false };
+    let mut outcome = Outcome { records: Vec::new(), calibrations: Vec::new(), interrupted: false };
     let mut done = 0.0;
     for (i, &(li, si, ki, rep)) in runs.iter().enumerate() {
         let (link, scenario, scheme) = (&plan.links[li], &plan.scenarios[si], &plan.schemes[ki]);
+        // Runs are link-major: a link's calibration comes before its first run.
+        if o.calibrate && outcome.calibrations.len() == li {
+            bar.set_message(format!("calibrating the emulator on {}", link.name));
+            match calibrate::calibrate(l, o, link) {
+                Ok(rec) => {
+                    let line = calibration_line(&rec);
+                    if o.quiet || bar.is_hidden() {
+                        eprintln!("{line}");
+                    } else {
+                        bar.println(line);
+                    }
+                    outcome.calibrations.push(rec);
+                }
+                Err(Error::Interrupted) => {
+                    outcome.interrupted = true;
+                    eprintln!("ccp-lab: interrupted during a calibration");
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let rel_dir = format!("runs/{}/{}/{}/rep{rep}", link.name, scenario.name, scheme.name);
-        let ctx =
-            RunContext { loaded: l, options: o, link, scenario, scheme, repetition: rep, dir: o.out.join(&rel_dir), rel_dir };
+        let ctx = RunContext {
+            loaded: l,
+            options: o,
+            link,
+            scenario,
+            scheme,
+            repetition: rep,
+            dir: o.out.join(&rel_dir),
+            rel_dir,
+            reproducible: true,
+        };
         bar.set_message(format!("run {}/{}: {} · {} · {} #{rep}", i + 1, runs.len(), link.name, scenario.name, scheme.name));
         let base = done;
         let result = execute(&ctx, &|s| bar.set_position((base + s) as u64));
@@ -138,6 +174,42 @@ pub fn run_experiment(l: &Loaded, o: &RunOptions) -> Result<Outcome> {
     bar.finish_and_clear();
     write_summary(l, o, &outcome.records)?;
     Ok(outcome)
+}
+
+/// A command that runs one cell of an experiment again (one repetition of it).
+pub fn reproduce_command(experiment: &Path, link: &str, scenario: &str, scheme: &str, duration_s: f64) -> String {
+    format!(
+        "sudo ccp-lab run {} --link {} --scenario {} --scheme {} --duration-s {duration_s} --repetitions 1",
+        shell_word(&experiment.display().to_string()),
+        shell_word(link),
+        shell_word(scenario),
+        shell_word(scheme)
+    )
+}
+
+/// A word as a POSIX shell reads it back: quoted when it holds anything but safe characters.
+pub fn shell_word(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_./:=+,@%".contains(c)) {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// The terminal's line for a link's calibration.
+fn calibration_line(r: &RunRecord) -> String {
+    match (&r.error, &r.link_metrics) {
+        (Some(e), _) => format!("FAILED calibration of {}: {}", r.link, e.lines().next().unwrap_or("")),
+        (None, Some(m)) => format!(
+            "calib  {}: a fixed {:.2} Mbit/s pipe (the link's peak) delivered {:.2} Mbit/s ({:.1} %), emulator late p99 {:.2} ms",
+            r.link,
+            m.capacity_mbps,
+            m.delivered_mbps,
+            m.utilisation * 100.0,
+            r.emulator_late_p99_ms.unwrap_or(f64::NAN)
+        ),
+        (None, None) => format!("calib  {}", r.link),
+    }
 }
 
 /// One line per finished run for the terminal.
