@@ -200,6 +200,15 @@ impl Instance {
             object,
         };
         inst.heartbeat()?;
+        if adopted {
+            // The previous agent's moved-slot records died with its slot table: nothing would
+            // ever delete those of flows it placed away from home that are now placed at home
+            // or gone, and the map fills until no flow can be moved (seen in the soak).
+            let stale = inst.forget_moved_slots();
+            if stale > 0 {
+                tracing::info!(entries = stale, "cleared the previous agent's moved control slots");
+            }
+        }
 
         let link = inst
             .object
@@ -335,6 +344,12 @@ impl Instance {
         }
         let raw = control.encode(fid, self.epoch, seq);
         self.ctrl.update(&p.slot.to_ne_bytes(), pod_bytes(&raw), MapFlags::ANY).map_err(libbpf("writing a control entry"))
+    }
+
+    /// Deletes every `ctrl_slot` record (at load on maps a previous agent left): returns how many.
+    fn forget_moved_slots(&self) -> usize {
+        let fids: Vec<Vec<u8>> = self.ctrl_slot.keys().collect();
+        fids.iter().filter(|fid| self.ctrl_slot.delete(fid).is_ok()).count()
     }
 
     /// Slots in use by this instance's entries, moves made so far, and the capacity.

@@ -90,11 +90,11 @@ fn keys(map: &MapHandle) -> Vec<u32> {
 }
 
 /// Whether the program finds flow `fid`'s entry with `epoch` (`find_ctrl` in ccp.bpf.c, less its
-/// cached slot, which always holds one of these two): where `ctrl_slot` moved it, else at home.
+/// cached slot, which always holds one of these two): where `ctrl_slot` moved it, else at home,
+/// passing over an earlier agent's entries.
 fn in_force(fid: u32, epoch: u32, mask: u32, moved: Option<u32>, ctrl: &[RawCtrl]) -> bool {
-    let at = |slot: u32| ctrl.get((slot & mask) as usize).filter(|c| c.fid == fid);
-    let entry = moved.and_then(at).or_else(|| at(fid));
-    entry.is_some_and(|c| c.epoch == epoch && epoch != 0)
+    let at = |slot: u32| ctrl.get((slot & mask) as usize).filter(|c| c.fid == fid && c.epoch == epoch);
+    epoch != 0 && (moved.and_then(at).is_some() || at(fid).is_some())
 }
 
 #[cfg(test)]
@@ -117,5 +117,8 @@ mod tests {
         assert!(!in_force(14, 2, 7, None, &ctrl), "stale epoch");
         assert!(!in_force(22, 2, 7, None, &ctrl), "no entry");
         assert!(!in_force(13, 0, 7, None, &[entry(13, 0); 8]), "epoch 0 is no agent's");
+        // After a restart: the earlier agent moved 21 to slot 1, the new one placed it at home.
+        ctrl[5] = entry(21, 3);
+        assert!(in_force(21, 3, 7, Some(1), &ctrl), "the earlier agent's entry where 21 was moved is passed over");
     }
 }

@@ -390,3 +390,95 @@ fn attach_switches_a_running_flow_and_detach_restores_it() {
     stop.store(true, Ordering::Relaxed);
     flow.join().unwrap();
 }
+
+/// Drains `inst` (beating its heart, as a live agent does) until a report satisfies `cond`.
+fn wait_for_report(inst: &mut Instance, timeout: Duration, what: &str, cond: impl Fn(&KernelReport) -> bool) {
+    let t0 = Instant::now();
+    let mut seen = Seen::default();
+    loop {
+        inst.heartbeat().unwrap();
+        drain(inst, &mut seen);
+        if seen.reports.iter().any(&cond) {
+            return;
+        }
+        let last = seen.reports.last().copied();
+        assert!(t0.elapsed() < timeout, "timed out waiting for {what}; last report {last:?}");
+        seen.reports.clear();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Unpins a crashed agent's maps when the test ends, however it ends.
+struct Pins(PathBuf);
+
+impl Drop for Pins {
+    fn drop(&mut self) {
+        if let Ok(dir) = std::fs::read_dir(&self.0) {
+            for e in dir.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn an_agent_restarted_on_its_predecessors_maps_is_obeyed_where_that_one_had_moved_the_flow() {
+    let test = "an_agent_restarted_on_its_predecessors_maps_is_obeyed_where_that_one_had_moved_the_flow";
+    if skip(test) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let pid = std::process::id();
+    let pin_dir = PathBuf::from(format!("/sys/fs/bpf/ccp-test-restart-{pid}"));
+    let pins = Pins(pin_dir.clone());
+    // Four slots, so a flow is easily moved away from its home slot.
+    let cfg = Config {
+        name: format!("ccptr{}", pid % 10_000),
+        pin_dir: pin_dir.clone(),
+        ring_bytes: 1 << 20,
+        max_flows: 4,
+        knobs: Knobs { silence_timeout: Duration::from_millis(300), ..Knobs::default() },
+    };
+    let mut first = Instance::load(cfg.clone()).expect("load the congestion control");
+    let net = TestNetns::new("restart");
+    let stop = Arc::new(AtomicBool::new(false));
+    let fd = Arc::new(Mutex::new(None));
+    let flow = bulk(net.ns.clone(), Some(cfg.name.clone()), Arc::clone(&stop), Arc::clone(&fd));
+    let mut seen = Seen::default();
+    wait_until(&mut first, &mut seen, Duration::from_secs(5), "a create record", |s| !s.creates.is_empty());
+    wait_until(&mut first, &mut seen, Duration::from_secs(5), "reports", |s| !s.reports.is_empty());
+    let fid = seen.creates[0].fid;
+    let mss = u64::from(seen.reports.last().unwrap().mss);
+
+    // The first agent: another flow's entry holds this flow's home slot, so its entry is moved.
+    let window = |pkts: u64| Control { cwnd_bytes: Some(pkts * mss), ..Control::default() };
+    first.heartbeat().unwrap();
+    first.set_control(fid.wrapping_add(4), &window(50), 1).unwrap();
+    first.set_control(fid, &window(10), 2).unwrap();
+    assert_eq!(ccp_ebpf::occupancy::pinned_occupancy(&pin_dir).unwrap().ctrl_moved, 1);
+    wait_for_report(&mut first, Duration::from_secs(5), "the moved entry in force", |r| {
+        r.ctrl_seq == 2 && r.cwnd_pkts == 10 && !r.fallback
+    });
+
+    // It crashes: its congestion control is unregistered, the flow keeps running the program,
+    // and the pinned maps stay for the next agent.
+    drop(first);
+    let mut second = Instance::load(cfg).expect("load again on the pinned maps");
+    assert!(second.adopted_maps());
+    let o = ccp_ebpf::occupancy::pinned_occupancy(&pin_dir).unwrap();
+    assert_eq!(o.ctrl_moved, 0, "the first agent's moved-slot records are gone");
+    // The second agent knows nothing of the first one's slots: the flow goes home. The first
+    // agent's entry, still where the flow's program last found it, must not hide this one.
+    second.set_control(fid, &window(20), 3).unwrap();
+    wait_for_report(&mut second, Duration::from_secs(5), "the second agent's entry in force", |r| {
+        r.ctrl_seq == 3 && r.cwnd_pkts == 20 && !r.fallback
+    });
+    assert!(ccp_ebpf::occupancy::pinned_occupancy(&pin_dir).unwrap().commanded.contains(&fid));
+
+    stop.store(true, Ordering::Relaxed);
+    flow.join().unwrap();
+    second.unpin();
+    drop(second);
+    drop(pins);
+}

@@ -505,28 +505,31 @@ static __always_inline void apply_ctrl(struct sock *sk, struct tcp_sock *tp, str
 	}
 }
 
-/* The control entry whose fid is this flow's: at the cached slot (every ACK of a controlled
- * flow: one array lookup), else where ctrl_slot says user space moved it, else at home. */
+/* The running agent's control entry for this flow: at the cached slot (every ACK of a controlled
+ * flow: one array lookup), else where ctrl_slot says user space moved it, else at home. An entry
+ * of an earlier agent (another epoch) is passed over at each step: after a restart it can still
+ * sit at the flow's cached or moved slot while the new agent's entry is at home, and taking it
+ * would keep the flow on the fallback for as long as nothing overwrites that slot. */
 static __always_inline const struct ccp_ctrl *find_ctrl(struct flow *f, const struct ccp_knobs *k)
 {
 	__u32 slot = f->slot & k->ctrl_mask;
 	const struct ccp_ctrl *c = bpf_map_lookup_elem(&ctrl, &slot);
 	__u32 *moved;
 
-	if (c && c->fid == f->fid)
+	if (c && c->fid == f->fid && c->epoch == k->epoch)
 		return c;
 	moved = bpf_map_lookup_elem(&ctrl_slot, &f->fid);
 	if (moved) {
 		slot = *moved & k->ctrl_mask;
 		c = bpf_map_lookup_elem(&ctrl, &slot);
-		if (c && c->fid == f->fid) {
+		if (c && c->fid == f->fid && c->epoch == k->epoch) {
 			f->slot = slot;
 			return c;
 		}
 	}
 	slot = f->fid & k->ctrl_mask;
 	c = bpf_map_lookup_elem(&ctrl, &slot);
-	if (c && c->fid == f->fid) {
+	if (c && c->fid == f->fid && c->epoch == k->epoch) {
 		f->slot = slot;
 		return c;
 	}
@@ -536,14 +539,9 @@ static __always_inline const struct ccp_ctrl *find_ctrl(struct flow *f, const st
 /* The control entry in force, or NULL when the agent has none for this flow or went silent. */
 static __always_inline const struct ccp_ctrl *live_ctrl(struct flow *f, const struct ccp_knobs *k, __u64 now)
 {
-	const struct ccp_ctrl *c;
-
 	if (since(now, k->heartbeat_ns) > k->silence_timeout_ns)
 		return 0;
-	c = find_ctrl(f, k);
-	if (!c || c->epoch != k->epoch)
-		return 0;
-	return c;
+	return find_ctrl(f, k);
 }
 
 /* --- fallback: Cubic or Reno in the kernel --------------------------------------------------- */
