@@ -40,6 +40,7 @@ table { border-collapse: collapse; font-size: 0.88em; margin: 0.8em 0; }
 th, td { border: 1px solid #ccc; padding: 0.3em 0.55em; text-align: right; vertical-align: top; }
 th { background: #f3f3f3; }
 td.name, th.name, td.text { text-align: left; }
+td.name { white-space: nowrap; }
 td.text { max-width: 28em; color: #444; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; border-radius: 50%; margin-right: 0.35em; vertical-align: -0.1em; }
 .bad, td.bad { color: #b00000; font-weight: bold; }
