@@ -30,6 +30,9 @@ use crate::time::{Time, PS_PER_NS};
 use crate::topology::PortId;
 use crate::Sim;
 
+/// `BfcHook::local_of` for a port of another switch.
+const NOT_LOCAL: u8 = u8::MAX;
+
 /// BFC settings for one switch.
 #[derive(Debug, Clone, Copy)]
 pub struct BfcParams {
@@ -67,6 +70,9 @@ pub struct BfcHook {
     model: Bfc,
     /// Device port (simulator `PortId`) of each local port index.
     ports: Vec<PortId>,
+    /// Local port index by device port ([`NOT_LOCAL`] for other switches' ports): the model's
+    /// `port_index` table as a direct array, since it is consulted twice per packet.
+    local_of: Vec<u8>,
     /// Enqueue metadata by packet arena id, taken back at dequeue.
     meta: Vec<Option<BfcMeta>>,
     /// Controls produced in `classify`, delivered from `on_enqueue`.
@@ -83,7 +89,7 @@ impl BfcHook {
         if ports.len() > NUM_PORTS as usize {
             return Err(format!("switch {switch} has {} ports; the BFC pipeline holds {NUM_PORTS}", ports.len()));
         }
-        let queues = ports.iter().map(|&p| sim.ports[p as usize].queues.len()).min().unwrap_or(1);
+        let queues = ports.iter().map(|&p| sim.ports[p as usize].queues().len()).min().unwrap_or(1);
         let data_queues = (queues as u32).clamp(1, QUEUES_PER_PORT);
         let seed = params.seed ^ (switch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut model = Bfc::new(data_queues, params.sticky_ns, seed);
@@ -94,7 +100,11 @@ impl BfcHook {
             let local = model.add_port(p).expect("checked against NUM_PORTS");
             model.install_th_row(local, hrtt_ns, sim.ports[p as usize].rate_bps, params.th_multiplier_permille);
         }
-        Ok(BfcHook { model, ports, meta: Vec::new(), pending: Vec::new(), scratch: Vec::new() })
+        let mut local_of = vec![NOT_LOCAL; sim.ports.len()];
+        for &p in &ports {
+            local_of[p as usize] = model.local_port(p).expect("added above");
+        }
+        Ok(BfcHook { model, ports, local_of, meta: Vec::new(), pending: Vec::new(), scratch: Vec::new() })
     }
 
     /// The model, for inspection.
@@ -103,7 +113,9 @@ impl BfcHook {
     }
 
     fn local(&self, port: PortId) -> u8 {
-        self.model.local_port(port).expect("a port of this switch")
+        let l = self.local_of[port as usize];
+        assert_ne!(l, NOT_LOCAL, "port {port} is not a port of this switch");
+        l
     }
 
     fn to_queue_control(&self, c: &Control) -> QueueControl {
@@ -123,8 +135,7 @@ pub fn install(sim: &mut Sim, params: &BfcParams) -> Result<(), String> {
 impl SwitchHook for BfcHook {
     fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> u16 {
         let (ingress, eg) = (self.local(packet.ingress), self.local(packet.egress));
-        let paused = egress.queues.iter().take(QUEUES_PER_PORT as usize).enumerate().filter(|(_, q)| q.paused);
-        let bitmap = paused.fold(0u32, |b, (i, _)| b | 1 << i);
+        let bitmap = egress.paused_queues().first_word() as u32;
         self.model.on_control(eg, &ccp_bfc_model::CtrlHeader { op: CTRL_BITMAP, word_index: 0, upstream_q: 0, bitmap });
         let pkt = IngressPacket {
             ingress_port: ingress,

@@ -43,10 +43,10 @@ pub struct QueueControl {
 /// Per-switch logic called on every enqueue and dequeue. Every `on_enqueue` is matched by
 /// exactly one `on_dequeue` (when the packet is sent, or dropped from inside the queue).
 pub trait SwitchHook {
-    /// The egress queue for this packet, below `egress.queues.len()`.
+    /// The egress queue for this packet, below `egress.queues().len()`.
     fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> u16 {
         let _ = now;
-        (packet.hash % egress.queues.len() as u32) as u16
+        (packet.hash % egress.queues().len() as u32) as u16
     }
 
     /// The packet was admitted to `queue` of `egress` (the queue's occupancy excludes it).

@@ -196,11 +196,13 @@ impl Sim {
         let mss_wire = tp.mss + tp.header;
         for (id, port) in ports.iter_mut().enumerate() {
             if let NodeKind::Switch(_) = topo.nodes[port.node as usize] {
-                for q in 0..s.switch.queues_per_port {
-                    let seed = Rng::stream(s.seed, Stream::Qcn, (id as u64) << 16 | u64::from(q)).next_u64();
-                    port.queues
-                        .push(EgressQueue { qdisc: make_qdisc(&s.switch.qdisc, port.rate_bps, mss_wire, seed), paused: false });
-                }
+                let queues = (0..s.switch.queues_per_port)
+                    .map(|q| {
+                        let seed = Rng::stream(s.seed, Stream::Qcn, (id as u64) << 16 | u64::from(q)).next_u64();
+                        EgressQueue { qdisc: make_qdisc(&s.switch.qdisc, port.rate_bps, mss_wire, seed) }
+                    })
+                    .collect();
+                port.set_queues(queues);
             }
         }
         let routes = Routes::compute(&topo, &node_ports);
@@ -399,11 +401,11 @@ impl Sim {
         }
         let hp =
             HookPacket { id, flow: p.flow, hash: p.hash, wire_bytes: p.wire_bytes, upstream_q: p.upstream_q, ingress, egress };
-        let queue = sw.hook.classify(now, port, &hp).min(port.queues.len() as u16 - 1);
+        let queue = sw.hook.classify(now, port, &hp).min(port.queues().len() as u16 - 1);
         sw.hook.on_enqueue(now, port, queue, &hp, &mut self.controls);
         self.account(s, egress, ingress, i64::from(p.wire_bytes));
         let q = Queued { id, wire_bytes: p.wire_bytes, flow: p.flow, ecn: p.ecn };
-        self.ports[egress as usize].queues[queue as usize].qdisc.enqueue(to_ns(now), q, &mut self.out);
+        self.ports[egress as usize].enqueue(usize::from(queue), now, q, &mut self.out);
         self.drain_outputs(s, egress, queue);
         self.send_controls();
         self.start_tx(egress);
@@ -491,9 +493,7 @@ impl Sim {
         let node = self.ports[port as usize].node;
         match self.topo.nodes[node as usize] {
             NodeKind::Switch(_) => {
-                if let Some(q) = self.ports[port as usize].queues.get_mut(queue as usize) {
-                    q.paused = paused;
-                }
+                self.ports[port as usize].set_queue_paused(usize::from(queue), paused);
                 if !paused {
                     self.start_tx(port);
                 }

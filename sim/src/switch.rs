@@ -26,8 +26,60 @@ use crate::topology::{NodeId, PortId};
 /// One egress queue of a port.
 pub struct EgressQueue {
     pub qdisc: Box<dyn Qdisc<Queued>>,
-    /// Paused by the downstream device (a BFC-style per-queue pause).
-    pub paused: bool,
+}
+
+/// One bit per egress queue of a port.
+#[derive(Debug, Clone, Default)]
+pub struct QueueSet {
+    words: Vec<u64>,
+}
+
+impl QueueSet {
+    fn with_len(queues: usize) -> QueueSet {
+        QueueSet { words: vec![0; queues.div_ceil(64)] }
+    }
+
+    #[inline]
+    pub fn contains(&self, q: usize) -> bool {
+        self.words.get(q / 64).is_some_and(|w| w & (1 << (q % 64)) != 0)
+    }
+
+    #[inline]
+    fn set(&mut self, q: usize, on: bool) {
+        let w = &mut self.words[q / 64];
+        if on {
+            *w |= 1 << (q % 64);
+        } else {
+            *w &= !(1 << (q % 64));
+        }
+    }
+
+    /// Bits 0-63 (queues 0-63).
+    #[inline]
+    pub fn first_word(&self) -> u64 {
+        self.words.first().copied().unwrap_or(0)
+    }
+
+    /// The first queue at or after `from`, in cyclic order over `0..n`, that is in `self` but not
+    /// in `except`.
+    fn next_cyclic(&self, except: &QueueSet, from: usize, n: usize) -> Option<usize> {
+        let word = |w: usize| self.words[w] & !except.words[w];
+        let (w0, b0) = (from / 64, from % 64);
+        let first = word(w0) & (u64::MAX << b0);
+        if first != 0 {
+            return Some(w0 * 64 + first.trailing_zeros() as usize);
+        }
+        let words = self.words.len();
+        for k in 1..=words {
+            let w = (w0 + k) % words;
+            let bits = if w == w0 { word(w) & !(u64::MAX << b0) } else { word(w) };
+            if bits != 0 {
+                let q = w * 64 + bits.trailing_zeros() as usize;
+                return (q < n).then_some(q);
+            }
+        }
+        None
+    }
 }
 
 /// Counters of one port.
@@ -59,8 +111,14 @@ pub struct Port {
     pub delay: Time,
     /// Serializing a packet right now.
     pub busy: bool,
-    /// Egress queues (switch ports only; host NICs pull from their flows instead).
-    pub queues: Vec<EgressQueue>,
+    /// Egress queues (switch ports only; host NICs pull from their flows instead). Enqueue and
+    /// pause through [`Port::enqueue`] and [`Port::set_queue_paused`], which keep the two sets
+    /// below, so serving a port never scans its queues.
+    queues: Vec<EgressQueue>,
+    /// Queues holding packets.
+    backlogged: QueueSet,
+    /// Queues paused by the downstream device (a BFC-style per-queue pause).
+    paused: QueueSet,
     /// Round-robin position among the queues.
     rr_next: usize,
     /// Bytes in this port's egress queues.
@@ -85,6 +143,8 @@ impl Port {
             delay,
             busy: false,
             queues: Vec::new(),
+            backlogged: QueueSet::default(),
+            paused: QueueSet::default(),
             rr_next: 0,
             queued_bytes: 0,
             pfc_paused: false,
@@ -100,22 +160,71 @@ impl Port {
         self.queues.iter().map(|q| q.qdisc.len_packets()).sum()
     }
 
+    /// The egress queues (empty on host NICs).
+    pub fn queues(&self) -> &[EgressQueue] {
+        &self.queues
+    }
+
+    /// Gives the port its egress queues.
+    pub fn set_queues(&mut self, queues: Vec<EgressQueue>) {
+        self.backlogged = QueueSet::with_len(queues.len());
+        self.paused = QueueSet::with_len(queues.len());
+        self.queues = queues;
+        self.rr_next = 0;
+    }
+
+    /// Hands a packet to queue `q`'s discipline (which may drop or notify into `out`).
+    pub fn enqueue(&mut self, q: usize, now: Time, packet: Queued, out: &mut Outputs<Queued>) {
+        let queue = &mut self.queues[q].qdisc;
+        queue.enqueue(to_ns(now), packet, out);
+        self.backlogged.set(q, queue.len_packets() > 0);
+    }
+
+    /// Whether the downstream device has queue `q` paused.
+    pub fn queue_paused(&self, q: usize) -> bool {
+        self.paused.contains(q)
+    }
+
+    /// Queues the downstream device has paused.
+    pub fn paused_queues(&self) -> &QueueSet {
+        &self.paused
+    }
+
+    /// Pauses or resumes queue `q` (ignored past the port's queues, like a frame for a queue the
+    /// device does not have).
+    pub fn set_queue_paused(&mut self, q: usize, paused: bool) {
+        if q < self.queues.len() {
+            self.paused.set(q, paused);
+        }
+    }
+
     /// The next packet by round-robin over non-empty, non-paused queues, with its queue index.
     /// One packet per turn: deficit round-robin with equal-sized packets (BFC's artifact).
     pub fn dequeue(&mut self, now: Time, out: &mut Outputs<Queued>) -> Option<(u16, Departure<Queued>)> {
         let n = self.queues.len();
-        for k in 0..n {
-            let i = (self.rr_next + k) % n;
-            let q = &mut self.queues[i];
-            if q.paused || q.qdisc.len_packets() == 0 {
-                continue;
+        if n == 0 {
+            return None;
+        }
+        // A discipline may hold packets and still send nothing now; the scan then goes on past
+        // it, in the same cyclic order, for at most one round.
+        let mut from = self.rr_next;
+        let mut scanned = 0;
+        loop {
+            let i = self.backlogged.next_cyclic(&self.paused, from, n)?;
+            let skipped = (i + n - from) % n;
+            if scanned + skipped >= n {
+                return None;
             }
-            if let Some(d) = q.qdisc.dequeue(to_ns(now), out) {
+            scanned += skipped + 1;
+            let queue = &mut self.queues[i].qdisc;
+            let d = queue.dequeue(to_ns(now), out);
+            self.backlogged.set(i, queue.len_packets() > 0);
+            if let Some(d) = d {
                 self.rr_next = (i + 1) % n;
                 return Some((i as u16, d));
             }
+            from = (i + 1) % n;
         }
-        None
     }
 
     /// Starts or ends a PFC pause, accounting paused time.
@@ -310,22 +419,65 @@ mod tests {
         assert!(out.is_empty());
     }
 
+    fn port_with(queues: usize) -> Port {
+        let mut port = Port::new("p".into(), 0, 1, 1_000_000_000, 0);
+        port.set_queues(
+            (0..queues).map(|_| EgressQueue { qdisc: make_qdisc(&QdiscConfig::Droptail {}, 1_000_000_000, 1500, 1) }).collect(),
+        );
+        port
+    }
+
     #[test]
     fn round_robin_skips_paused_queues() {
-        let mut port = Port::new("p".into(), 0, 1, 1_000_000_000, 0);
-        for _ in 0..2 {
-            port.queues.push(EgressQueue { qdisc: make_qdisc(&QdiscConfig::Droptail {}, 1_000_000_000, 1500, 1), paused: false });
-        }
+        let mut port = port_with(2);
         let mut out = Outputs::new();
         for i in 0..4 {
-            port.queues[(i % 2) as usize].qdisc.enqueue(0, pkt(i, Ecn::NotEct), &mut out);
+            port.enqueue((i % 2) as usize, 0, pkt(i, Ecn::NotEct), &mut out);
         }
         let order: Vec<u32> = (0..2).map(|_| port.dequeue(0, &mut out).unwrap().1.packet.id).collect();
         assert_eq!(order, [0, 1]);
-        port.queues[0].paused = true;
+        port.set_queue_paused(0, true);
         assert_eq!(port.dequeue(0, &mut out).unwrap().1.packet.id, 3);
         assert!(port.dequeue(0, &mut out).is_none(), "queue 0 is paused");
-        port.queues[0].paused = false;
+        port.set_queue_paused(0, false);
         assert_eq!(port.dequeue(0, &mut out).unwrap().1.packet.id, 2);
+    }
+
+    proptest::proptest! {
+        /// Serving from the backlog and pause sets picks exactly what a scan of every queue from
+        /// the round-robin position would, over more queues than one 64-bit word holds.
+        #[test]
+        fn the_sets_serve_as_a_full_scan_would(
+            queues in 1usize..140,
+            ops in proptest::collection::vec((0u8..3, 0usize..140), 1..300),
+        ) {
+            let mut port = port_with(queues);
+            let mut reference: Vec<(std::collections::VecDeque<u32>, bool)> = vec![Default::default(); queues];
+            let mut rr = 0;
+            let mut out = Outputs::new();
+            for (n, (op, q)) in ops.into_iter().enumerate() {
+                let q = q % queues;
+                match op {
+                    0 => {
+                        port.enqueue(q, 0, pkt(n as u32, Ecn::NotEct), &mut out);
+                        reference[q].0.push_back(n as u32);
+                    }
+                    1 => {
+                        let paused = !reference[q].1;
+                        port.set_queue_paused(q, paused);
+                        reference[q].1 = paused;
+                    }
+                    _ => {
+                        let want = (0..queues).map(|k| (rr + k) % queues).find(|&i| !reference[i].1 && !reference[i].0.is_empty());
+                        let want = want.map(|i| {
+                            rr = (i + 1) % queues;
+                            (i as u16, reference[i].0.pop_front().unwrap())
+                        });
+                        let got = port.dequeue(0, &mut out).map(|(i, d)| (i, d.packet.id));
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                }
+            }
+        }
     }
 }

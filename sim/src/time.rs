@@ -44,7 +44,12 @@ pub fn to_secs(t: Time) -> f64 {
 /// Time to serialize `bytes` onto a link of `rate_bps` bits per second, picoseconds (rounded up,
 /// so back-to-back packets never exceed the line rate).
 pub fn tx_time(bytes: u32, rate_bps: u64) -> Time {
-    tx_time_long(u64::from(bytes), rate_bps)
+    // A packet's bits in ps·bit/s fit 64 bits (2^32 bytes · 8 · 10^12 does not, 9 KB does), and a
+    // 64-bit division is several times cheaper than the 128-bit one it replaces, per packet.
+    match u64::from(bytes).checked_mul(BITS_PER_BYTE * PS_PER_SEC) {
+        Some(bits) => bits.div_ceil(rate_bps.max(1)),
+        None => tx_time_long(u64::from(bytes), rate_bps),
+    }
 }
 
 /// As [`tx_time`], for byte counts beyond one packet.
@@ -69,6 +74,15 @@ mod tests {
         assert_eq!(tx_time(1500, 1_000_000_000), 12 * PS_PER_US);
         // Rounds up: 1 byte at 3 bit/s is 2.67 s.
         assert_eq!(tx_time(1, 3), 2_666_666_666_667);
+    }
+
+    #[test]
+    fn the_64_bit_path_rounds_as_the_128_bit_one() {
+        for bytes in [0, 1, 64, 1_048, 1_500, 9_000, 2_305_843, 2_305_844, u32::MAX] {
+            for rate in [1, 7, 1_000_000, 999_999_937, 10_000_000_000, 100_000_000_000, 400_000_000_000] {
+                assert_eq!(tx_time(bytes, rate), tx_time_long(u64::from(bytes), rate), "{bytes} B at {rate} bit/s");
+            }
+        }
     }
 
     #[test]

@@ -174,7 +174,7 @@ fn line_rate_start_dctcp_drops_or_pauses_where_scenario_file_bfc_holds_th() {
     assert_eq!(bfc.counters.pfc_frames, 0, "BFC: PFC never triggers");
     assert!(bfc.counters.queue_controls > 0, "BFC paused the senders' NIC queues");
     assert_eq!(bfc.flows_completed, 4);
-    assert!(sim.ports.iter().all(|p| p.queues.len() <= 1 || p.queues.len() == 32), "32 queues on switch ports");
+    assert!(sim.ports.iter().all(|p| p.queues().len() <= 1 || p.queues().len() == 32), "32 queues on switch ports");
 
     // Four active queues: Th = HRTT·μ/N = 2 µs × 100 Gb/s / 8 / 4 = 6.25 KB each (25 KB for the
     // port). A pause acts about one hop RTT after Th is crossed, while a queue grows at

@@ -22,7 +22,7 @@ struct Backpressure {
 
 impl SwitchHook for Backpressure {
     fn on_enqueue(&mut self, _now: Time, egress: &Port, queue: u16, p: &HookPacket, controls: &mut Vec<QueueControl>) {
-        if egress.queues[queue as usize].qdisc.len_bytes() > self.threshold_bytes {
+        if egress.queues()[queue as usize].qdisc.len_bytes() > self.threshold_bytes {
             self.counted.insert(p.id);
             let c = self.counters.entry((p.ingress, p.upstream_q)).or_insert(0);
             *c += 1;
