@@ -100,6 +100,7 @@ impl Cluster {
             .args(["-c", "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()", "start"])
             .args(args)
             .env("RAY_USAGE_STATS_ENABLED", "0")
+            .env("RAY_AUTH_MODE", "disabled")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
             .stderr(file)
@@ -171,7 +172,14 @@ fn ray_python(test: &str) -> Option<String> {
 }
 
 fn ccp_sim(cwd: &Path, args: &[&str]) -> Output {
-    let o = Command::new(env!("CARGO_BIN_EXE_ccp-sim")).current_dir(cwd).args(args).output().unwrap();
+    // Ray's token authentication turns itself on where ~/.ray/auth_token exists (a local ray.init()
+    // writes one); the test's cluster and drivers do without, whatever this machine has.
+    let o = Command::new(env!("CARGO_BIN_EXE_ccp-sim"))
+        .current_dir(cwd)
+        .args(args)
+        .env("RAY_AUTH_MODE", "disabled")
+        .output()
+        .unwrap();
     eprintln!("$ ccp-sim {}\n{}{}", args.join(" "), String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     o
 }
