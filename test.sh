@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 ./scripts/setup.sh
+# The Python with Ray that `ccp-sim sweep --executor ray` and its test (sim/tests/sweep_ray.rs, which
+# starts a two-node Ray cluster on the loopback) use.
+CCP_SIM_PYTHON="$(./scripts/ray-venv.sh | tail -n 1)"
+export CCP_SIM_PYTHON
 # Incremental caches roughly double the target directory and a clean run never reuses them.
 export CARGO_INCREMENTAL=0
 df -h . | sed 's/^/test.sh: disk: /'

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use ccp_sim::stats::Results;
@@ -60,6 +60,10 @@ enum Command {
     /// configs/sim/bfc-clos-sweep.toml) or a scenario file swept with --variant.
     /// Each run is `ccp-sim run` with the sweep's `set`, then the variant's, then --set, then
     /// workload.random.load = LOAD/100.
+    ///
+    /// Resumable: a run whose directory holds a `done` file matching the run (same overrides, same
+    /// input files' contents, same --plots) is skipped and its rows come from its summary.json, so
+    /// the same command after an interruption runs only what is missing.
     Sweep {
         /// Sweep file or scenario file.
         file: PathBuf,
@@ -83,7 +87,7 @@ enum Command {
         /// Output directory: <OUT>/sweep.csv and <OUT>/<variant>/load<L>/.
         #[arg(long)]
         out: PathBuf,
-        /// Parallel runs (default: the available cores).
+        /// Parallel runs of the local executor (default: the available cores).
         #[arg(long, short)]
         jobs: Option<usize>,
         /// Also draw each run's plots.
@@ -92,6 +96,24 @@ enum Command {
         /// No progress bar, per-run lines or summary line.
         #[arg(long, short)]
         quiet: bool,
+        /// Where the runs execute: `local`, this machine's threads (--jobs), or `ray`, one Ray task
+        /// (1 CPU) per run on a Ray cluster (--address), which ships this binary and the input files
+        /// to its workers.
+        #[arg(long, value_enum, default_value_t = Executor::Local)]
+        executor: Executor,
+        /// Ray's address (--executor ray): HOST:PORT of a cluster's head (`ray start --head`,
+        /// port 6379 by default) or ray://HOST:PORT (Ray Client, port 10001). Without it,
+        /// ray.init()'s default: $RAY_ADDRESS if set, else the cluster last started with `ray start`
+        /// on this machine, else a new local Ray instance that lives as long as the sweep.
+        #[arg(long, value_name = "ADDRESS")]
+        address: Option<String>,
+        /// The Python interpreter with Ray installed (--executor ray; scripts/ray-venv.sh makes one).
+        #[arg(long, env = "CCP_SIM_PYTHON", default_value = "python3", value_name = "PATH")]
+        python: PathBuf,
+        /// The ccp-sim binary Ray's workers run (--executor ray; default: this one), for workers
+        /// that need another build (another OS, architecture or libc).
+        #[arg(long, value_name = "PATH")]
+        worker_binary: Option<PathBuf>,
     },
     /// Validate scenario files.
     Check {
@@ -108,6 +130,12 @@ enum Command {
     },
     /// List the congestion control algorithms and queue disciplines a scenario can use.
     List,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Executor {
+    Local,
+    Ray,
 }
 
 fn main() -> ExitCode {
@@ -175,11 +203,46 @@ fn run(cmd: Command) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Sweep { file, loads, variants, only, mut overrides, seed, out, jobs, plots, quiet } => {
+        Command::Sweep {
+            file,
+            loads,
+            variants,
+            only,
+            mut overrides,
+            seed,
+            out,
+            jobs,
+            plots,
+            quiet,
+            executor,
+            address,
+            python,
+            worker_binary,
+        } => {
             if let Some(s) = seed {
                 overrides.push(format!("seed={s}"));
             }
-            sweep(SweepArgs { file, loads, variants, only, overrides, out, jobs, plots, quiet })
+            let ray = match executor {
+                Executor::Local => {
+                    if address.is_some() || worker_binary.is_some() {
+                        return Err("--address and --worker-binary are for --executor ray".into());
+                    }
+                    None
+                }
+                Executor::Ray => {
+                    if jobs.is_some() {
+                        return Err("--jobs is for --executor local: with Ray, each run is a task of 1 CPU and the \
+                                    cluster's CPUs (ray start --num-cpus) set how many run at once"
+                            .into());
+                    }
+                    let worker_binary = match worker_binary {
+                        Some(b) => b,
+                        None => std::env::current_exe().map_err(|e| format!("this executable's path: {e}"))?,
+                    };
+                    Some(sweep::ray::RayOptions { python, address, worker_binary, log: out.join("ray.log") })
+                }
+            };
+            sweep(SweepArgs { file, loads, variants, only, overrides, out, jobs, plots, quiet, ray })
         }
         Command::Check { scenarios, overrides } => {
             for s in &scenarios {
@@ -231,6 +294,8 @@ struct SweepArgs {
     jobs: Option<usize>,
     plots: bool,
     quiet: bool,
+    /// `None`: the local executor.
+    ray: Option<sweep::ray::RayOptions>,
 }
 
 /// `ccp-sim sweep`: builds the plan, runs it with a progress bar, writes sweep.csv; fails (after
@@ -271,43 +336,65 @@ fn sweep(a: SweepArgs) -> Result<(), String> {
     let jobs = sweep::jobs(&plan, &a.out);
     let threads = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let planned = sweep::Planned::new(plan.scenario.clone(), jobs, a.plots);
+    let jobs = &planned.jobs;
 
-    // The bar counts simulated µs over every run (each run's duration_ms; a run whose file does not
-    // load counts 0 and fails when it starts).
-    let total_us: u64 = jobs
+    // Runs already complete (from an interrupted or earlier sweep) are not run again.
+    let mut outcomes: Vec<Option<sweep::Outcome>> = planned.completed().into_iter().map(|s| s.map(Ok)).collect();
+    let todo: Vec<usize> = (0..jobs.len()).filter(|&i| outcomes[i].is_none()).collect();
+    let skipped = jobs.len() - todo.len();
+    if skipped > 0 && !a.quiet {
+        println!("{skipped} of {} runs already complete in {} (their `done` files match): skipped", jobs.len(), a.out.display());
+    }
+
+    // The bar counts simulated µs over the runs to do (each run's duration_ms; a run whose file does
+    // not load counts 0 and fails when it starts).
+    let sim_us: Vec<u64> = jobs
         .iter()
         .map(|j| config::load(&plan.scenario, &j.overrides).map_or(0, |l| (l.scenario.duration_ms * 1000.0) as u64))
-        .sum();
+        .collect();
+    let total_us: u64 = todo.iter().map(|&i| sim_us[i]).sum();
     let bar = if a.quiet { ProgressBar::hidden() } else { ProgressBar::new(total_us) };
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{bar:40}] {percent}% of simulated time ({elapsed}, ETA {eta}) {msg}")
             .map_err(|e| e.to_string())?
             .progress_chars("=> "),
     );
-    let state = std::sync::Mutex::new((vec![0u8; jobs.len()], 0usize, 0usize)); // per job 0/1 running/2 done; done; failed
+    let state = std::sync::Mutex::new(BarState {
+        running: vec![false; jobs.len()],
+        advanced_us: vec![0; jobs.len()],
+        done: 0,
+        failed: 0,
+    });
     let label = |i: usize| format!("{}@{}", jobs[i].variant, sweep::fmt_load(jobs[i].load_pct));
-    let message = |st: &(Vec<u8>, usize, usize)| {
-        let running: Vec<String> = st.0.iter().enumerate().filter(|(_, &s)| s == 1).map(|(i, _)| label(i)).collect();
+    let message = |st: &BarState| {
+        let running: Vec<String> = st.running.iter().enumerate().filter(|(_, &r)| r).map(|(i, _)| label(i)).collect();
         format!(
-            "{}/{} runs{}; running {}",
-            st.1,
-            jobs.len(),
-            if st.2 > 0 { format!(", {} FAILED", st.2) } else { String::new() },
-            running.join(" ")
+            "{}/{} runs{}{}",
+            st.done,
+            todo.len(),
+            if st.failed > 0 { format!(", {} FAILED", st.failed) } else { String::new() },
+            if running.is_empty() { String::new() } else { format!("; running {}", running.join(" ")) }
         )
     };
     let wall = std::time::Instant::now();
-    let outcomes = sweep::run_jobs(&plan.scenario, &jobs, threads, a.plots, &|p| match p {
+    let progress = |p: Progress| match p {
         Progress::Started { job, .. } => {
             let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-            st.0[job] = 1;
+            st.running[job] = true;
             bar.set_message(message(&st));
         }
-        Progress::Advanced { delta_us, .. } => bar.inc(delta_us),
+        Progress::Advanced { job, delta_us } => {
+            state.lock().unwrap_or_else(|p| p.into_inner()).advanced_us[job] += delta_us;
+            bar.inc(delta_us);
+        }
         Progress::Finished { job, outcome } => {
             let mut st = state.lock().unwrap_or_else(|p| p.into_inner());
-            st.0[job] = 2;
-            st.1 += 1;
+            st.running[job] = false;
+            st.done += 1;
+            // A run that failed, or ran elsewhere, still counts its whole simulated time.
+            bar.inc(sim_us[job].saturating_sub(st.advanced_us[job]));
+            st.advanced_us[job] = sim_us[job];
             match outcome {
                 Ok(r) => bar.println(format!(
                     "{}: {:.1} s wall, {:.2} M events/s, {}/{} flows",
@@ -318,24 +405,39 @@ fn sweep(a: SweepArgs) -> Result<(), String> {
                     r.flows_total
                 )),
                 Err(e) => {
-                    st.2 += 1;
+                    st.failed += 1;
                     bar.println(format!("ccp-sim: {e}"));
                 }
             }
             bar.set_message(message(&st));
         }
-    });
+        // Where Ray runs the sweep: said even without a terminal, unlike the bar's lines.
+        Progress::Note(text) if bar.is_hidden() && !a.quiet => println!("{text}"),
+        Progress::Note(text) => bar.println(text),
+    };
+    let done = match &a.ray {
+        None => sweep::run_jobs(&planned, &todo, threads, &progress),
+        Some(opts) => sweep::ray::run_jobs(&planned, &todo, opts, &progress).inspect_err(|_| bar.finish_and_clear())?,
+    };
     bar.finish_and_clear();
+    for (&i, o) in todo.iter().zip(done) {
+        outcomes[i] = Some(o);
+    }
+    let outcomes: Vec<sweep::Outcome> = outcomes.into_iter().map(|o| o.unwrap_or_else(|| Err("not run".into()))).collect();
     let csv_path = a.out.join("sweep.csv");
-    std::fs::write(&csv_path, sweep::csv(&jobs, &outcomes)).map_err(|e| format!("{}: {e}", csv_path.display()))?;
+    std::fs::write(&csv_path, sweep::csv(jobs, &outcomes)).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let failed: Vec<&String> = outcomes.iter().filter_map(|o| o.as_ref().err()).collect();
     if !a.quiet {
+        let ran = match &a.ray {
+            _ if todo.is_empty() => String::new(),
+            None => format!(" in {:.1} s wall on {} threads", wall.elapsed().as_secs_f64(), threads.min(todo.len())),
+            Some(_) => format!(" in {:.1} s wall on Ray", wall.elapsed().as_secs_f64()),
+        };
         println!(
-            "{} runs ({} failed) in {:.1} s wall on {} threads; wrote {}",
+            "{} runs ({}{} failed){ran}; wrote {}",
             jobs.len(),
+            if skipped > 0 { format!("{skipped} skipped as complete, ") } else { String::new() },
             failed.len(),
-            wall.elapsed().as_secs_f64(),
-            threads.min(jobs.len()),
             csv_path.display()
         );
     }
@@ -350,6 +452,14 @@ fn sweep(a: SweepArgs) -> Result<(), String> {
             failed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n  ")
         ))
     }
+}
+
+/// What the sweep's progress bar shows, per job and in all.
+struct BarState {
+    running: Vec<bool>,
+    advanced_us: Vec<u64>,
+    done: usize,
+    failed: usize,
 }
 
 fn print_summary(r: &Results) {

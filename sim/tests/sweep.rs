@@ -5,68 +5,18 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SCENARIO: &str = r#"
-name = "tiny"
-duration_ms = 3
-seed = 3
+mod common;
 
-[topology]
-kind = "leaf_spine"
-tors = 2
-hosts_per_tor = 3
-spines = 2
-host_gbps = 10.0
-core_gbps = 10.0
-link_delay_us = 2.0
-
-[switch]
-buffer_bytes = 300_000
-
-[switch.qdisc]
-kind = "dctcp"
-k_pkts = 20
-
-[cc]
-algorithm = "dctcp"
-
-[transport]
-rto_min_us = 500.0
-rto_initial_us = 500.0
-
-[workload.random]
-cdf = "tiny.cdf"
-load = 0.5
-arrivals = "poisson"
-stop_ms = 2.0
-
-[output]
-sample_interval_us = 50.0
-buckets_bytes = [5_000, 100_000]
-plots = false
-"#;
-
-const SWEEP: &str = r#"
-[sweep]
-scenario = "tiny.toml"
-loads = [30, 60]
-set = ["transport.init_cwnd_pkts=4"]
-
-[[sweep.variant]]
-name = "dctcp"
-
-[[sweep.variant]]
-name = "reno-droptail"
-set = ['cc.algorithm="reno"', 'switch.qdisc={kind="droptail"}']
-"#;
+use common::{tiny_sweep_scenario, TINY_CDF, TINY_SWEEP};
 
 /// A fresh directory with the scenario, its CDF and the sweep file.
 fn setup(tag: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ccp-sim-sweep-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("tiny.toml"), SCENARIO).unwrap();
-    std::fs::write(dir.join("tiny.cdf"), "1000 0\n5000 40\n20000 70\n100000 95\n300000 100\n").unwrap();
-    std::fs::write(dir.join("tiny-sweep.toml"), SWEEP).unwrap();
+    std::fs::write(dir.join("tiny.toml"), tiny_sweep_scenario("tiny.cdf")).unwrap();
+    std::fs::write(dir.join("tiny.cdf"), TINY_CDF).unwrap();
+    std::fs::write(dir.join("tiny-sweep.toml"), TINY_SWEEP).unwrap();
     dir
 }
 
@@ -210,5 +160,48 @@ fn bad_syntax_gives_clear_errors() {
     let o = ccp_sim(&["sweep", s(&bad), "--out", s(&out), "--quiet"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success() && err.contains("bad-sweep.toml") && err.contains("lods"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_second_sweep_runs_only_what_is_missing() {
+    let dir = setup("resume");
+    let out = dir.join("out");
+    let file = dir.join("tiny-sweep.toml");
+    let args = ["sweep", s(&file), "--out", s(&out), "--jobs", "2"];
+    let o = ccp_sim(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    let flows = std::fs::read_to_string(out.join("dctcp/load60/flows.csv")).unwrap();
+
+    // Everything complete: nothing runs, and the rows come back from the runs' files exactly.
+    let o = ccp_sim(&args);
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && said.contains("4 of 4 runs already complete"), "{said}");
+    assert!(said.contains("4 runs (4 skipped as complete, 0 failed); wrote"), "{said}");
+    assert_eq!(std::fs::read_to_string(out.join("sweep.csv")).unwrap(), first);
+
+    // A run killed half-way (no `done`, a truncated file) runs again, to the same flows.
+    std::fs::remove_file(out.join("dctcp/load60/done")).unwrap();
+    std::fs::write(out.join("dctcp/load60/flows.csv"), "id,cla").unwrap();
+    let o = ccp_sim(&args);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("3 of 4 runs already complete"));
+    assert_eq!(std::fs::read_to_string(out.join("dctcp/load60/flows.csv")).unwrap(), flows);
+    let rows_again = rows(&std::fs::read_to_string(out.join("sweep.csv")).unwrap());
+    for (a, b) in rows(&first).iter().zip(&rows_again) {
+        if a[0] == "dctcp" && a[1] == "60" {
+            assert_eq!(a[..16], b[..16], "all but the wall-clock columns");
+        } else {
+            assert_eq!(a, b);
+        }
+    }
+
+    // Changed inputs (the CDF) or overrides: every run again.
+    std::fs::write(dir.join("tiny.cdf"), "1000 0\n5000 50\n20000 70\n100000 95\n300000 100\n").unwrap();
+    let o = ccp_sim(&args);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("already complete"));
+    let o = ccp_sim(&[&args[..], &["--seed", "9"]].concat());
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("already complete"));
+    assert!(std::fs::read_to_string(out.join("dctcp/load30/done")).unwrap().contains("\nset seed=9\n"));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -76,11 +76,7 @@ pub fn load_str(file: &Path, text: &str, overrides: &[String]) -> Result<Loaded,
     let scenario: Scenario = if overrides.is_empty() {
         toml::from_str(text).map_err(|e| syntax_error(&name, text, &e))?
     } else {
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(&name, text, &e))?;
-        for o in overrides {
-            apply_override(&mut table, o)?;
-        }
-        Scenario::deserialize(toml::Value::Table(table))
+        Scenario::deserialize(toml::Value::Table(overridden_table(file, text, overrides)?))
             .map_err(|e| ConfigError::Syntax { file: name.clone(), message: format!("after --set overrides: {e}") })?
     };
     let keys = overrides.iter().map(|o| o.split('=').next().unwrap_or("").trim().to_string()).collect();
@@ -88,6 +84,16 @@ pub fn load_str(file: &Path, text: &str, overrides: &[String]) -> Result<Loaded,
     absolute_python_names(&mut loaded)?;
     validate(&loaded)?;
     Ok(loaded)
+}
+
+/// The scenario's TOML table with `overrides` applied, every value as written (before
+/// [`absolute_python_names`]): what a sweep reads the files a run references from.
+pub fn overridden_table(file: &Path, text: &str, overrides: &[String]) -> Result<toml::Table, ConfigError> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| syntax_error(&file.display().to_string(), text, &e))?;
+    for o in overrides {
+        apply_override(&mut table, o)?;
+    }
+    Ok(table)
 }
 
 /// The parser names the line; for unknown fields inside internally tagged tables it points at the

@@ -8,6 +8,9 @@
 //! (variant, load, class, size bucket) with the run's wall time and events/s; a run that fails
 //! gets one row with its error and does not stop the others.
 //!
+//! Runs execute on this machine's threads ([`run_jobs`]) or as Ray tasks ([`ray`]); a run whose
+//! directory is already complete is skipped ([`resume`]).
+//!
 //! Variants come from a sweep file (TOML) or the command line:
 //!
 //! ```toml
@@ -34,6 +37,10 @@ use serde::Deserialize;
 
 use crate::stats::BucketSummary;
 use crate::{config, output};
+
+pub mod inputs;
+pub mod ray;
+pub mod resume;
 
 /// A named set of overrides, optionally with its own loads.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -106,6 +113,40 @@ pub struct RunSummary {
 /// A run's outcome; the error names the variant and load.
 pub type Outcome = Result<RunSummary, String>;
 
+/// A sweep's runs with what each reads and what its `done` file will hold.
+#[derive(Debug)]
+pub struct Planned {
+    pub scenario: PathBuf,
+    pub jobs: Vec<Job>,
+    /// Per job: its input files, or why its scenario does not load (the run's error).
+    pub inputs: Vec<Result<inputs::Inputs, String>>,
+    /// Per job: its `done` file's text; `None` if an input could not be read (the run is then
+    /// never taken as complete).
+    pub markers: Vec<Option<String>>,
+    /// Draw each run's plots.
+    pub plots: bool,
+}
+
+impl Planned {
+    pub fn new(scenario: PathBuf, jobs: Vec<Job>, plots: bool) -> Planned {
+        let inputs: Vec<_> = jobs.iter().map(|j| inputs::Inputs::of_run(&scenario, &j.overrides)).collect();
+        let markers =
+            jobs.iter().zip(&inputs).map(|(j, i)| i.as_ref().ok().and_then(|i| resume::marker(i, j, plots).ok())).collect();
+        Planned { scenario, jobs, inputs, markers, plots }
+    }
+
+    /// Per job: its summary if its directory is already complete.
+    pub fn completed(&self) -> Vec<Option<RunSummary>> {
+        self.jobs.iter().zip(&self.markers).map(|(j, m)| m.as_deref().and_then(|m| resume::completed(j, m))).collect()
+    }
+
+    /// `job`'s error as its `sweep.csv` row and the command's messages give it.
+    pub fn error(&self, job: usize, e: &str) -> String {
+        let j = &self.jobs[job];
+        format!("variant `{}`, load {} %: {e}", j.variant, fmt_load(j.load_pct))
+    }
+}
+
 /// Progress of a sweep, reported from the worker threads.
 pub enum Progress<'a> {
     /// Run `i` started; its simulated length in µs.
@@ -122,6 +163,8 @@ pub enum Progress<'a> {
         job: usize,
         outcome: &'a Outcome,
     },
+    /// What an executor has to say (where Ray runs the sweep).
+    Note(&'a str),
 }
 
 /// `50,55,60` (percent of the reference capacity, `workload.random.load` × 100) → loads.
@@ -253,26 +296,19 @@ pub fn jobs(plan: &Plan, out: &Path) -> Vec<Job> {
     jobs
 }
 
-/// Runs `jobs` of `scenario` on `threads` threads (each run writes its directory as it finishes)
-/// and returns the outcomes in job order. `plots` also draws each run's plots.
-pub fn run_jobs(
-    scenario: &Path,
-    jobs: &[Job],
-    threads: usize,
-    plots: bool,
-    progress: &(dyn Fn(Progress) + Sync),
-) -> Vec<Outcome> {
+/// Runs the jobs `todo` (indices into `p.jobs`) on `threads` threads of this machine (each run
+/// writes its directory as it finishes) and returns their outcomes in `todo`'s order.
+pub fn run_jobs(p: &Planned, todo: &[usize], threads: usize, progress: &(dyn Fn(Progress) + Sync)) -> Vec<Outcome> {
     let next = AtomicUsize::new(0);
-    let outcomes: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; jobs.len()]);
+    let outcomes: Mutex<Vec<Option<Outcome>>> = Mutex::new(vec![None; todo.len()]);
     std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
+        for _ in 0..threads.clamp(1, todo.len().max(1)) {
             scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(job) = jobs.get(i) else { break };
-                let outcome = run_job(scenario, i, job, plots, progress)
-                    .map_err(|e| format!("variant `{}`, load {} %: {e}", job.variant, fmt_load(job.load_pct)));
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&i) = todo.get(k) else { break };
+                let outcome = run_job(p, i, progress).map_err(|e| p.error(i, &e));
                 progress(Progress::Finished { job: i, outcome: &outcome });
-                outcomes.lock().unwrap_or_else(|p| p.into_inner())[i] = Some(outcome);
+                outcomes.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(outcome);
             });
         }
     });
@@ -284,13 +320,9 @@ pub fn run_jobs(
         .collect()
 }
 
-fn run_job(
-    scenario: &Path,
-    i: usize,
-    job: &Job,
-    plots: bool,
-    progress: &(dyn Fn(Progress) + Sync),
-) -> Result<RunSummary, String> {
+fn run_job(p: &Planned, i: usize, progress: &(dyn Fn(Progress) + Sync)) -> Result<RunSummary, String> {
+    let (scenario, job) = (&p.scenario, &p.jobs[i]);
+    resume::unmark(job)?;
     let loaded = config::load(scenario, &job.overrides).map_err(|e| e.to_string())?;
     if loaded.scenario.workload.random.is_none() {
         return Err("the scenario has no [workload.random] whose load a sweep sets".into());
@@ -310,17 +342,12 @@ fn run_job(
     }
     let dir = &job.dir;
     output::write_data(&results, dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let mut cmd = format!("# ccp-sim run {} --out {}", scenario.display(), dir.display());
-    for o in &job.overrides {
-        let _ = write!(cmd, " --set '{o}'");
-    }
-    let text = format!("{cmd}\n{}\n", job.overrides.join("\n"));
-    std::fs::write(dir.join("overrides.txt"), text).map_err(|e| format!("{}: {e}", dir.display()))?;
     let s = &loaded.scenario;
-    if plots && s.output.plots {
+    if p.plots && s.output.plots {
         // A missing font only skips the plots, as in `ccp-sim run`.
         let _ = output::write_plots(&results, dir, &s.output.plot_format);
     }
+    resume::finish(scenario, job, p.markers[i].as_deref())?;
     let c = &results.counters;
     Ok(RunSummary {
         wall_s: results.wall_s,
