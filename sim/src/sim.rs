@@ -233,7 +233,7 @@ impl Sim {
         let names = monitored.iter().map(|&p| ports[p as usize].name.clone()).collect();
         let samples = Samples::new(from_us(s.output.sample_interval_us), monitored, names, topo.switches.len());
         Ok(Sim {
-            q: EventQueue::new(),
+            q: EventQueue::with_slot_shift(crate::event::slot_shift_for(topo.links.iter().map(|l| l.delay).max().unwrap_or(0))),
             arena: if s.switch.int { Arena::with_int() } else { Arena::new() },
             topo,
             ports,
