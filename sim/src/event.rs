@@ -5,6 +5,9 @@
 //! 16 bytes of plain data (indices, no pointers, no heap allocation); the packet an event refers
 //! to lives in the packet arena.
 
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
 use crate::packet::PacketId;
 use crate::time::Time;
 use crate::topology::PortId;
@@ -47,103 +50,24 @@ struct Entry {
     event: Event,
 }
 
-/// Bits of the key per level of the radix heap: a level is one hex digit, so an entry moves to a
-/// lower bucket at most once per hex digit of its distance from the minimum.
-const DIGIT_BITS: u32 = 4;
-const DIGITS: usize = 1 << DIGIT_BITS;
-const LEVELS: usize = 128 / DIGIT_BITS as usize;
-/// Bucket 0 holds the key equal to the last minimum; bucket 1 + level·16 + digit the keys whose
-/// highest hex digit differing from it is at `level` and has value `digit` (greater than the
-/// minimum's there). For a fixed minimum, a lower bucket holds only smaller keys.
-const BUCKETS: usize = 1 + LEVELS * DIGITS;
-const WORDS: usize = BUCKETS.div_ceil(64);
-
-/// A radix heap with one level per hex digit (Ahuja, Mehlhorn, Orlin and Tarjan, "Faster
-/// algorithms for the shortest path problem", 1990, §4): the events beyond the calendar's window.
-///
-/// A radix heap needs keys that never go below the last minimum taken out, which a simulation
-/// guarantees (nothing is scheduled in the past). A push is one append; taking the minimum out of
-/// an empty bucket 0 moves the smallest non-empty bucket's entries into lower buckets.
-#[derive(Debug)]
-struct RadixHeap {
-    buckets: Vec<Vec<Entry>>,
-    /// Bit b set iff bucket b is non-empty.
-    nonempty: [u64; WORDS],
-    /// The key every bucket is relative to: the last minimum moved into bucket 0.
-    last: u128,
-    len: usize,
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
 }
 
-impl RadixHeap {
-    fn new() -> RadixHeap {
-        RadixHeap { buckets: (0..BUCKETS).map(|_| Vec::new()).collect(), nonempty: [0; WORDS], last: 0, len: 0 }
-    }
+impl Eq for Entry {}
 
-    fn push(&mut self, e: Entry) {
-        if e.key < self.last {
-            self.rebase(e.key);
-        }
-        self.insert(e);
-        self.len += 1;
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
     }
+}
 
-    /// The smallest key, moved into bucket 0.
-    fn peek(&mut self) -> Option<u128> {
-        if self.nonempty[0] & 1 == 0 {
-            let b =
-                self.nonempty.iter().enumerate().find(|(_, &w)| w != 0).map(|(i, &w)| i * 64 + w.trailing_zeros() as usize)?;
-            let mut bucket = std::mem::take(&mut self.buckets[b]);
-            self.nonempty[b / 64] &= !(1 << (b % 64));
-            self.last = bucket.iter().map(|e| e.key).min().expect("a non-empty bucket");
-            for &e in &bucket {
-                self.insert(e);
-            }
-            // Keep the emptied bucket's allocation for the next time it fills.
-            bucket.clear();
-            self.buckets[b] = bucket;
-        }
-        Some(self.last)
-    }
-
-    fn pop(&mut self) -> Option<Entry> {
-        self.peek()?;
-        let e = self.buckets[0].pop()?;
-        if self.buckets[0].is_empty() {
-            self.nonempty[0] &= !1;
-        }
-        self.len -= 1;
-        Some(e)
-    }
-
-    fn insert(&mut self, e: Entry) {
-        let b = self.bucket_of(e.key);
-        self.buckets[b].push(e);
-        self.nonempty[b / 64] |= 1 << (b % 64);
-    }
-
-    #[inline]
-    fn bucket_of(&self, key: u128) -> usize {
-        let diff = key ^ self.last;
-        if diff == 0 {
-            return 0;
-        }
-        let level = (127 - diff.leading_zeros()) / DIGIT_BITS;
-        let digit = (key >> (level * DIGIT_BITS)) as usize & (DIGITS - 1);
-        1 + level as usize * DIGITS + digit
-    }
-
-    /// Re-files every entry relative to `key`, which is below `last`.
-    fn rebase(&mut self, key: u128) {
-        let all: Vec<Entry> = self.drain();
-        self.last = key;
-        for e in all {
-            self.insert(e);
-        }
-    }
-
-    fn drain(&mut self) -> Vec<Entry> {
-        self.nonempty = [0; WORDS];
-        self.buckets.iter_mut().flat_map(std::mem::take).collect()
+impl Ord for Entry {
+    /// Reversed, so std's max-heap pops the earliest entry.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.key.cmp(&self.key)
     }
 }
 
@@ -155,14 +79,14 @@ const SLOTS: usize = 1 << 10;
 pub const DEFAULT_SLOT_SHIFT: u32 = 12;
 
 /// The pending events of one simulation: a calendar queue (Brown, "Calendar queues", CACM 1988)
-/// over a window of [`SLOTS`] slots of 2^`shift` ps, backed by a radix heap for events beyond it.
+/// over a window of [`SLOTS`] slots of 2^`shift` ps, backed by a binary heap for events beyond it.
 ///
 /// Nearly every event of a packet network is due within a few link delays: a serialization or a
 /// propagation. Those go into their slot with one append and come out after one small sort of
-/// their slot, where a binary heap paid ~15 unpredictable comparisons per pop (a fifth of a Clos
-/// run) and a radix heap ~4 moves per event. Timers and flow starts further ahead wait in the
-/// radix heap and move into the window as it reaches them. Every pop returns the smallest
-/// (time, sequence) key, so the order is exactly a binary heap's.
+/// their slot, where a binary heap of every event paid ~15 unpredictable comparisons per pop (a
+/// fifth of a Clos run). Timers and flow starts further ahead wait in the binary heap and move
+/// into the window as it reaches them. Every pop returns the smallest (time, sequence) key, so
+/// the order is exactly that of one binary heap.
 #[derive(Debug)]
 pub struct EventQueue {
     shift: u32,
@@ -176,7 +100,7 @@ pub struct EventQueue {
     occupied: Vec<u64>,
     summary: Vec<u64>,
     /// Entries at or past slot `cur + SLOTS`.
-    far: RadixHeap,
+    far: BinaryHeap<Entry>,
     len: usize,
     seq: u64,
     now: Time,
@@ -205,7 +129,7 @@ impl EventQueue {
             wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: vec![0; SLOTS / 64],
             summary: vec![0; (SLOTS / 64).div_ceil(64)],
-            far: RadixHeap::new(),
+            far: BinaryHeap::new(),
             len: 0,
             seq: 0,
             now: 0,
@@ -276,7 +200,7 @@ impl EventQueue {
     /// Moves `cur` to the next slot holding entries and loads it into `front`; false when empty.
     fn advance(&mut self) -> bool {
         let next_wheel = self.next_occupied();
-        let next_far = self.far.peek().map(|k| self.slot_of(k));
+        let next_far = self.far.peek().map(|e| self.slot_of(e.key));
         self.cur = match (next_wheel, next_far) {
             (Some(w), Some(f)) => w.min(f),
             (Some(w), None) => w,
@@ -288,9 +212,9 @@ impl EventQueue {
             std::mem::swap(&mut self.front, &mut self.wheel[i]);
             self.clear_slot(i);
         }
-        // What the window now reaches leaves the radix heap.
-        while let Some(k) = self.far.peek() {
-            let s = self.slot_of(k);
+        // What the window now reaches leaves the binary heap.
+        while let Some(e) = self.far.peek() {
+            let s = self.slot_of(e.key);
             if s - self.cur >= SLOTS as u64 {
                 break;
             }
@@ -352,7 +276,6 @@ impl EventQueue {
         self.occupied.iter_mut().for_each(|w| *w = 0);
         self.summary.iter_mut().for_each(|w| *w = 0);
         all.extend(self.far.drain());
-        self.far = RadixHeap::new();
         self.cur = slot;
         for e in all {
             self.place(e);
@@ -455,7 +378,7 @@ mod tests {
         /// Any interleaving of schedules (never in the past) and pops, horizons included, gives
         /// exactly the order of a binary heap on (time, insertion order).
         #[test]
-        /// Slot widths from 1 ps (nearly everything beyond the window, in the radix heap) to
+        /// Slot widths from 1 ps (nearly everything beyond the window, in the binary heap) to
         /// 32 ns, and delays from ties to far beyond the window, exercise every path.
         fn pops_in_the_order_of_a_binary_heap(
             shift in 0u32..16,
