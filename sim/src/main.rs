@@ -336,7 +336,13 @@ fn sweep(a: SweepArgs) -> Result<(), String> {
     let jobs = sweep::jobs(&plan, &a.out);
     let threads = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let planned = sweep::Planned::new(plan.scenario.clone(), jobs, a.plots);
+    // The binary the runs execute: this one in-process, or the one Ray's workers are sent.
+    let engine_path = match &a.ray {
+        Some(r) => r.worker_binary.clone(),
+        None => std::env::current_exe().map_err(|e| format!("this executable's path: {e}"))?,
+    };
+    let engine = sweep::resume::engine_id(&engine_path)?;
+    let planned = sweep::Planned::new(plan.scenario.clone(), jobs, a.plots, &engine);
     let jobs = &planned.jobs;
 
     // Runs already complete (from an interrupted or earlier sweep) are not run again.

@@ -128,10 +128,14 @@ pub struct Planned {
 }
 
 impl Planned {
-    pub fn new(scenario: PathBuf, jobs: Vec<Job>, plots: bool) -> Planned {
+    /// `engine` identifies the simulator binary that will run the jobs ([`resume::engine_id`]).
+    pub fn new(scenario: PathBuf, jobs: Vec<Job>, plots: bool, engine: &str) -> Planned {
         let inputs: Vec<_> = jobs.iter().map(|j| inputs::Inputs::of_run(&scenario, &j.overrides)).collect();
-        let markers =
-            jobs.iter().zip(&inputs).map(|(j, i)| i.as_ref().ok().and_then(|i| resume::marker(i, j, plots).ok())).collect();
+        let markers = jobs
+            .iter()
+            .zip(&inputs)
+            .map(|(j, i)| i.as_ref().ok().and_then(|i| resume::marker(i, j, plots, engine).ok()))
+            .collect();
         Planned { scenario, jobs, inputs, markers, plots }
     }
 

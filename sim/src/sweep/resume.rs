@@ -5,16 +5,17 @@
 //! A run's directory is written in this order, by either executor: the simulator's files
 //! (`summary.json`, the CSV files, plots), then `overrides.txt`, then `done`, after `done` from an
 //! earlier attempt was removed before the run started. A run killed half-way therefore has no
-//! `done` and runs again. `done` holds the run's overrides, whether plots were asked for, and a
-//! hash of every input file's contents (the scenario's and the files it references), so a run
-//! whose scenario, CDF, Python algorithm or overrides changed since runs again too. It does not
-//! hold the simulator's version: results of an older `ccp-sim` are kept; delete the directory (or
-//! OUT) to run them again.
+//! `done` and runs again. `done` holds the run's overrides, whether plots were asked for, a hash
+//! of every input file's contents (the scenario's and the files it references) and one of the
+//! simulator binary that runs it, so a run whose scenario, CDF, Python algorithm or overrides
+//! changed since runs again too, and so does every run once ccp-sim was rebuilt: a rebuilt engine
+//! may give other results (a bug fix), and re-running is cheaper than trusting a stale row.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::Value;
+use sha1::{Digest, Sha1};
 
 use super::inputs::Inputs;
 use super::{Job, RunSummary};
@@ -23,18 +24,31 @@ use crate::stats::BucketSummary;
 /// The marker's file name in a run's directory.
 pub const DONE: &str = "done";
 
-/// What `job`'s `done` file holds; an error if an input file cannot be read.
-pub fn marker(inputs: &Inputs, job: &Job, plots: bool) -> Result<String, String> {
-    let mut hash = Fnv1a64::default();
-    hash.part(inputs.text.as_bytes());
+/// The identity of the simulator binary at `path`, for `done`: its SHA-1.
+pub fn engine_id(path: &Path) -> Result<String, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(format!("{:x}", Sha1::digest(&bytes)))
+}
+
+/// What `job`'s `done` file holds when `engine` (an [`engine_id`]) runs it; an error if an input
+/// file cannot be read.
+pub fn marker(inputs: &Inputs, job: &Job, plots: bool, engine: &str) -> Result<String, String> {
+    let mut hash = Sha1::new();
+    let mut part = |bytes: &[u8]| {
+        // Each part preceded by its length, so that parts cannot run into each other.
+        hash.update((bytes.len() as u64).to_le_bytes());
+        hash.update(bytes);
+    };
+    part(inputs.text.as_bytes());
     for r in &inputs.references {
         let path = inputs.local_path(r);
         let bytes = std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        hash.part(r.path.as_os_str().as_encoded_bytes());
-        hash.part(&bytes);
+        part(r.path.as_os_str().as_encoded_bytes());
+        part(&bytes);
     }
     let mut s = String::from("ccp-sim sweep: this run is complete (this file is written after all the others)\n");
-    let _ = writeln!(s, "inputs fnv1a64 {:016x}", hash.0);
+    let _ = writeln!(s, "inputs sha1 {:x}", hash.finalize());
+    let _ = writeln!(s, "ccp-sim sha1 {engine}");
     let _ = writeln!(s, "plots {plots}");
     for o in &job.overrides {
         let _ = writeln!(s, "set {o}");
@@ -125,39 +139,12 @@ fn num(v: &Value, key: &str) -> Result<f64, String> {
     }
 }
 
-/// FNV-1a, 64 bits: stable across builds and platforms, which `std`'s hashers are not promised to be.
-struct Fnv1a64(u64);
-
-impl Default for Fnv1a64 {
-    fn default() -> Self {
-        Fnv1a64(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv1a64 {
-    /// Hashes `bytes` preceded by their length, so that parts cannot run into each other.
-    fn part(&mut self, bytes: &[u8]) {
-        for b in (bytes.len() as u64).to_le_bytes().iter().chain(bytes) {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
 
     use super::*;
     use crate::sweep::inputs::Reference;
-
-    #[test]
-    fn fnv1a64_matches_its_reference_values() {
-        // The published FNV-1a 64 test vectors, without the length prefix.
-        let raw = |s: &[u8]| s.iter().fold(Fnv1a64::default().0, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3));
-        assert_eq!(raw(b""), 0xcbf2_9ce4_8422_2325);
-        assert_eq!(raw(b"a"), 0xaf63_dc4c_8601_ec8c);
-        assert_eq!(raw(b"foobar"), 0x8594_4171_f739_67e8);
-    }
 
     #[test]
     fn done_follows_inputs_overrides_and_plots() {
@@ -171,14 +158,15 @@ mod tests {
             references: vec![Reference { key: "workload.random.cdf".into(), path: "w.cdf".into() }],
         };
         let job = Job { variant: "v".into(), load_pct: 50.0, overrides: vec!["seed=2".into()], dir: dir.join("run") };
-        let m = marker(&inputs, &job, false).unwrap();
-        assert!(m.ends_with("plots false\nset seed=2\n"), "{m}");
-        assert_ne!(m, marker(&inputs, &job, true).unwrap());
+        let m = marker(&inputs, &job, false, "e1").unwrap();
+        assert!(m.ends_with("ccp-sim sha1 e1\nplots false\nset seed=2\n"), "{m}");
+        assert_ne!(m, marker(&inputs, &job, true, "e1").unwrap());
+        assert_ne!(m, marker(&inputs, &job, false, "e2").unwrap(), "another simulator binary");
         let other = Job { overrides: vec!["seed=3".into()], ..job.clone() };
-        assert_ne!(m, marker(&inputs, &other, false).unwrap());
+        assert_ne!(m, marker(&inputs, &other, false, "e1").unwrap());
         std::fs::write(dir.join("w.cdf"), "1 0\n3 100\n").unwrap();
-        assert_ne!(m, marker(&inputs, &job, false).unwrap(), "a changed CDF");
-        let m = marker(&inputs, &job, false).unwrap();
+        assert_ne!(m, marker(&inputs, &job, false, "e1").unwrap(), "a changed CDF");
+        let m = marker(&inputs, &job, false, "e1").unwrap();
 
         // Not complete without `done`, with another `done`, or without a readable summary.
         assert!(completed(&job, &m).is_none());
