@@ -12,16 +12,18 @@
 //!   refreshed from the egress queues' flags (what Tofino2's AFC state is to the P4).
 //! - Control messages are never lost here, so the periodic bitmap (§6.3) is not sent; the model
 //!   implements it, and its tests cover the repair of a lost RESUME.
-//! - The model's pause counters have `UPSTREAM_Q_SLOTS` slots per ingress; a host NIC queue id at
-//!   or above that aliases onto slot id mod slots, and the message names the slot, so such a NIC
-//!   queue is simply never paused (a host gives each new flow the lowest NIC queue id no live flow
-//!   of it holds, so this needs about 128 concurrent flows from one host).
+//! - The model's pause counters have `UPSTREAM_Q_SLOTS` slots per ingress, and a NIC queue id at
+//!   or above that would alias onto slot id mod slots, whose pause names the slot: such a queue
+//!   could never be paused. So [`install`] gives hosts that many NIC queue ids: a flow gets its own
+//!   queue while the host has fewer concurrent flows, and shares one beyond (Google's RPCs with
+//!   incast reach ~960 per host).
 //! - A scenario selects BFC with a `[switch.bfc]` table ([`crate::config::BfcConfig`]): building
 //!   the [`Sim`] then runs [`install`], which puts BFC on every switch (by hand:
 //!   [`Sim::set_switch_hook`]).
 
 use ccp_bfc_model::{
     Bfc, BfcHeader, BfcMeta, Control, IngressPacket, CTRL_BITMAP, CTRL_PAUSE, NUM_PORTS, QUEUES_PER_PORT, STICKY_NS,
+    UPSTREAM_Q_SLOTS,
 };
 
 use crate::hook::{HookPacket, QueueControl, SwitchHook};
@@ -123,12 +125,14 @@ impl BfcHook {
     }
 }
 
-/// Installs BFC on every switch of `sim`.
+/// Installs BFC on every switch of `sim`, and limits each host to as many NIC queue ids as its
+/// first-hop switch has pause counters for one ingress.
 pub fn install(sim: &mut Sim, params: &BfcParams) -> Result<(), String> {
     for s in 0..sim.topo.switches.len() {
         let hook = BfcHook::new(sim, s, params)?;
         sim.set_switch_hook(s, Box::new(hook));
     }
+    sim.set_nic_queues(UPSTREAM_Q_SLOTS as u16);
     Ok(())
 }
 

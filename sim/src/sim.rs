@@ -293,6 +293,13 @@ impl Sim {
         spec.entry.and_then(|i| self.overrides.labels.get(i as usize)).and_then(|l| l.as_deref())
     }
 
+    /// Limits every host to NIC queue ids below `n` (what its first-hop switch can pause).
+    pub fn set_nic_queues(&mut self, n: u16) {
+        for h in &mut self.hosts {
+            h.nic_queues = n.max(1);
+        }
+    }
+
     /// Replaces a switch's hook (BFC and other per-hop schemes).
     pub fn set_switch_hook(&mut self, switch: usize, hook: Box<dyn SwitchHook>) {
         self.switches[switch].hook = hook;

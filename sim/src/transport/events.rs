@@ -36,11 +36,14 @@ impl Sim {
         self.wake(f);
     }
 
-    /// A NIC queue for a new flow of host `h` (per-flow NIC queues, specs/bfc.md §7, §12.2): the
+    /// The NIC queue for a new flow of host `h`: per-flow queues (specs/bfc.md §7), so the
     /// lowest id no live flow of the host holds, preferring one the first-hop switch does not
     /// have paused (a finished flow's queue can stay paused until its packets leave the switch).
-    /// Ids stay below the host's live flow count plus its paused queues, so below the switch's
-    /// `UPSTREAM_Q_SLOTS` unless a host has that many flows at once.
+    /// When every one of the host's `nic_queues` ids is taken (a host with more concurrent flows
+    /// than the switch has pause counters for it), the flow shares the unpaused queue with the
+    /// fewest flows (else the paused one with the fewest): a pause then stops every flow it
+    /// should, where an id past the switch's counters could never be paused and its flow kept
+    /// sending into a full buffer.
     fn free_nic_queue(&self, h: u32) -> u16 {
         let host = &self.hosts[h as usize];
         let mut used: Vec<u16> =
@@ -48,7 +51,7 @@ impl Sim {
         used.sort_unstable();
         let free = |q: &u16| used.binary_search(q).is_err();
         let mut first_free = None;
-        for q in 0..u16::MAX {
+        for q in 0..host.nic_queues {
             if free(&q) {
                 if !host.is_paused(q) {
                     return q;
@@ -56,7 +59,18 @@ impl Sim {
                 first_free.get_or_insert(q);
             }
         }
-        first_free.unwrap_or(0)
+        if let Some(q) = first_free {
+            return q;
+        }
+        // Every id is taken: `used` is sorted, so its runs are the queues and their flow counts.
+        let mut best: Option<(bool, usize, u16)> = None;
+        for run in used.chunk_by(|a, b| a == b) {
+            let key = (host.is_paused(run[0]), run.len(), run[0]);
+            if best.is_none_or(|b| key < b) {
+                best = Some(key);
+            }
+        }
+        best.map_or(0, |(_, _, q)| q)
     }
 
     /// Makes `f` eligible to send and kicks its host's NIC.

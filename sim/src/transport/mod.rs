@@ -238,11 +238,22 @@ pub struct HostState {
     senders: Vec<FlowId>,
     /// NIC queues paused by the first-hop switch (BFC hook), as a bitset.
     paused: Vec<u64>,
+    /// NIC queue ids this host may use: as many as the first-hop switch can pause one by one
+    /// (BFC's pause counters per ingress), so that a pause never misses a queue.
+    pub nic_queues: u16,
 }
 
 impl HostState {
     pub fn new(node: NodeId, nic: PortId) -> HostState {
-        HostState { node, nic, acks: VecDeque::new(), ready: VecDeque::new(), senders: Vec::new(), paused: Vec::new() }
+        HostState {
+            node,
+            nic,
+            acks: VecDeque::new(),
+            ready: VecDeque::new(),
+            senders: Vec::new(),
+            paused: Vec::new(),
+            nic_queues: u16::MAX,
+        }
     }
 
     fn is_paused(&self, q: u16) -> bool {
