@@ -94,6 +94,14 @@ def reachable(address):
         return str(e) or type(e).__name__
 
 
+def inside(root, rel):
+    """ROOT/REL for a file name a worker returned, refusing one that would land outside ROOT."""
+    norm = os.path.normpath(rel)
+    if os.path.isabs(norm) or norm in (".", "..") or norm.startswith(".." + os.sep):
+        raise ValueError(f"a worker returned the file name {rel!r}, which is outside the run's directory")
+    return os.path.join(root, norm)
+
+
 def failure(e):
     """A failed task's message and ccp-sim's standard error, from Ray's exception."""
     cause = getattr(e, "cause", None) or e
@@ -171,11 +179,11 @@ def main():
                     continue
                 try:
                     for rel, data in result["files"].items():
-                        path = os.path.join(job["dir"], rel)
+                        path = inside(job["dir"], rel)
                         os.makedirs(os.path.dirname(path), exist_ok=True)
                         with open(path, "wb") as f:
                             f.write(data)
-                except OSError as e:
+                except (OSError, ValueError) as e:
                     emit(event="failed", job=job["job"], error=str(e), stderr=None)
                     continue
                 emit(event="done", job=job["job"], node=result["node"])

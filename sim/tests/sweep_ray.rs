@@ -382,3 +382,26 @@ fn a_python_without_ray_is_named_with_the_fix() {
     let o = ccp_sim(root, &["sweep", "configs/tiny-sweep.toml", "--out", "out", "--executor", "ray", "--jobs", "2"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--jobs is for --executor local"));
 }
+
+/// The driver writes the files a worker returns into the run's directory; a name that would land
+/// outside it (a worker is another machine) is refused, not written. Needs only Python, not Ray.
+#[test]
+fn the_driver_refuses_worker_file_names_outside_the_run() {
+    let driver = Path::new(env!("CARGO_MANIFEST_DIR")).join("ray/ccp_sim_ray.py");
+    let check = r#"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("driver", sys.argv[1])
+d = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(d)
+assert d.inside("/run", "summary.json") == "/run/summary.json"
+assert d.inside("/run", "plots/q.png") == "/run/plots/q.png"
+for bad in ["../x", "/etc/passwd", "a/../../x", "..", "."]:
+    try:
+        d.inside("/run", bad)
+    except ValueError:
+        continue
+    sys.exit(f"not refused: {bad!r}")
+"#;
+    let out = Command::new("python3").arg("-c").arg(check).arg(&driver).output().expect("python3 runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
