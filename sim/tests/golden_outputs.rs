@@ -1,6 +1,7 @@
 //! The shipped scenarios' outputs do not change: every file `ccp-sim run` writes, for each
-//! scenario in `configs/sim/` (shortened so a debug build runs it in about a second) and for the
-//! BFC Clos's disciplines, must match the checksums in `tests/golden/`. The event order is part of
+//! scenario in `configs/sim/` (shortened so a debug build runs it in about a second, and with the
+//! repository's Data Mining CDF where a scenario reads one from `../shared`) and for the BFC
+//! Clos's disciplines, must match the checksums in `tests/golden/`. The event order is part of
 //! the simulator's contract, so a faster engine has to give the same bytes; a change that is meant
 //! to alter results (a bug fix) regenerates the checksums with
 //!
@@ -18,8 +19,14 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// Overrides that shorten the 128-host Clos (`leafspine-fb-dctcp.toml`) to 0.6 ms.
-const CLOS_SHORT: &[&str] = &["duration_ms=0.6", "warmup_ms=0.1", "workload.random.stop_ms=0.5", "workload.incast.stop_us=500.0"];
+/// The flow-size CDF in the repository, for the scenarios whose own (Facebook's, in
+/// `../shared/workloads`) lives beside it: a clean clone must be able to run this test.
+const LOCAL_CDF: &str = r#"workload.random.cdf="datamining_vl2.cdf""#;
+
+/// Overrides that shorten the 128-host Clos (`leafspine-fb-dctcp.toml`) to 2 ms (~2 M events,
+/// incast bursts included), with [`LOCAL_CDF`].
+const CLOS_SHORT: &[&str] =
+    &["duration_ms=2", "warmup_ms=0.1", "workload.random.stop_ms=1.9", "workload.incast.stop_us=1900.0", LOCAL_CDF];
 
 /// Runs `file` with `overrides` and returns "name file checksum" lines, one per output file.
 fn checksums(name: &str, file: &str, overrides: &[&str]) -> String {
@@ -84,8 +91,8 @@ golden! {
     hull_phantom: "hull-phantom.toml" ["duration_ms=20", "warmup_ms=5"];
     qcn_dumbbell: "qcn-dumbbell.toml" ["duration_ms=20", "warmup_ms=5"];
     ccp_lowrtt_incast: "ccp-lowrtt-incast.toml" ["duration_ms=20"];
-    bfc_table_3_1: "bfc-table-3-1.toml" ["duration_ms=1", "warmup_ms=0.2"];
-    ns3_crosscheck: "ns3-crosscheck.toml" ["duration_ms=100", "workload.random.stop_ms=50.0"];
+    bfc_table_3_1: "bfc-table-3-1.toml" ["duration_ms=1", "warmup_ms=0.2", r#"workload.random.cdf="datamining_vl2.cdf""#];
+    ns3_crosscheck: "ns3-crosscheck.toml" ["duration_ms=100", "workload.random.stop_ms=50.0", r#"workload.random.cdf="datamining_vl2.cdf""#];
     cubic_slow_start: "cubic-slow-start.toml" ["duration_ms=300"];
     annulus_dumbbell: "annulus-dumbbell.toml" ["duration_ms=10", "warmup_ms=2"];
     annulus_table2: "annulus-table2.toml" ["duration_ms=10", "warmup_ms=2", "workload.random.stop_ms=10.0"];
