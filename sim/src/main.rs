@@ -62,8 +62,8 @@ enum Command {
     /// workload.random.load = LOAD/100.
     ///
     /// Resumable: a run whose directory holds a `done` file matching the run (same overrides, same
-    /// input files' contents, same --plots) is skipped and its rows come from its summary.json, so
-    /// the same command after an interruption runs only what is missing.
+    /// input files' contents, same ccp-sim binary, same --plots) is skipped and its rows come from
+    /// its summary.json, so the same command after an interruption runs only what is missing.
     Sweep {
         /// Sweep file or scenario file.
         file: PathBuf,
