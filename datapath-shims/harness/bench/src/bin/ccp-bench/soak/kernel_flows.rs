@@ -125,11 +125,23 @@ fn run(plan: &Plan, stop: &AtomicBool, tally: &Mutex<Tally>) -> anyhow::Result<(
         let now = Instant::now();
         // Expiries only grow (the first lives end within one life, later ones a life after
         // their start), so the oldest is always in front.
+        let mut expired = Vec::new();
         while conns.front().is_some_and(|c| c.expires <= now) {
             if let Some(c) = conns.pop_front() {
                 t.live_ports.remove(&c.port);
+                expired.push(c);
             }
             t.closed += 1;
+        }
+        if !expired.is_empty() {
+            // Published before the sockets close: a port a census sees live was not closing yet
+            // (closing one while it still counted as live would judge it frozen, since the
+            // kernel's release clears its control entry before its flow_info).
+            t.open = conns.len();
+            if let Ok(mut shared) = tally.lock() {
+                *shared = t.clone();
+            }
+            drop(expired);
         }
         for _ in 0..n.saturating_sub(conns.len()).min(OPEN_PER_TICK) {
             match connect(addr, &plan.cc) {

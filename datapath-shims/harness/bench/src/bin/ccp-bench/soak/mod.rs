@@ -134,8 +134,11 @@ impl Rig {
     /// the kernel flows hold open (the newest entry of each local port: the kernel reuses ports).
     /// Entries of sockets closed already are not flows (the `maps.flow_info_orphans` series).
     fn kernel_snapshot(&self) -> anyhow::Result<(Snapshot, Occupancy)> {
-        let live = self.kernel.as_ref().map(|k| k.tally().live_ports).unwrap_or_default();
+        // The maps first, the live connections after: the flows thread publishes a close before
+        // it closes, so a port still live now was open throughout the maps' reading, and no
+        // release (which clears the control entry, then flow_info) ran halfway through it.
         let occ = self.occupancy()?;
+        let live = self.kernel.as_ref().map(|k| k.tally().live_ports).unwrap_or_default();
         let mut by_port: BTreeMap<u16, u32> = BTreeMap::new();
         for (fid, local) in &occ.flows {
             if let Some(port) = local.as_ref().map(|e| e.port).filter(|p| live.contains(p)) {
