@@ -60,9 +60,9 @@ impl QueueSet {
         self.words.first().copied().unwrap_or(0)
     }
 
-    /// The first queue at or after `from`, in cyclic order over `0..n`, that is in `self` but not
-    /// in `except`.
-    fn next_cyclic(&self, except: &QueueSet, from: usize, n: usize) -> Option<usize> {
+    /// The first queue at or after `from`, in cyclic order over the port's queues, that is in
+    /// `self` but not in `except` (bits are only ever set for queues the port has).
+    fn next_cyclic(&self, except: &QueueSet, from: usize) -> Option<usize> {
         let word = |w: usize| self.words[w] & !except.words[w];
         let (w0, b0) = (from / 64, from % 64);
         let first = word(w0) & (u64::MAX << b0);
@@ -74,8 +74,7 @@ impl QueueSet {
             let w = (w0 + k) % words;
             let bits = if w == w0 { word(w) & !(u64::MAX << b0) } else { word(w) };
             if bits != 0 {
-                let q = w * 64 + bits.trailing_zeros() as usize;
-                return (q < n).then_some(q);
+                return Some(w * 64 + bits.trailing_zeros() as usize);
             }
         }
         None
@@ -210,7 +209,7 @@ impl Port {
         let mut from = self.rr_next;
         let mut scanned = 0;
         loop {
-            let i = self.backlogged.next_cyclic(&self.paused, from, n)?;
+            let i = self.backlogged.next_cyclic(&self.paused, from)?;
             let skipped = (i + n - from) % n;
             if scanned + skipped >= n {
                 return None;

@@ -109,6 +109,14 @@ impl Drop for KernelFlows {
     }
 }
 
+/// Makes the thread's tally (with `open` connections) what `KernelFlows::tally` returns.
+fn publish(tally: &Mutex<Tally>, t: &mut Tally, open: usize) {
+    t.open = open;
+    if let Ok(mut shared) = tally.lock() {
+        *shared = t.clone();
+    }
+}
+
 fn run(plan: &Plan, stop: &AtomicBool, tally: &Mutex<Tally>) -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").context("listen")?;
     listener.set_nonblocking(true)?;
@@ -137,10 +145,7 @@ fn run(plan: &Plan, stop: &AtomicBool, tally: &Mutex<Tally>) -> anyhow::Result<(
             // Published before the sockets close: a port a census sees live was not closing yet
             // (closing one while it still counted as live would judge it frozen, since the
             // kernel's release clears its control entry before its flow_info).
-            t.open = conns.len();
-            if let Ok(mut shared) = tally.lock() {
-                *shared = t.clone();
-            }
+            publish(tally, &mut t, conns.len());
             drop(expired);
         }
         for _ in 0..n.saturating_sub(conns.len()).min(OPEN_PER_TICK) {
@@ -198,10 +203,7 @@ fn run(plan: &Plan, stop: &AtomicBool, tally: &Mutex<Tally>) -> anyhow::Result<(
                 }
             });
         }
-        t.open = conns.len();
-        if let Ok(mut shared) = tally.lock() {
-            *shared = t.clone();
-        }
+        publish(tally, &mut t, conns.len());
         if let Some(wait) = (now + TICK).checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
