@@ -33,6 +33,15 @@ pub enum Command {
     Cleanup,
     /// Compare schemes × links over result directories in one self-contained HTML page.
     Report(ReportArgs),
+    /// Judge an experiment's [[parity]] pairs over its result directory: per cell ours /
+    /// theirs / ratio / verdict (writes parity.csv and parity.json there).
+    Parity(ParityArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ParityArgs {
+    /// A ccp-lab result directory (with experiment.toml and runs/).
+    pub dir: PathBuf,
 }
 
 /// Options that change what runs (shared by run and check).
@@ -151,6 +160,14 @@ pub fn main() -> ExitCode {
         Command::Run(a) => run_cmd(a),
         Command::Check(a) => check_cmd(a),
         Command::Report(a) => report_cmd(a),
+        Command::Parity(a) => match crate::parity::write(&a.dir) {
+            Ok(rows) => {
+                print!("{}", crate::parity::table(&rows));
+                println!("parity: {}", a.dir.join("parity.csv").display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e),
+        },
         Command::Cleanup => {
             let removed = crate::netns::sweep_stale();
             println!(
@@ -200,6 +217,12 @@ fn run_cmd(a: RunArgs) -> ExitCode {
     } else {
         let rows = crate::output::summarise(&outcome.records);
         print!("{}", crate::output::summary_table(&rows, &crate::output::averages(&rows)));
+    }
+    if !loaded.experiment.parity.is_empty() {
+        match crate::parity::write(&o.out) {
+            Ok(rows) => print!("{}", crate::parity::table(&rows)),
+            Err(e) => eprintln!("ccp-lab: parity: {e}"),
+        }
     }
     println!("results: {}", o.out.display());
     if outcome.interrupted {

@@ -8,6 +8,8 @@
 //! * [`link`]: traces, trace directories, fixed rates, synthetic square waves;
 //! * [`scheme`]: kernel or agent congestion control, router queue discipline, sysctls;
 //! * [`agent`]: starting and stopping `ccp-agent`, readiness by registration;
+//! * [`anchor`]: third-party struct_ops congestion controls built from source per run
+//!   (the kernel's BPF DCTCP); [`parity`]: ours beside theirs, cell by cell, with verdicts;
 //! * [`netns`]: unique prefixes, threads inside namespaces, sysctls, leftover sweeping;
 //! * [`traffic`]: bulk TCP, CBR/Poisson UDP, Poisson TCP flows, TCP_INFO;
 //! * [`run`]: one run and the matrix; [`cancel`]: Ctrl-C;
@@ -21,6 +23,7 @@
 //!   links over result directories; [`cli`]: the command line.
 
 pub mod agent;
+pub mod anchor;
 pub mod bursts;
 pub mod cancel;
 pub mod cli;
@@ -31,6 +34,7 @@ pub mod link;
 pub mod metrics;
 pub mod netns;
 pub mod output;
+pub mod parity;
 pub mod plot;
 pub mod receiver;
 pub mod report;

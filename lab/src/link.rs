@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ccp_router::config::RandomLoss;
 use ccp_router::{LinkShape, Trace};
 
 use crate::config::{is_safe_name, LinkSpec};
@@ -12,6 +13,8 @@ use crate::error::{Error, Result};
 
 /// Mbit/s carried by one delivery opportunity per millisecond (1500 bytes · 8 / 1 ms).
 const MBPS_PER_OPPORTUNITY_PER_MS: f64 = 12.0;
+/// The random loss's seed when a link gives none.
+const DEFAULT_LOSS_SEED: u64 = 1;
 
 /// One bottleneck link of the matrix.
 #[derive(Debug, Clone)]
@@ -25,6 +28,10 @@ pub struct Link {
     pub period_s: Option<f64>,
     /// Its own propagation RTT, ms, instead of the network's.
     pub rtt_ms: Option<f64>,
+    /// Its own buffer in BDPs, instead of the network's.
+    pub buffer_bdp: Option<f64>,
+    /// Random loss on its data direction.
+    pub loss: Option<RandomLoss>,
 }
 
 impl Link {
@@ -42,6 +49,8 @@ impl Link {
             mean_rate_bps: trace.mean_rate_bps(),
             period_s: Some(trace.period_ms() as f64 / 1000.0),
             rtt_ms: None,
+            buffer_bdp: None,
+            loss: None,
             shape: LinkShape::Trace(Arc::new(trace)),
         })
     }
@@ -68,17 +77,29 @@ pub fn resolve(specs: &[LinkSpec], base: &Path, generated: &Path) -> Result<Vec<
                     links.push(Link::from_trace(file_name(&f), &f)?);
                 }
             }
-            LinkSpec::Fixed { rate_mbps, rtt_ms, name } => links.push(Link {
-                name: name.clone().unwrap_or_else(|| format!("fixed-{rate_mbps}mbps")),
-                shape: LinkShape::Fixed { bits_per_sec: rate_mbps * 1e6 },
-                source: match rtt_ms {
-                    Some(r) => format!("fixed {rate_mbps} Mbit/s, RTT {r} ms"),
-                    None => format!("fixed {rate_mbps} Mbit/s"),
-                },
-                mean_rate_bps: rate_mbps * 1e6,
-                period_s: None,
-                rtt_ms: *rtt_ms,
-            }),
+            LinkSpec::Fixed { rate_mbps, rtt_ms, buffer_bdp, loss_pct, loss_seed, name } => {
+                let mut source = format!("fixed {rate_mbps} Mbit/s");
+                if let Some(r) = rtt_ms {
+                    source += &format!(", RTT {r} ms");
+                }
+                if let Some(b) = buffer_bdp {
+                    source += &format!(", buffer {b} BDP");
+                }
+                let loss = loss_pct.map(|p| RandomLoss { probability: p / 100.0, seed: loss_seed.unwrap_or(DEFAULT_LOSS_SEED) });
+                if let (Some(p), Some(l)) = (loss_pct, &loss) {
+                    source += &format!(", random loss {p} % (seed {})", l.seed);
+                }
+                links.push(Link {
+                    name: name.clone().unwrap_or_else(|| format!("fixed-{rate_mbps}mbps")),
+                    shape: LinkShape::Fixed { bits_per_sec: rate_mbps * 1e6 },
+                    source,
+                    mean_rate_bps: rate_mbps * 1e6,
+                    period_s: None,
+                    rtt_ms: *rtt_ms,
+                    buffer_bdp: *buffer_bdp,
+                    loss,
+                })
+            }
             LinkSpec::SquareWave { low_mbps, high_mbps, half_period_ms, name } => {
                 let name = name.clone().unwrap_or_else(|| format!("square-{low_mbps}-{high_mbps}-{half_period_ms}ms"));
                 std::fs::create_dir_all(generated).map_err(|e| Error::io(format!("creating {}", generated.display()), e))?;
@@ -274,9 +295,12 @@ mod tests {
 
     #[test]
     fn fixed_capacity_is_rate_times_time() {
-        let links =
-            resolve(&[LinkSpec::Fixed { rate_mbps: 8.0, rtt_ms: None, name: None }], Path::new("."), Path::new("/nonexistent"))
-                .unwrap();
+        let links = resolve(
+            &[LinkSpec::Fixed { rate_mbps: 8.0, rtt_ms: None, buffer_bdp: None, loss_pct: None, loss_seed: None, name: None }],
+            Path::new("."),
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
         assert_eq!(links[0].name, "fixed-8mbps");
         assert!((links[0].capacity_bytes(1_000_000_000, 3_000_000_000) - 2e6).abs() < 1.0);
     }

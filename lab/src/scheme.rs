@@ -31,7 +31,14 @@ pub enum Cc {
     /// class is `py:/absolute/path.py:Class` ([`absolute_agent_cc`] makes a configuration's
     /// relative path absolute).
     Agent(String),
+    /// A third-party struct_ops congestion control built from its C source and registered for
+    /// each run ([`crate::anchor`]): the source file (absolute once loaded) and the map.
+    StructOps { source: String, map: String },
 }
+
+/// The prefix of a struct_ops anchor, `bpf:path/to/file.c:map` (a scheme's `cc`, or a flow
+/// group's in `flow_cc`).
+pub const STRUCT_OPS: &str = "bpf:";
 
 /// The prefix of an agent scheme naming a Python algorithm, `agent:py:path/to/file.py:Class`.
 const AGENT_PY: &str = "agent:py:";
@@ -53,6 +60,12 @@ fn python_parts(name: &str) -> Result<(&str, &str), String> {
 /// experiment file's directory): the agent runs with another working directory. Other `cc`
 /// values are returned as they are.
 pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
+    if let Some(name) = cc.strip_prefix(STRUCT_OPS) {
+        // Not canonicalised: a missing source fails the scheme's runs with its path, and the
+        // experiment can still be checked on a machine without it.
+        let (path, map) = crate::anchor::parse(name)?;
+        return Ok(format!("{STRUCT_OPS}{}:{map}", dir.join(path).display()));
+    }
     let Some(name) = cc.strip_prefix("agent:") else { return Ok(cc.to_string()) };
     if !cc.starts_with(AGENT_PY) {
         return Ok(cc.to_string());
@@ -64,8 +77,13 @@ pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
 }
 
 impl Cc {
-    /// Parses `kernel:<cc>`, `agent:<algorithm>` or `agent:py:<file.py>:<Class>`.
+    /// Parses `kernel:<cc>`, `agent:<algorithm>`, `agent:py:<file.py>:<Class>` or
+    /// `bpf:<file.c>:<map>`.
     pub fn parse(s: &str) -> Result<Cc, String> {
+        if let Some(name) = s.strip_prefix(STRUCT_OPS) {
+            let (source, map) = crate::anchor::parse(name)?;
+            return Ok(Cc::StructOps { source: source.to_string(), map: map.to_string() });
+        }
         let (kind, name) =
             s.split_once(':').ok_or_else(|| format!("{s:?}: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))?;
         if s.starts_with(AGENT_PY) {
@@ -76,9 +94,9 @@ impl Cc {
         match kind {
             "kernel" => Ok(Cc::Kernel(name.to_string())),
             "agent" => Ok(Cc::Agent(name.to_string())),
-            other => {
-                Err(format!("{other:?} is not a scheme kind: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))
-            }
+            other => Err(format!(
+                "{other:?} is not a scheme kind: write \"kernel:<congestion control>\", \"agent:<algorithm>\" or \"bpf:<file.c>:<map>\""
+            )),
         }
     }
 }
@@ -153,12 +171,13 @@ impl Scheme {
     }
 
     /// The congestion control name the sending sockets of the scheme's flow group `group` set
-    /// before connecting.
-    pub fn flow_cc<'a>(&'a self, agent_cc: &'a str, group: usize) -> &'a str {
+    /// before connecting; `run_cc` is the name the run registered (the agent's, or the
+    /// anchor's).
+    pub fn flow_cc<'a>(&'a self, run_cc: &'a str, group: usize) -> &'a str {
         match (self.flow_cc.get(&group), &self.cc) {
             (Some(name), _) => name,
             (None, Cc::Kernel(name)) => name,
-            (None, Cc::Agent(_)) => agent_cc,
+            (None, Cc::Agent(_) | Cc::StructOps { .. }) => run_cc,
         }
     }
 
@@ -168,6 +187,7 @@ impl Scheme {
             Cc::Kernel(n) => format!("kernel {n}"),
             Cc::Agent(a) if self.params.is_empty() => format!("agent {a}"),
             Cc::Agent(a) => format!("agent {a} ({})", self.params.join(", ")),
+            Cc::StructOps { source, map } => format!("struct_ops {map} of {source}"),
         };
         let echo = if self.receiver_ce_echo {
             ", receiver CE echo".to_string()

@@ -41,6 +41,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Loaded> {
     let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
     for (i, s) in experiment.schemes.iter_mut().enumerate() {
         s.cc = crate::scheme::absolute_agent_cc(&s.cc, &base).map_err(|m| fail(format!("schemes[{i}].cc"), m))?;
+        for (g, cc) in s.flow_cc.iter_mut() {
+            if cc.starts_with(crate::scheme::STRUCT_OPS) {
+                *cc = crate::scheme::absolute_agent_cc(cc, &base).map_err(|m| fail(format!("schemes[{i}].flow_cc.{g}"), m))?;
+            }
+        }
     }
     validate(&experiment).map_err(|(k, m)| fail(k, m))?;
     let name = match &experiment.name {

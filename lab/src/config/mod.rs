@@ -61,6 +61,9 @@ pub struct Experiment {
     pub router: RouterOptions,
     #[serde(default)]
     pub output: OutputOptions,
+    /// Pairs of schemes judged side by side after the runs ([`crate::parity`]).
+    #[serde(default)]
+    pub parity: Vec<crate::parity::ParitySpec>,
 }
 
 fn default_repetitions() -> u32 {
@@ -123,6 +126,18 @@ pub enum LinkSpec {
         /// settings in one experiment; not with `network.class_delays`).
         #[serde(default)]
         rtt_ms: Option<f64>,
+        /// This link's buffer in BDPs (its rate × its RTT) instead of the network's buffer
+        /// (buffer sizes as a matrix dimension, e.g. 0.5 and 2 BDP of the same rate and RTT).
+        #[serde(default)]
+        buffer_bdp: Option<f64>,
+        /// Independent random loss on the data direction, percent of the packets arriving at
+        /// the bottleneck (ccp-router's `--loss-pct`), dropped before the queue.
+        #[serde(default)]
+        loss_pct: Option<f64>,
+        /// The seed of the loss's random stream (default 1): the same seed drops the same
+        /// arrivals.
+        #[serde(default)]
+        loss_seed: Option<u64>,
         #[serde(default)]
         name: Option<String>,
     },

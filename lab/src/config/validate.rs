@@ -23,6 +23,8 @@ type Invalid = (String, String);
 
 /// Fastest link accepted, Mbit/s (a generated trace holds one line per 1500 bytes).
 const MAX_LINK_MBPS: f64 = 10_000.0;
+/// ccp-router's bound on `--loss-pct`.
+const MAX_LOSS_PCT: f64 = 50.0;
 /// Longest half period of a square wave, ms.
 const MAX_HALF_PERIOD_MS: u64 = 600_000;
 /// A generated on/off trace is held in memory and written out whole: an hour at most.
@@ -64,6 +66,7 @@ fn at_most(key: &str, v: f64, max: f64) -> Result<(), Invalid> {
 }
 
 pub(super) fn validate(x: &Experiment) -> Result<(), Invalid> {
+    crate::parity::validate(x)?;
     finite_positive("duration_s", x.duration_s)?;
     at_most("duration_s", x.duration_s, MAX_DURATION_S)?;
     if let Some(q) = x.quick_duration_s {
@@ -162,12 +165,26 @@ fn validate_link(key: &str, l: &LinkSpec) -> Result<(), Invalid> {
             }
             None
         }
-        LinkSpec::Fixed { rate_mbps, rtt_ms, name } => {
+        LinkSpec::Fixed { rate_mbps, rtt_ms, buffer_bdp, loss_pct, loss_seed, name } => {
             finite_positive(&format!("{key}.rate_mbps"), *rate_mbps)?;
             at_most(&format!("{key}.rate_mbps"), *rate_mbps, MAX_LINK_MBPS)?;
             if let Some(r) = rtt_ms {
                 finite_non_negative(&format!("{key}.rtt_ms"), *r)?;
                 at_most(&format!("{key}.rtt_ms"), *r, 10_000.0)?;
+            }
+            if let Some(b) = buffer_bdp {
+                finite_positive(&format!("{key}.buffer_bdp"), *b)?;
+                at_most(&format!("{key}.buffer_bdp"), *b, 1000.0)?;
+            }
+            match loss_pct {
+                Some(p) => {
+                    finite_non_negative(&format!("{key}.loss_pct"), *p)?;
+                    at_most(&format!("{key}.loss_pct"), *p, MAX_LOSS_PCT)?;
+                }
+                None if loss_seed.is_some() => {
+                    return Err((format!("{key}.loss_seed"), "a seed without loss_pct does nothing: give loss_pct".into()))
+                }
+                None => {}
             }
             name.as_ref()
         }
@@ -213,7 +230,10 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
         if g.parse::<usize>().is_err() {
             return Err((format!("{key}.flow_cc"), format!("{g:?}: key by the flow group's index in `flows` (\"0\", \"1\", …)")));
         }
-        check_cc_name(&format!("{key}.flow_cc.{g}"), cc)?;
+        match cc.strip_prefix(crate::scheme::STRUCT_OPS) {
+            Some(anchor) => crate::anchor::parse(anchor).map(|_| ()).map_err(|m| (format!("{key}.flow_cc.{g}"), m))?,
+            None => check_cc_name(&format!("{key}.flow_cc.{g}"), cc)?,
+        }
     }
     if let Some(bad) = s.agent_args.iter().find_map(|a| unknown_placeholder(a)) {
         return Err((

@@ -288,9 +288,13 @@ mod tests {
     const HEADER: &str = "dir,id,len,arrival_ns,dequeue_ns,finish_ns,release_ns,written_ns,queue_delay_ns,ecn_in,ecn_out,outcome";
 
     fn fixed(mbps: f64) -> Link {
-        crate::link::resolve(&[LinkSpec::Fixed { rate_mbps: mbps, rtt_ms: None, name: None }], Path::new("."), Path::new("."))
-            .unwrap()
-            .remove(0)
+        crate::link::resolve(
+            &[LinkSpec::Fixed { rate_mbps: mbps, rtt_ms: None, buffer_bdp: None, loss_pct: None, loss_seed: None, name: None }],
+            Path::new("."),
+            Path::new("."),
+        )
+        .unwrap()
+        .remove(0)
     }
 
     /// A synthetic log: at 12 Mbit/s one 1500-byte packet takes 1 ms; packet k arrives at

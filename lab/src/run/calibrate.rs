@@ -66,6 +66,9 @@ pub fn calibrate(l: &Loaded, o: &RunOptions, link: &Link) -> Result<RunRecord> {
         mean_rate_bps: peak_bps,
         period_s: None,
         rtt_ms: link.rtt_ms,
+        buffer_bdp: link.buffer_bdp,
+        // The emulator's own error, not the link's losses.
+        loss: None,
     };
     let scenario = Scenario {
         name: "calibration".into(),
@@ -121,6 +124,8 @@ mod tests {
             mean_rate_bps: trace.mean_rate_bps(),
             period_s: Some(1.1),
             rtt_ms: None,
+            buffer_bdp: None,
+            loss: None,
             source: String::new(),
             shape: LinkShape::Trace(Arc::new(trace)),
         };

@@ -49,10 +49,12 @@ impl Plan {
     /// conditions close in time.
     pub fn runs(&self) -> Vec<(usize, usize, usize, u32)> {
         let mut v = Vec::new();
+        // Repetitions outermost within a cell: the schemes alternate, so that a drift of the
+        // machine over a cell's runs falls on every scheme alike.
         for li in 0..self.links.len() {
             for si in 0..self.scenarios.len() {
-                for ki in 0..self.schemes.len() {
-                    for r in 0..self.repetitions {
+                for r in 0..self.repetitions {
+                    for ki in 0..self.schemes.len() {
                         v.push((li, si, ki, r));
                     }
                 }
@@ -94,13 +96,16 @@ pub fn rtt_ms(l: &Loaded, link: &Link) -> f64 {
     link.rtt_ms.unwrap_or(l.experiment.network.rtt_ms)
 }
 
-/// The buffer in packets: as given, or BDPs of the link's mean rate at the propagation RTT.
+/// The buffer in packets: the link's own BDPs, else the network's packets or BDPs; BDPs of the
+/// link's mean rate at the propagation RTT.
 pub fn buffer_pkts(l: &Loaded, link: &Link) -> u32 {
     let n = &l.experiment.network;
-    match (n.buffer_pkts, n.buffer_bdp) {
-        (Some(p), _) => p,
-        (None, Some(b)) => (b * link.mean_rate_bps / 8.0 * rtt_ms(l, link) / 1000.0 / MTU_BYTES).ceil().max(1.0) as u32,
-        (None, None) => 1,
+    let bdps = |b: f64| (b * link.mean_rate_bps / 8.0 * rtt_ms(l, link) / 1000.0 / MTU_BYTES).ceil().max(1.0) as u32;
+    match (link.buffer_bdp, n.buffer_pkts, n.buffer_bdp) {
+        (Some(b), _, _) => bdps(b),
+        (None, Some(p), _) => p,
+        (None, None, Some(b)) => bdps(b),
+        (None, None, None) => 1,
     }
 }
 

@@ -2,7 +2,7 @@
 //! receiver program and the SRTT probe are set up, the traffic runs and is sampled, and
 //! everything is torn down in order; guards tear down whatever is left on any error.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -12,6 +12,7 @@ use ccp_router::{DirectionConfig, Emulator, FeedbackConfig, LinkShape, QdiscKind
 use super::execute::{packet_log_path, RunContext};
 use super::plan::{flow_plans, rtt_ms};
 use crate::agent::{Agent, AgentLaunch};
+use crate::anchor::StructOpsAnchor;
 use crate::config::Loaded;
 use crate::echo::CeEcho;
 use crate::error::{Error, Result};
@@ -42,7 +43,29 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     let x = &ctx.loaded.experiment;
     let o = ctx.options;
     // Agent first: if its congestion control never appears, no namespace is created.
-    let cc_name = x.agent.cc_name.clone().unwrap_or_else(netns::unique_cc_name);
+    let mut cc_name = x.agent.cc_name.clone().unwrap_or_else(netns::unique_cc_name);
+    // Anchors' congestion controls (the scheme's, and flow groups' in flow_cc), registered under
+    // their own names before anything starts; flow_cc then names what was registered.
+    let mut anchors: Vec<(String, StructOpsAnchor)> = Vec::new();
+    let mut register = |spec: &str| -> Result<String> {
+        if let Some((_, a)) = anchors.iter().find(|(s, _)| s == spec) {
+            return Ok(a.name().to_string());
+        }
+        let (source, map) = crate::anchor::parse(&spec[scheme::STRUCT_OPS.len()..]).map_err(Error::Unavailable)?;
+        let a = StructOpsAnchor::register(Path::new(source), map, &ctx.dir.join(format!("anchor{}", anchors.len())))?;
+        let name = a.name().to_string();
+        anchors.push((spec.to_string(), a));
+        Ok(name)
+    };
+    if let Cc::StructOps { source, map } = &ctx.scheme.cc {
+        cc_name = register(&format!("{}{source}:{map}", scheme::STRUCT_OPS))?;
+    }
+    let mut run_scheme = ctx.scheme.clone();
+    for cc in run_scheme.flow_cc.values_mut() {
+        if cc.starts_with(scheme::STRUCT_OPS) {
+            *cc = register(cc)?;
+        }
+    }
     let binary = o
         .agent
         .clone()
@@ -105,8 +128,8 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     // The receiver's CE echo, registered before any flow so the listener can select it.
     let echo = if ctx.scheme.receiver_ce_echo { Some(CeEcho::register(&netns::unique_echo_name())?) } else { None };
     let scheme = match &echo {
-        Some(e) => Scheme { receiver_cc: Some(e.name().to_string()), ..ctx.scheme.clone() },
-        None => ctx.scheme.clone(),
+        Some(e) => Scheme { receiver_cc: Some(e.name().to_string()), ..run_scheme },
+        None => run_scheme,
     };
     let plans = flow_plans(ctx.loaded, &scheme, ctx.scenario, ctx.link, duration_s, &cc_name);
     // The receiver program on the receiver's device, before any flow.
@@ -138,6 +161,7 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     let summary = emu.stop()?;
     rec.ce_echo = echo.as_ref().map(CeEcho::counts);
     drop(echo);
+    drop(anchors);
     let agent_trace = agent.as_mut().and_then(|a| {
         a.stop();
         a.trace.clone().map(|t| (t, a.started_ns))
@@ -216,7 +240,16 @@ fn router_config(l: &Loaded, link: &Link, qdisc: &QdiscKind, buffer: u32, log: O
     };
     // Validated when the experiment was loaded.
     let classes = ccp_router::classes::parse_all(&n.class_delays).expect("network.class_delays were validated at load");
-    RouterConfig { down, up, feedback: FeedbackConfig::default(), classes, log_csv: log, duration: None, realtime, loss: None }
+    RouterConfig {
+        down,
+        up,
+        feedback: FeedbackConfig::default(),
+        classes,
+        log_csv: log,
+        duration: None,
+        realtime,
+        loss: link.loss,
+    }
 }
 
 /// Deletes a prefix's namespaces by name when dropped (after the emulator, which normally has
