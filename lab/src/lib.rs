@@ -8,6 +8,8 @@
 //! * [`link`]: traces, trace directories, fixed rates, synthetic square waves;
 //! * [`scheme`]: kernel or agent congestion control, router queue discipline, sysctls;
 //! * [`agent`]: starting and stopping `ccp-agent`, readiness by registration;
+//! * [`portus`]: an unmodified portus agent (the anchors: the Nimbus and BBR authors' code)
+//!   through `ccp-libccp-shim`, for parity experiments;
 //! * [`netns`]: unique prefixes, threads inside namespaces, sysctls, leftover sweeping;
 //! * [`traffic`]: bulk TCP, CBR/Poisson UDP, Poisson TCP flows, TCP_INFO;
 //! * [`run`]: one run and the matrix; [`cancel`]: Ctrl-C;
@@ -32,6 +34,7 @@ pub mod metrics;
 pub mod netns;
 pub mod output;
 pub mod plot;
+pub mod portus;
 pub mod receiver;
 pub mod report;
 pub mod run;

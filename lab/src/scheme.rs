@@ -31,6 +31,9 @@ pub enum Cc {
     /// class is `py:/absolute/path.py:Class` ([`absolute_agent_cc`] makes a configuration's
     /// relative path absolute).
     Agent(String),
+    /// An unmodified portus agent (a binary of the anchors' cache, e.g. the Nimbus authors'
+    /// `nimbus`) driving flows through `ccp-libccp-shim` ([`crate::portus`]).
+    Portus(String),
 }
 
 /// The prefix of an agent scheme naming a Python algorithm, `agent:py:path/to/file.py:Class`.
@@ -64,7 +67,8 @@ pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
 }
 
 impl Cc {
-    /// Parses `kernel:<cc>`, `agent:<algorithm>` or `agent:py:<file.py>:<Class>`.
+    /// Parses `kernel:<cc>`, `agent:<algorithm>`, `agent:py:<file.py>:<Class>` or
+    /// `portus:<binary>`.
     pub fn parse(s: &str) -> Result<Cc, String> {
         let (kind, name) =
             s.split_once(':').ok_or_else(|| format!("{s:?}: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))?;
@@ -72,13 +76,16 @@ impl Cc {
             python_parts(name)?;
             return Ok(Cc::Agent(name.to_string()));
         }
+        if kind == "portus" {
+            return crate::portus::check_binary_name(name).map(|()| Cc::Portus(name.to_string()));
+        }
         check_cc_name("", name).map_err(|(_, m)| m)?;
         match kind {
             "kernel" => Ok(Cc::Kernel(name.to_string())),
             "agent" => Ok(Cc::Agent(name.to_string())),
-            other => {
-                Err(format!("{other:?} is not a scheme kind: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))
-            }
+            other => Err(format!(
+                "{other:?} is not a scheme kind: write \"kernel:<congestion control>\", \"agent:<algorithm>\" or \"portus:<binary>\""
+            )),
         }
     }
 }
@@ -100,6 +107,8 @@ pub struct Scheme {
     pub receiver: Option<ReceiverSpec>,
     pub classify: Option<ClassifySpec>,
     pub agent_args: Vec<String>,
+    /// A portus scheme's arguments to its binary.
+    pub portus_args: Vec<String>,
     /// Kernel congestion controls of some flow groups (by index), instead of the scheme's.
     pub flow_cc: BTreeMap<usize, String>,
     /// ABC's coexistence queue classifies by the scheme's flows' ports, known per run
@@ -127,6 +136,7 @@ impl Scheme {
             receiver: spec.receiver.clone(),
             classify: spec.classify.clone(),
             agent_args: spec.agent_args.clone(),
+            portus_args: spec.portus_args.clone(),
             flow_cc: spec
                 .flow_cc
                 .iter()
@@ -158,7 +168,7 @@ impl Scheme {
         match (self.flow_cc.get(&group), &self.cc) {
             (Some(name), _) => name,
             (None, Cc::Kernel(name)) => name,
-            (None, Cc::Agent(_)) => agent_cc,
+            (None, Cc::Agent(_) | Cc::Portus(_)) => agent_cc,
         }
     }
 
@@ -168,6 +178,8 @@ impl Scheme {
             Cc::Kernel(n) => format!("kernel {n}"),
             Cc::Agent(a) if self.params.is_empty() => format!("agent {a}"),
             Cc::Agent(a) => format!("agent {a} ({})", self.params.join(", ")),
+            Cc::Portus(b) if self.portus_args.is_empty() => format!("portus {b} via ccp-libccp-shim"),
+            Cc::Portus(b) => format!("portus {b} {} via ccp-libccp-shim", self.portus_args.join(" ")),
         };
         let echo = if self.receiver_ce_echo {
             ", receiver CE echo".to_string()
