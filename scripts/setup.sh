@@ -62,3 +62,14 @@ if ! grep -qs '"generic_cong_avoid 0.4.0 ' "$PORTUS_ROOT/.crates2.json" \
     rm -rf "$build_dir"
     echo "setup: generic_cong_avoid built in $(($(date +%s) - t0)) s"
 fi
+
+# The independent implementations the parity experiments run beside ours (issue 31: the Nimbus
+# authors' nimbus, the CCP authors' bbr), built from ../shared/anchors (CCP_ANCHORS_DIR) into
+# ~/.cache/ccp-agent/anchors (CCP_ANCHORS_CACHE) — only where that folder exists: a clean clone,
+# as in CI, has none, and the tests that need them then skip, saying so. A failed build does not
+# fail the setup.
+ANCHORS_DIR="${CCP_ANCHORS_DIR:-$(cd "$(dirname "$0")/.." && pwd)/../shared/anchors}"
+if [ -d "$ANCHORS_DIR" ]; then
+    CCP_ANCHORS_DIR="$ANCHORS_DIR" "$(dirname "$0")/anchors.sh" \
+        || echo "setup: building the anchors failed; the parity experiments' portus schemes cannot run" >&2
+fi

@@ -34,13 +34,19 @@ pub fn cc_registered(name: &str) -> bool {
 /// The default agent binary: `ccp-agent` beside the running executable (target/<profile>/), or
 /// one directory up when the executable is a test in target/<profile>/deps.
 pub fn default_binary() -> PathBuf {
+    sibling_binary("ccp-agent")
+}
+
+/// The project binary `name` beside the running executable (target/<profile>/), or one
+/// directory up when the executable is a test in target/<profile>/deps.
+pub fn sibling_binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
     let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    let here = dir.join("ccp-agent");
+    let here = dir.join(name);
     if here.exists() || dir.file_name().is_none_or(|n| n != "deps") {
         return here;
     }
-    dir.parent().map_or(here.clone(), |p| p.join("ccp-agent"))
+    dir.parent().map_or(here.clone(), |p| p.join(name))
 }
 
 /// How to start one agent.
@@ -85,7 +91,8 @@ fn supports_trace_flows(binary: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn log_tail(path: &Path) -> String {
+/// The last bytes of a process's log, for error messages.
+pub(crate) fn log_tail(path: &Path) -> String {
     let mut s = String::new();
     if let Ok(mut f) = std::fs::File::open(path) {
         let _ = f.read_to_string(&mut s);
@@ -142,14 +149,7 @@ impl Agent {
         let log = std::fs::File::create(&l.log).map_err(|e| Error::io(format!("creating {}", l.log.display()), e))?;
         let log2 = log.try_clone().map_err(|e| Error::io("dup of the agent log", e))?;
         cmd.stdin(Stdio::null()).stdout(log).stderr(log2);
-        // SAFETY: only async-signal-safe calls between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setpgid(0, 0);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
+        owned_by_runner(&mut cmd);
         let started_ns = ccp_router::clock::now();
         let child = cmd.spawn().map_err(|e| Error::io(format!("starting {}", l.binary.display()), e))?;
         let mut agent = Agent { child: Some(child), pin_dir: PathBuf::from(&pin_dir), log: l.log.clone(), trace, started_ns };
@@ -217,25 +217,46 @@ impl Agent {
     }
 
     fn stop_process(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
+        if let Some(child) = self.child.take() {
+            stop_child(child, "ccp-agent");
+        }
+    }
+}
+
+/// Makes a command's process the runner's to stop: its own process group (a Ctrl-C at the
+/// terminal reaches only the runner, which stops it in order) and PR_SET_PDEATHSIG (it cannot
+/// outlive a runner that is killed).
+pub(crate) fn owned_by_runner(cmd: &mut Command) {
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+}
+
+/// Stops a child (`what` names it in the warning): SIGTERM to its pid, SIGKILL after a grace
+/// period.
+pub(crate) fn stop_child(mut child: Child, what: &str) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: signalling our own child by pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
         if matches!(child.try_wait(), Ok(Some(_))) {
             return;
         }
-        if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-            // SAFETY: signalling our own child by pid.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline {
-            if matches!(child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(POLL);
-        }
-        eprintln!("ccp-lab: ccp-agent (pid {}) ignored SIGTERM for {STOP_GRACE:?}; killing it", child.id());
-        let _ = child.kill();
-        let _ = child.wait();
+        std::thread::sleep(POLL);
     }
+    eprintln!("ccp-lab: {what} (pid {}) ignored SIGTERM for {STOP_GRACE:?}; killing it", child.id());
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 impl Drop for Agent {

@@ -10,6 +10,8 @@
 //! * [`agent`]: starting and stopping `ccp-agent`, readiness by registration;
 //! * [`anchor`]: third-party struct_ops congestion controls built from source per run
 //!   (the kernel's BPF DCTCP); [`parity`]: ours beside theirs, cell by cell, with verdicts;
+//! * [`portus`]: an unmodified portus agent (the anchors: the Nimbus and BBR authors' code)
+//!   through `ccp-libccp-shim`, for parity experiments;
 //! * [`netns`]: unique prefixes, threads inside namespaces, sysctls, leftover sweeping;
 //! * [`traffic`]: bulk TCP, CBR/Poisson UDP, Poisson TCP flows, TCP_INFO;
 //! * [`run`]: one run and the matrix; [`cancel`]: Ctrl-C;
@@ -36,6 +38,7 @@ pub mod netns;
 pub mod output;
 pub mod parity;
 pub mod plot;
+pub mod portus;
 pub mod receiver;
 pub mod report;
 pub mod run;

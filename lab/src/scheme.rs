@@ -34,6 +34,9 @@ pub enum Cc {
     /// A third-party struct_ops congestion control built from its C source and registered for
     /// each run ([`crate::anchor`]): the source file (absolute once loaded) and the map.
     StructOps { source: String, map: String },
+    /// An unmodified portus agent (a binary of the anchors' cache, e.g. the Nimbus authors'
+    /// `nimbus`) driving flows through `ccp-libccp-shim` ([`crate::portus`]).
+    Portus(String),
 }
 
 /// The prefix of a struct_ops anchor, `bpf:path/to/file.c:map` (a scheme's `cc`, or a flow
@@ -78,7 +81,7 @@ pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
 
 impl Cc {
     /// Parses `kernel:<cc>`, `agent:<algorithm>`, `agent:py:<file.py>:<Class>` or
-    /// `bpf:<file.c>:<map>`.
+    /// `bpf:<file.c>:<map>` or `portus:<binary>`.
     pub fn parse(s: &str) -> Result<Cc, String> {
         if let Some(name) = s.strip_prefix(STRUCT_OPS) {
             let (source, map) = crate::anchor::parse(name)?;
@@ -90,12 +93,15 @@ impl Cc {
             python_parts(name)?;
             return Ok(Cc::Agent(name.to_string()));
         }
+        if kind == "portus" {
+            return crate::portus::check_binary_name(name).map(|()| Cc::Portus(name.to_string()));
+        }
         check_cc_name("", name).map_err(|(_, m)| m)?;
         match kind {
             "kernel" => Ok(Cc::Kernel(name.to_string())),
             "agent" => Ok(Cc::Agent(name.to_string())),
             other => Err(format!(
-                "{other:?} is not a scheme kind: write \"kernel:<congestion control>\", \"agent:<algorithm>\" or \"bpf:<file.c>:<map>\""
+                "{other:?} is not a scheme kind: write \"kernel:<congestion control>\", \"agent:<algorithm>\", \"bpf:<file.c>:<map>\" or \"portus:<binary>\""
             )),
         }
     }
@@ -118,6 +124,8 @@ pub struct Scheme {
     pub receiver: Option<ReceiverSpec>,
     pub classify: Option<ClassifySpec>,
     pub agent_args: Vec<String>,
+    /// A portus scheme's arguments to its binary.
+    pub portus_args: Vec<String>,
     /// Kernel congestion controls of some flow groups (by index), instead of the scheme's.
     pub flow_cc: BTreeMap<usize, String>,
     /// ABC's coexistence queue classifies by the scheme's flows' ports, known per run
@@ -145,6 +153,7 @@ impl Scheme {
             receiver: spec.receiver.clone(),
             classify: spec.classify.clone(),
             agent_args: spec.agent_args.clone(),
+            portus_args: spec.portus_args.clone(),
             flow_cc: spec
                 .flow_cc
                 .iter()
@@ -177,7 +186,7 @@ impl Scheme {
         match (self.flow_cc.get(&group), &self.cc) {
             (Some(name), _) => name,
             (None, Cc::Kernel(name)) => name,
-            (None, Cc::Agent(_) | Cc::StructOps { .. }) => run_cc,
+            (None, Cc::Agent(_) | Cc::StructOps { .. } | Cc::Portus(_)) => run_cc,
         }
     }
 
@@ -188,6 +197,8 @@ impl Scheme {
             Cc::Agent(a) if self.params.is_empty() => format!("agent {a}"),
             Cc::Agent(a) => format!("agent {a} ({})", self.params.join(", ")),
             Cc::StructOps { source, map } => format!("struct_ops {map} of {source}"),
+            Cc::Portus(b) if self.portus_args.is_empty() => format!("portus {b} via ccp-libccp-shim"),
+            Cc::Portus(b) => format!("portus {b} {} via ccp-libccp-shim", self.portus_args.join(" ")),
         };
         let echo = if self.receiver_ce_echo {
             ", receiver CE echo".to_string()

@@ -58,6 +58,8 @@ pub struct Experiment {
     #[serde(default)]
     pub agent: AgentOptions,
     #[serde(default)]
+    pub portus: PortusOptions,
+    #[serde(default)]
     pub router: RouterOptions,
     #[serde(default)]
     pub output: OutputOptions,
@@ -177,9 +179,11 @@ fn default_on_off_length_s() -> u64 {
 pub struct SchemeSpec {
     /// Unique; used in output paths.
     pub name: String,
-    /// `kernel:<cc>` (a congestion control the kernel has, e.g. cubic, bbr, reno) or
+    /// `kernel:<cc>` (a congestion control the kernel has, e.g. cubic, bbr, reno),
     /// `agent:<algorithm>` (`ccp-agent run --datapath ebpf --algorithm <algorithm>`; the flows
-    /// select the agent's congestion control, `[agent] cc_name`).
+    /// select the agent's congestion control, `[agent] cc_name`) or `portus:<binary>` (an
+    /// unmodified portus agent from `[portus] bin_dir` through `ccp-libccp-shim`, which
+    /// registers the congestion control the flows select).
     pub cc: String,
     /// Agent algorithm parameters (`-p name=value` each).
     #[serde(default)]
@@ -220,6 +224,11 @@ pub struct SchemeSpec {
     /// --cnm-netns {sender_ns}`); when any is used, the agent starts after the namespaces exist.
     #[serde(default)]
     pub agent_args: Vec<String>,
+    /// Arguments of a `portus:<binary>` scheme's binary (e.g. `["--use_switching",
+    /// "--bw_est_mode"]`); `{link_bytes_per_s}` is replaced by the link's mean rate. The lab
+    /// owns the IPC (`--ipc unix` into a run-private directory), so `--ipc` is refused.
+    #[serde(default)]
+    pub portus_args: Vec<String>,
 }
 
 /// A router queue discipline with its parameters (see datapath-shims/router-programs/router/README.md).
@@ -534,6 +543,26 @@ pub struct AgentOptions {
 impl Default for AgentOptions {
     fn default() -> Self {
         AgentOptions { binary: None, cc_name: None, ready_timeout_s: DEFAULT_AGENT_READY_S, trace_flows: true }
+    }
+}
+
+/// How `portus:<binary>` schemes find their programs ([`crate::portus`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PortusOptions {
+    /// Directory of the portus binaries (relative to the experiment file). Default:
+    /// `CCP_ANCHORS_BIN_DIR`, else `$CCP_ANCHORS_CACHE/bin`, else ~/.cache/ccp-agent/anchors/bin,
+    /// where scripts/anchors.sh builds them.
+    pub bin_dir: Option<PathBuf>,
+    /// `ccp-libccp-shim` (default: beside `ccp-lab`).
+    pub shim: Option<PathBuf>,
+    /// Seconds to wait for the portus agent's socket and the shim's congestion control.
+    pub ready_timeout_s: f64,
+}
+
+impl Default for PortusOptions {
+    fn default() -> Self {
+        PortusOptions { bin_dir: None, shim: None, ready_timeout_s: DEFAULT_AGENT_READY_S }
     }
 }
 

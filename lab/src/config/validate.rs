@@ -133,6 +133,8 @@ pub(super) fn validate(x: &Experiment) -> Result<(), Invalid> {
     }
     finite_positive("agent.ready_timeout_s", a.ready_timeout_s)?;
     at_most("agent.ready_timeout_s", a.ready_timeout_s, 3600.0)?;
+    finite_positive("portus.ready_timeout_s", x.portus.ready_timeout_s)?;
+    at_most("portus.ready_timeout_s", x.portus.ready_timeout_s, 3600.0)?;
     Ok(())
 }
 
@@ -241,10 +243,14 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
             format!("unknown placeholder {bad:?} (known: {})", crate::scheme::PLACEHOLDERS.join(", ")),
         ));
     }
+    if let Cc::Portus(binary) = &cc {
+        crate::portus::validate_scheme(key, binary, s)?;
+    } else if !s.portus_args.is_empty() {
+        return Err((format!("{key}.portus_args"), "only portus schemes (cc = \"portus:…\") take this".into()));
+    }
     if !is_agent {
-        for (field, set) in
-            [("params", !s.params.is_empty()), ("classify", s.classify.is_some()), ("agent_args", !s.agent_args.is_empty())]
-        {
+        let classify = s.classify.is_some() && !matches!(cc, Cc::Portus(_));
+        for (field, set) in [("params", !s.params.is_empty()), ("classify", classify), ("agent_args", !s.agent_args.is_empty())] {
             if set {
                 return Err((format!("{key}.{field}"), "only agent schemes (cc = \"agent:…\") take this".into()));
             }

@@ -19,7 +19,8 @@
 //!
 //! Each kind of metric has its module: [`bottleneck`] (the router log: utilisation, queueing
 //! delay, drops, the queue on a grid), [`flows`] (per-flow throughput and TCP_INFO series),
-//! [`agent_trace`] (the agent's per-flow trace), [`classify`] (classification accuracy against
+//! [`agent_trace`] (the agent's per-flow trace; [`nimbus_log`] makes one from the Nimbus
+//! authors' log), [`classify`] (classification accuracy against
 //! ground truth), [`indices`] (fairness and the thesis's indices) and [`queue`] (the queue's
 //! samples and their ECDF).
 
@@ -28,6 +29,7 @@ pub mod bottleneck;
 pub mod classify;
 pub mod flows;
 pub mod indices;
+pub mod nimbus_log;
 pub mod queue;
 
 #[cfg(test)]

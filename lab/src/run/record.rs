@@ -19,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::metrics::flows::{FlowExtra, Tick};
 use crate::output::RunRecord;
+use crate::portus::{Portus, PortusLaunch};
 use crate::receiver::{self, ReceiverHook};
 use crate::scheme::{self, Cc, Scheme};
 use crate::srtt::{self, SrttHistogram, SrttProbe};
@@ -92,6 +93,10 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
         Cc::Agent(algorithm) if !after_namespaces => Some(Agent::start(&launch(algorithm, ctx.scheme.agent_args.clone()))?),
         _ => None,
     };
+    let mut portus = match &ctx.scheme.cc {
+        Cc::Portus(name) => Some(Portus::start(&portus_launch(ctx, name, &cc_name))?),
+        _ => None,
+    };
     let prefix = netns::unique_prefix();
     rec.namespace_prefix = prefix.clone();
     let _guard = PrefixGuard(prefix.clone());
@@ -148,7 +153,13 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     let traffic_start_ns = since_router();
     let mut traffic = Traffic::start(plans.clone(), &ends)?;
     let interval = Duration::from_millis(x.sample_interval_ms);
-    let ticks = sample_traffic(&traffic, agent.as_mut(), &since_router, interval, duration_s, progress)?;
+    let mut alive = || -> Result<()> {
+        if let Some(a) = agent.as_mut() {
+            a.check_alive()?;
+        }
+        portus.as_mut().map_or(Ok(()), Portus::check_alive)
+    };
+    let ticks = sample_traffic(&traffic, &mut alive, &since_router, interval, duration_s, progress)?;
     traffic.stop()?;
     if let Some(e) = traffic.first_error() {
         return Err(Error::Run(e));
@@ -162,18 +173,23 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     rec.ce_echo = echo.as_ref().map(CeEcho::counts);
     drop(echo);
     drop(anchors);
-    let agent_trace = agent.as_mut().and_then(|a| {
+    let mut agent_trace = agent.as_mut().and_then(|a| {
         a.stop();
         a.trace.clone().map(|t| (t, a.started_ns))
     });
+    if let Some(p) = portus.as_mut() {
+        p.stop();
+        agent_trace = p.trace(&ctx.dir)?.map(|t| (t, p.started_ns));
+    }
     Ok(Recorded { router_start, traffic_start_ns, plans, ticks, extra, summary, agent_trace, srtt })
 }
 
 /// Samples every flow every `interval` from the start of traffic until `duration_s` (times in ns
-/// on the router's clock by `since_router`), failing on a flow's error, a dead agent or Ctrl-C.
+/// on the router's clock by `since_router`), failing on a flow's error, a dead agent (`alive`)
+/// or Ctrl-C.
 fn sample_traffic(
     traffic: &Traffic,
-    mut agent: Option<&mut Agent>,
+    alive: &mut dyn FnMut() -> Result<()>,
     since_router: &dyn Fn() -> u64,
     interval: Duration,
     duration_s: f64,
@@ -191,9 +207,7 @@ fn sample_traffic(
         if let Some(e) = traffic.first_error() {
             return Err(Error::Run(e));
         }
-        if let Some(a) = agent.as_mut() {
-            a.check_alive()?;
-        }
+        alive()?;
         if cancel::requested() {
             return Err(Error::Interrupted);
         }
@@ -204,6 +218,21 @@ fn sample_traffic(
         next = (next + interval).min(end);
     }
     Ok(ticks)
+}
+
+/// How to start a `portus:<name>` scheme: the binary from `[portus] bin_dir` (relative to the
+/// experiment file) or the anchors' cache, the shim beside ccp-lab unless given.
+fn portus_launch(ctx: &RunContext<'_>, name: &str, cc_name: &str) -> PortusLaunch {
+    let p = &ctx.loaded.experiment.portus;
+    let bin_dir = p.bin_dir.as_ref().map_or_else(crate::portus::default_bin_dir, |d| ctx.loaded.dir.join(d));
+    PortusLaunch {
+        shim: p.shim.as_ref().map_or_else(|| crate::agent::sibling_binary("ccp-libccp-shim"), |s| ctx.loaded.dir.join(s)),
+        binary: bin_dir.join(name),
+        args: crate::portus::expand_args(&ctx.scheme.portus_args, ctx.link.mean_rate_bps),
+        cc_name: cc_name.to_string(),
+        ready_timeout: Duration::from_secs_f64(p.ready_timeout_s),
+        run_dir: ctx.dir.clone(),
+    }
 }
 
 /// What each flow's threads collected besides byte counts.
