@@ -9,6 +9,14 @@ cd "$(dirname "$0")"
 # starts a two-node Ray cluster on the loopback) use.
 CCP_SIM_PYTHON="$(./scripts/ray-venv.sh | tail -n 1)"
 export CCP_SIM_PYTHON
+# The kernel developers' BPF DCTCP (bpf_dctcp.c) for the DCTCP parity test (lab/tests/parity.rs):
+# from ../shared/anchors, a kernel tree at KERNEL_SRC, or Debian's linux-source package.
+if CCP_BPF_DCTCP_DIR="$(./scripts/bpf-dctcp-source.sh)"; then
+    export CCP_BPF_DCTCP_DIR
+else
+    echo "test.sh: no bpf_dctcp.c found; the DCTCP parity test will say it skipped" >&2
+    unset CCP_BPF_DCTCP_DIR
+fi
 # Incremental caches roughly double the target directory and a clean run never reuses them.
 export CARGO_INCREMENTAL=0
 df -h . | sed 's/^/test.sh: disk: /'

@@ -6,6 +6,8 @@ set -euo pipefail
 APT_PACKAGES=(
     clang llvm libclang-dev          # libccp's bindgen (test datapath); the BPF datapath's objects
     libelf-dev zlib1g-dev pkg-config make gcc
+    libbpf-dev                       # libbpf's headers for BPF sources built at run time (ccp-lab's
+                                     # bpf: anchors, e.g. the kernel's bpf_dctcp.c)
     bpftool                          # vmlinux.h from the running kernel's BTF (ccp-ebpf's build)
     iproute2 iperf3 ethtool          # network tests (ethtool: veth offloads off for DPDK's vdevs)
     libdpdk-dev dpdk                 # the DPDK datapath (ccp-dpdk): DPDK 22.11 with net_af_xdp/net_af_packet

@@ -92,6 +92,17 @@ pub const INFO: AlgorithmInfo = AlgorithmInfo {
 };
 
 param_choice! {
+    /// Whether the marks of a report that ends the CWR period start a new one.
+    pub enum CwrEnd {
+        /// Any mark in the report does (the report's order is unknown; the behaviour so far).
+        AnyMark = "any_mark",
+        /// Only the report's marks past the period's end do (A7: ECE is ignored until snd_una
+        /// passes the cut's snd_nxt), spread evenly over its acknowledged bytes.
+        PastEnd = "past_end",
+    }
+}
+
+param_choice! {
     /// How a loss or timeout cuts the window.
     pub enum LossCut {
         /// Reno's halving.
@@ -123,6 +134,10 @@ declare_params! {
         pub loss_cut: LossCut = Param::choice(
             "halve",
             "response to loss and timeout: \"halve\" = unchanged TCP (spec A9); \"alpha\" = Linux tcp_dctcp's ssthresh cwnd·(1 - alpha/2), which all but vanishes when nothing marks (the host-ECN/unmarking-switch failure mode)",
+        ),
+        pub cwr_end: CwrEnd = Param::choice(
+            "any_mark",
+            "marks in a report that ends the CWR period: \"any_mark\" = any starts a new cut; \"past_end\" = only the report's share past the period's end (spread evenly), as Linux ignores ECE until snd_una passes the cut's snd_nxt (A7); with reports about an RTT apart, any_mark re-cuts for marks of the episode just cut for",
         ),
         pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
@@ -246,12 +261,25 @@ impl Algorithm for Dctcp {
         let now = report.now_us;
         self.w.observe(report);
         self.estimate(report);
+        // The share of the report past the end of a CWR period it ends (1: no period ended).
+        let mut past_end = 1.0;
         if let Some(cwr) = self.cwr.as_mut() {
+            let remaining = cwr.remaining_bytes();
             if cwr.credit(report.acked_bytes, now) {
                 self.cwr = None;
+                if let (Some(r), true) = (remaining, report.acked_bytes > 0) {
+                    past_end = (1.0 - r.max(0.0) / report.acked_bytes as f64).clamp(0.0, 1.0);
+                }
             }
         }
-        let marked = report.ce_bytes > 0 || report.ce_pkts > 0 || report.ece_acks > 0;
+        let any_mark = report.ce_bytes > 0 || report.ce_pkts > 0 || report.ece_acks > 0;
+        let marked = match self.cfg.cwr_end {
+            CwrEnd::PastEnd if past_end < 1.0 => {
+                let (_, segments) = report.delivered_and_marked_segments();
+                segments.max(report.ece_acks as f64) * past_end >= 1.0
+            }
+            _ => any_mark,
+        };
 
         if report.timeouts > 0 {
             self.cwr = None;
@@ -504,6 +532,29 @@ mod tests {
         let expect = 90.0 * (1.0 - d.alpha / 2.0);
         assert!((cwnd_pkts(&d) - expect).abs() < 1e-9, "{} vs {expect}", cwnd_pkts(&d));
         assert!((expect - 78.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn past_end_counts_only_the_marks_after_the_cwr_period() {
+        // A7 in aggregated reports: a report that ends the CWR period carries marks from before
+        // and after its end in an unknown order; with cwr_end = "past_end" only its share past
+        // the end counts, with "any_mark" (the default) any mark does.
+        let after_cut = |cwr_end: CwrEnd, acked: f64, marked: f64| {
+            let mut d = seeded(DctcpConfig { cwr_end, ..with_alpha(0.2) }, 100.0);
+            freeze_alpha(&mut d);
+            d.on_report(&rep(10_000, 10.0, 10.0, 100.0)); // cut to 90; CWR until 100 more acked
+            d.on_report(&rep(20_000, 90.0, 0.0, 90.0));
+            d.on_report(&rep(30_000, acked, marked, 90.0)); // the CWR period ends 10 segments in
+            cwnd_pkts(&d)
+        };
+        // The period's last 10 segments, all marked: the episode already cut for.
+        assert!(after_cut(CwrEnd::PastEnd, 10.0, 10.0) >= 90.0);
+        assert!(after_cut(CwrEnd::AnyMark, 10.0, 10.0) < 90.0);
+        // 10 before and 10 after, 2 marked: one mark's worth past the end → a new cut.
+        assert!(after_cut(CwrEnd::PastEnd, 20.0, 2.0) < 90.0);
+        // 10 before and 90 after, 1 marked: 0.9 of a mark past it → not (yet) a new event.
+        assert!(after_cut(CwrEnd::PastEnd, 100.0, 1.0) >= 90.0);
+        assert!(after_cut(CwrEnd::AnyMark, 100.0, 1.0) < 90.0);
     }
 
     #[test]

@@ -39,6 +39,14 @@ impl WindowEnd {
         }
     }
 
+    /// Bytes still to be acknowledged before the window ends (`None` for a window in time).
+    pub(crate) fn remaining_bytes(&self) -> Option<f64> {
+        match self {
+            WindowEnd::Acked { remaining_bytes } => Some(*remaining_bytes),
+            WindowEnd::At { .. } => None,
+        }
+    }
+
     /// Credits one report; true once the window is over.
     pub(crate) fn credit(&mut self, acked_bytes: u64, now_us: u64) -> bool {
         match self {

@@ -42,11 +42,23 @@ fn registered() -> BTreeSet<String> {
     std::fs::read_to_string(AVAILABLE_CC).unwrap_or_default().split_whitespace().map(str::to_string).collect()
 }
 
+/// Headers a BPF program may include that only a C library provides, as the kernel's own
+/// definitions: the 6.1 tree's `bpf_dctcp.c` includes `<errno.h>` for EBUSY, and glibc's would
+/// pull in 32-bit stubs under `-target bpf` (the selftests' build has tools/include for this).
+const LIBC_SHIMS: [(&str, &str); 1] = [("errno.h", "#include <asm-generic/errno.h>\n")];
+
 /// Compiles `source` into `object` for BPF (CO-RE, this machine's architecture), with the
-/// source's directory and the multiarch system headers (asm/) on the include path.
+/// source's directory, [`LIBC_SHIMS`] (written beside `object`) and the multiarch system headers
+/// (asm/) on the include path.
 pub fn compile(source: &Path, object: &Path) -> Result<()> {
     let clang = std::env::var_os("CLANG").unwrap_or_else(|| DEFAULT_CLANG.into());
     let dir = source.parent().unwrap_or(Path::new("."));
+    let shims = object.with_extension("include");
+    std::fs::create_dir_all(&shims).map_err(|e| Error::io(format!("creating {}", shims.display()), e))?;
+    for (name, text) in LIBC_SHIMS {
+        let p = shims.join(name);
+        std::fs::write(&p, text).map_err(|e| Error::io(format!("writing {}", p.display()), e))?;
+    }
     let arch = match std::env::consts::ARCH {
         "x86_64" => "x86",
         "aarch64" => "arm64",
@@ -56,6 +68,7 @@ pub fn compile(source: &Path, object: &Path) -> Result<()> {
     let out = Command::new(&clang)
         .args(["-O2", "-g", "-target", "bpf", &format!("-D__TARGET_ARCH_{arch}")])
         .arg(format!("-I{}", dir.display()))
+        .arg(format!("-I{}", shims.display()))
         .arg(format!("-I{multiarch}"))
         .arg("-c")
         .arg(source)

@@ -32,6 +32,17 @@ pub const THROUGHPUT_TOLERANCE_PCT: f64 = 5.0;
 pub const P95_DELAY_TOLERANCE_PCT: f64 = 10.0;
 pub const RETRANS_MAX_RATIO: f64 = 1.5;
 pub const SHARE_RANGE: (f64, f64) = (0.45, 0.55);
+/// Nimbus: "where theirs beats ours by > 5 points, find the difference".
+pub const ACCURACY_POINTS: f64 = 5.0;
+
+/// The metrics with a tolerance, as named in the rows.
+pub const METRICS: [&str; 5] = [
+    "throughput Mbit/s",
+    "queueing delay p95 ms",
+    "retransmits after warm-up",
+    "mixed share of group 0",
+    "classification accuracy",
+];
 
 /// One pair to compare, as declared in the experiment file.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -55,6 +66,13 @@ pub struct ParitySpec {
     /// Ours' share of a mixed cell, [min, max].
     #[serde(default = "default_share")]
     pub share: [f64; 2],
+    /// Classification accuracy (percentage points) by which theirs may beat ours.
+    #[serde(default = "default_accuracy_points")]
+    pub accuracy_points: f64,
+    /// Only these metrics get a verdict (names as in the table, e.g. "classification
+    /// accuracy"); the others are shown. Default: every metric with a tolerance.
+    #[serde(default)]
+    pub judge: Option<Vec<String>>,
 }
 
 fn default_throughput_pct() -> f64 {
@@ -65,6 +83,9 @@ fn default_p95_pct() -> f64 {
 }
 fn default_retrans_ratio() -> f64 {
     RETRANS_MAX_RATIO
+}
+fn default_accuracy_points() -> f64 {
+    ACCURACY_POINTS
 }
 fn default_share() -> [f64; 2] {
     [SHARE_RANGE.0, SHARE_RANGE.1]
@@ -82,13 +103,18 @@ pub fn validate(x: &Experiment) -> std::result::Result<(), (String, String)> {
         if p.ours == p.theirs {
             return Err((format!("{key}.theirs"), "ours and theirs are the same scheme".into()));
         }
-        for (field, v) in [("throughput_pct", p.throughput_pct), ("p95_delay_pct", p.p95_delay_pct)] {
+        for (field, v) in
+            [("throughput_pct", p.throughput_pct), ("p95_delay_pct", p.p95_delay_pct), ("accuracy_points", p.accuracy_points)]
+        {
             if !(v.is_finite() && (0.0..=100.0).contains(&v)) {
                 return Err((format!("{key}.{field}"), format!("a percentage from 0 to 100, got {v}")));
             }
         }
         if !(p.retrans_ratio.is_finite() && p.retrans_ratio >= 1.0) {
             return Err((format!("{key}.retrans_ratio"), format!("must be ≥ 1, got {}", p.retrans_ratio)));
+        }
+        if let Some(bad) = p.judge.iter().flatten().find(|m| !METRICS.contains(&m.as_str())) {
+            return Err((format!("{key}.judge"), format!("{bad:?} is not a judged metric (known: {})", METRICS.join(", "))));
         }
         let [lo, hi] = p.share;
         if !(lo.is_finite() && hi.is_finite() && 0.0 <= lo && lo <= hi && hi <= 1.0) {
@@ -112,6 +138,8 @@ pub struct RunFacts {
     pub warmup_retrans: Option<f64>,
     /// Throughput of the scheme's flows per flow group, Mbit/s.
     pub group_mbps: Vec<f64>,
+    /// Classification accuracy (schemes with `classify`, e.g. Nimbus's mode).
+    pub accuracy: Option<f64>,
 }
 
 /// Index of the flow group flow `n` (`scheme#n`) belongs to.
@@ -189,6 +217,7 @@ pub fn read_run(run_json: &Path, flow_groups: &dyn Fn(&str) -> Vec<FlowGroup>) -
         retrans: have_retrans.then(|| (retrans_end - warmup.unwrap_or(0.0)).max(0.0)),
         warmup_retrans: warmup,
         group_mbps,
+        accuracy: v["classification"]["accuracy"].as_f64(),
     }))
 }
 
@@ -257,8 +286,9 @@ pub fn compare(p: &ParitySpec, facts: &[RunFacts]) -> Vec<ParityRow> {
         let med = |rs: &[&RunFacts], m: &dyn Fn(&RunFacts) -> Option<f64>| median(rs.iter().filter_map(|f| m(f)).collect());
         let mut push = |metric: &str, m: &dyn Fn(&RunFacts) -> Option<f64>, judge: &dyn Fn(f64, f64) -> bool, tol: String| {
             let (o, t) = (med(&ours, m), med(&theirs, m));
+            let judged = !tol.is_empty() && p.judge.as_ref().is_none_or(|j| j.iter().any(|m| m == metric));
             let verdict = match (o, t) {
-                _ if tol.is_empty() => Verdict::Shown,
+                _ if !judged => Verdict::Shown,
                 (Some(o), Some(t)) if judge(o, t) => Verdict::Ok,
                 (Some(_), Some(_)) => Verdict::Miss,
                 _ => Verdict::Shown,
@@ -282,7 +312,7 @@ pub fn compare(p: &ParitySpec, facts: &[RunFacts]) -> Vec<ParityRow> {
                 let total: f64 = f.group_mbps.iter().sum();
                 (total > 0.0).then(|| f.group_mbps[0] / total)
             };
-            let [lo, hi] = p.share;
+                let [lo, hi] = p.share;
             let in_range = move |o: f64, _t: f64| (lo..=hi).contains(&o);
             push(
                 "mixed share of group 0",
@@ -298,6 +328,15 @@ pub fn compare(p: &ParitySpec, facts: &[RunFacts]) -> Vec<ParityRow> {
             let r = p.retrans_ratio;
             push("retransmits after warm-up", &|f| f.retrans, &move |o, t| o <= r * t, format!("≤ {r}×"));
             push("retransmits in warm-up", &|f| f.warmup_retrans, &|_, _| true, String::new());
+        }
+        if ours.iter().chain(&theirs).any(|f| f.accuracy.is_some()) {
+            let points = p.accuracy_points;
+            push(
+                "classification accuracy",
+                &|f| f.accuracy,
+                &move |o, t| o >= t - points / 100.0,
+                format!("ours ≥ theirs − {points} points"),
+            );
         }
     }
     rows
@@ -435,6 +474,7 @@ mod tests {
             retrans: Some(retrans),
             warmup_retrans: Some(1.0),
             group_mbps: vec![mbps],
+            accuracy: None,
         }
     }
 
@@ -485,6 +525,20 @@ mod tests {
         assert!((rows[0].ours.unwrap() - 0.33).abs() < 1e-9 && (rows[0].theirs.unwrap() - 0.59).abs() < 1e-9);
         let rows = compare(&spec(), &[mixed("a", 48.0, 52.0), mixed("k", 59.0, 41.0)]);
         assert_eq!(rows[0].verdict, Verdict::Ok, "the control's share is not judged");
+    }
+
+    #[test]
+    fn accuracy_is_judged_when_classified() {
+        let acc = |scheme: &str, a: f64| RunFacts { accuracy: Some(a), ..facts(scheme, "l", "cbr", 10.0, 1.0, 0.0) };
+        assert_eq!(verdict(&compare(&spec(), &[acc("a", 0.90), acc("k", 0.94)]), "classification"), Verdict::Ok);
+        assert_eq!(verdict(&compare(&spec(), &[acc("a", 0.80), acc("k", 0.94)]), "classification"), Verdict::Miss);
+        let rows = compare(&spec(), &[facts("a", "l", "solo", 1.0, 1.0, 0.0), facts("k", "l", "solo", 1.0, 1.0, 0.0)]);
+        assert!(rows.iter().all(|r| r.metric != "classification accuracy"), "no row without a classification");
+        // Judging accuracy only: a throughput gap is shown, not judged.
+        let only = ParitySpec { judge: Some(vec!["classification accuracy".into()]), ..spec() };
+        let rows = compare(&only, &[acc("a", 0.90), RunFacts { throughput_mbps: Some(1.0), ..acc("k", 0.94) }]);
+        assert_eq!(verdict(&rows, "throughput"), Verdict::Shown);
+        assert_eq!(verdict(&rows, "classification"), Verdict::Ok);
     }
 
     #[test]

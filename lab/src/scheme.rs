@@ -43,6 +43,9 @@ pub enum Cc {
 /// group's in `flow_cc`).
 pub const STRUCT_OPS: &str = "bpf:";
 
+/// An agent parameter's value replaced by the link's mean rate in Mbit/s ([`Scheme::params_for`]).
+pub const LINK_MBPS: &str = "\"{link_mbps}\"";
+
 /// The prefix of an agent scheme naming a Python algorithm, `agent:py:path/to/file.py:Class`.
 const AGENT_PY: &str = "agent:py:";
 
@@ -188,6 +191,12 @@ impl Scheme {
             (None, Cc::Kernel(name)) => name,
             (None, Cc::Agent(_) | Cc::StructOps { .. } | Cc::Portus(_)) => run_cc,
         }
+    }
+
+    /// The agent parameters of a run on a link of mean rate `link_rate_bps`.
+    pub fn params_for(&self, link_rate_bps: f64) -> Vec<String> {
+        let mbps = format!("{}", link_rate_bps / 1e6);
+        self.params.iter().map(|p| p.replace(LINK_MBPS, &mbps)).collect()
     }
 
     /// A one-line description for logs and the run record.

@@ -82,7 +82,8 @@ fn the_nimbus_authors_code_steers_a_flow_and_is_classified() {
     // 20 s: the first 15 are warm-up (no mode switch before), the rest scored.
     let o = RunOptions {
         duration_s: Some(20.0),
-        schemes: vec!["theirs".into()],
+        repetitions: Some(1),
+        schemes: vec!["theirs-oracle".into()],
         links: vec!["48mbps-50ms".into()],
         scenarios: vec!["cbr-50pct".into()],
         ..RunOptions::default()
@@ -110,6 +111,7 @@ fn the_ccp_authors_bbr_steers_a_flow() {
     let out = common::scratch("portus-bbr");
     let o = RunOptions {
         duration_s: Some(10.0),
+        repetitions: Some(1),
         schemes: vec!["theirs".into()],
         links: vec!["50mbps-10ms".into()],
         ..RunOptions::default()

@@ -185,7 +185,9 @@ pub struct SchemeSpec {
     /// unmodified portus agent from `[portus] bin_dir` through `ccp-libccp-shim`, which
     /// registers the congestion control the flows select).
     pub cc: String,
-    /// Agent algorithm parameters (`-p name=value` each).
+    /// Agent algorithm parameters (`-p name=value` each). The string `"{link_mbps}"` as a value
+    /// is replaced by the link's mean rate in Mbit/s (an oracle parameter across a link matrix,
+    /// e.g. Nimbus's `mu_mbit_per_s`).
     #[serde(default)]
     pub params: toml::Table,
     /// The router's queue discipline for this scheme (default drop-tail).

@@ -79,7 +79,7 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     let launch = |algorithm: &String, extra_args: Vec<String>| AgentLaunch {
         binary: binary.clone(),
         algorithm: algorithm.clone(),
-        params: ctx.scheme.params.clone(),
+        params: ctx.scheme.params_for(ctx.link.mean_rate_bps),
         extra_args,
         cc_name: cc_name.clone(),
         ready_timeout: Duration::from_secs_f64(x.agent.ready_timeout_s),
