@@ -312,7 +312,7 @@ pub fn compare(p: &ParitySpec, facts: &[RunFacts]) -> Vec<ParityRow> {
                 let total: f64 = f.group_mbps.iter().sum();
                 (total > 0.0).then(|| f.group_mbps[0] / total)
             };
-                let [lo, hi] = p.share;
+            let [lo, hi] = p.share;
             let in_range = move |o: f64, _t: f64| (lo..=hi).contains(&o);
             push(
                 "mixed share of group 0",
@@ -413,7 +413,8 @@ pub fn table(rows: &[ParityRow]) -> String {
     }
     let judged = rows.iter().filter(|r| r.verdict != Verdict::Shown).count();
     let missed = rows.iter().filter(|r| r.verdict == Verdict::Miss).count();
-    let reps: Vec<usize> = rows.iter().flat_map(|r| r.runs).collect();
+    // Repetitions of the cells both sides ran (a pair whose other side did not run shows "-").
+    let reps: Vec<usize> = rows.iter().filter(|r| r.runs.iter().all(|&n| n > 0)).flat_map(|r| r.runs).collect();
     let (lo, hi) = (reps.iter().min().copied().unwrap_or(0), reps.iter().max().copied().unwrap_or(0));
     let _ = writeln!(
         s,

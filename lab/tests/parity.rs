@@ -62,10 +62,10 @@ fn parity_cell(name: &str, text: &str, schemes: [&str; 2], link: &str, scenario:
     rows
 }
 
-/// Asserts the cell's `metrics` (by name prefix) are within tolerance.
-fn assert_within(rows: &[ParityRow], metrics: &[&str]) {
+/// Asserts pair `pair`'s `metrics` (by name prefix) are within tolerance.
+fn assert_within(rows: &[ParityRow], pair: &str, metrics: &[&str]) {
     for m in metrics {
-        let r = rows.iter().find(|r| r.metric.starts_with(m)).unwrap_or_else(|| panic!("no {m:?} row"));
+        let r = rows.iter().find(|r| r.pair == pair && r.metric.starts_with(m)).unwrap_or_else(|| panic!("no {pair} {m:?} row"));
         assert_eq!(r.runs, [REPETITIONS as usize; 2], "{m}: every repetition counted");
         assert_eq!(
             r.verdict,
@@ -90,7 +90,8 @@ fn shipped(file: &str) -> String {
 /// it, but the file must load from the scratch directory).
 fn kernel_parity() -> String {
     let trace = experiments().join("../../../shared/traces/Verizon-LTE-short.down");
-    let text = shipped("parity-kernel.toml").replace("../../../shared/traces/Verizon-LTE-short.down", &trace.display().to_string());
+    let text =
+        shipped("parity-kernel.toml").replace("../../../shared/traces/Verizon-LTE-short.down", &trace.display().to_string());
     // A clean clone has no ../shared: drop the trace link rather than fail to load.
     match text.find("# The shipped LTE trace") {
         Some(i) if !trace.exists() => {
@@ -101,31 +102,38 @@ fn kernel_parity() -> String {
     }
 }
 
+/// Throughput and p95 delay. Not the retransmissions: 1.6× the kernel's in this cell here (21 vs
+/// 13), 1.2–3× across the matrix — losses answered a report later than the kernel's per-ACK
+/// reaction (README, "Fidelity").
 #[test]
 fn agent_reno_is_within_tolerance_of_the_kernels_reno() {
     if !common::can_run("agent_reno_is_within_tolerance_of_the_kernels_reno") {
         return;
     }
     let rows = parity_cell("parity-reno", &kernel_parity(), ["agent-reno", "kernel-reno"], "50mbps-10ms-2bdp", "solo");
-    assert_within(&rows, &["throughput", "queueing delay p95"]);
+    assert_within(&rows, "reno", &["throughput", "queueing delay p95"]);
 }
 
+/// Throughput and p95 delay. Not the retransmissions: 2.4× here (17 vs 7), 1.1–3.3× across the
+/// matrix, and slow start's exit 10× (HyStart++ against the kernel's HyStart).
 #[test]
 fn agent_cubic_is_within_tolerance_of_the_kernels_cubic() {
     if !common::can_run("agent_cubic_is_within_tolerance_of_the_kernels_cubic") {
         return;
     }
     let rows = parity_cell("parity-cubic", &kernel_parity(), ["agent-cubic", "kernel-cubic"], "50mbps-10ms-2bdp", "solo");
-    assert_within(&rows, &["throughput", "queueing delay p95"]);
+    assert_within(&rows, "cubic", &["throughput", "queueing delay p95"]);
 }
 
+/// Throughput only: ours keeps a smaller queue than the kernel's BBR here (p95 4.8 vs 8.1 ms)
+/// and a far larger one on long fat and lossy links (README, "Fidelity").
 #[test]
 fn agent_bbr_is_within_tolerance_of_the_kernels_bbr() {
     if !common::can_run("agent_bbr_is_within_tolerance_of_the_kernels_bbr") {
         return;
     }
     let rows = parity_cell("parity-bbr", &kernel_parity(), ["agent-bbr", "kernel-bbr"], "50mbps-10ms-2bdp", "solo");
-    assert_within(&rows, &["throughput"]);
+    assert_within(&rows, "bbr", &["throughput"]);
 }
 
 /// The directory of the kernel's `bpf_dctcp.c`: CCP_BPF_DCTCP_DIR, else what
@@ -148,6 +156,8 @@ fn bpf_dctcp_dir(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Throughput, p95 delay and retransmissions of one flow: within 1 % of bpf_dctcp's. Not a mixed
+/// cell: at RTT 10 ms ours gets 15 % beside bpf_dctcp (README, "Fidelity").
 #[test]
 fn agent_dctcp_is_within_tolerance_of_the_kernels_bpf_dctcp() {
     let test = "agent_dctcp_is_within_tolerance_of_the_kernels_bpf_dctcp";
@@ -157,5 +167,5 @@ fn agent_dctcp_is_within_tolerance_of_the_kernels_bpf_dctcp() {
     let Some(src) = bpf_dctcp_dir(test) else { return };
     let text = shipped("parity-dctcp.toml").replace("../../../shared/anchors/linux-bpf", &src.display().to_string());
     let rows = parity_cell("parity-dctcp", &text, ["agent-dctcp-k20", "kernel-bpf-dctcp-k20"], "100mbps-10ms", "solo");
-    assert_within(&rows, &["queueing delay p95"]);
+    assert_within(&rows, "dctcp-k20", &["throughput", "queueing delay p95", "retransmits after"]);
 }
