@@ -26,9 +26,21 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Bytes of the agent's log quoted in errors.
 const LOG_TAIL_BYTES: usize = 1500;
 
+/// The congestion controls registered with the kernel.
+pub fn registered_ccs() -> std::collections::BTreeSet<String> {
+    std::fs::read_to_string(AVAILABLE_CC).unwrap_or_default().split_whitespace().map(str::to_string).collect()
+}
+
 /// Whether congestion control `name` is registered with the kernel.
 pub fn cc_registered(name: &str) -> bool {
-    std::fs::read_to_string(AVAILABLE_CC).map(|s| s.split_whitespace().any(|c| c == name)).unwrap_or(false)
+    registered_ccs().contains(name)
+}
+
+/// The last `max_bytes` of `text` (from a character boundary), trimmed.
+pub(crate) fn tail(text: &str, max_bytes: usize) -> &str {
+    let start = text.len().saturating_sub(max_bytes);
+    let start = (start..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
+    text[start..].trim()
 }
 
 /// The default agent binary: `ccp-agent` beside the running executable (target/<profile>/), or
@@ -97,9 +109,7 @@ pub(crate) fn log_tail(path: &Path) -> String {
     if let Ok(mut f) = std::fs::File::open(path) {
         let _ = f.read_to_string(&mut s);
     }
-    let start = s.len().saturating_sub(LOG_TAIL_BYTES);
-    let start = (start..s.len()).find(|&i| s.is_char_boundary(i)).unwrap_or(s.len());
-    let tail = s[start..].trim();
+    let tail = tail(&s, LOG_TAIL_BYTES);
     if tail.is_empty() {
         "(the agent printed nothing)".into()
     } else {

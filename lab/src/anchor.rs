@@ -10,15 +10,14 @@
 //! from the object's layout, which is the source's own copy of the kernel struct. Names are
 //! global: a second registration of the same name fails with a message saying so.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use libbpf_rs::{Link, MapCore, Object, ObjectBuilder};
 
+use crate::agent::{registered_ccs, tail};
 use crate::error::{Error, Result};
 
-const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
 /// The compiler, unless `CLANG` names another.
 const DEFAULT_CLANG: &str = "clang";
 /// Bytes of the compiler's output quoted in errors.
@@ -36,10 +35,6 @@ impl std::fmt::Debug for StructOpsAnchor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StructOpsAnchor").field("name", &self.name).finish()
     }
-}
-
-fn registered() -> BTreeSet<String> {
-    std::fs::read_to_string(AVAILABLE_CC).unwrap_or_default().split_whitespace().map(str::to_string).collect()
 }
 
 /// Headers a BPF program may include that only a C library provides, as the kernel's own
@@ -84,13 +79,11 @@ pub fn compile(source: &Path, object: &Path) -> Result<()> {
         })?;
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stderr);
-        let start = text.len().saturating_sub(COMPILER_TAIL_BYTES);
-        let start = (start..text.len()).find(|&i| text.is_char_boundary(i)).unwrap_or(text.len());
         return Err(Error::Unavailable(format!(
             "compiling {} for BPF failed ({}; it needs libbpf's headers, Debian's libbpf-dev):\n{}",
             source.display(),
             out.status,
-            text[start..].trim()
+            tail(&text, COMPILER_TAIL_BYTES)
         )));
     }
     Ok(())
@@ -112,7 +105,7 @@ impl StructOpsAnchor {
         let bpf = |what: String| move |e: libbpf_rs::Error| Error::Unavailable(format!("{}: {what}: {e}", source.display()));
         let open = ObjectBuilder::default().open_file(&object_path).map_err(bpf("opening the compiled object".into()))?;
         let mut object = open.load().map_err(bpf("loading (does this kernel have BPF struct_ops?)".into()))?;
-        let before = registered();
+        let before = registered_ccs();
         let mut maps = object.maps_mut();
         let found = maps.find(|m| m.name().to_string_lossy() == map);
         let Some(mut m) = found else {
@@ -125,7 +118,7 @@ impl StructOpsAnchor {
             Error::Unavailable(format!("{}: registering struct_ops map {map:?}{hint}: {e}", source.display()))
         })?;
         drop(maps);
-        let new: Vec<String> = registered().difference(&before).cloned().collect();
+        let new: Vec<String> = registered_ccs().difference(&before).cloned().collect();
         let [name] = new.as_slice() else {
             return Err(Error::Unavailable(format!(
                 "{}: registering {map:?} added {} congestion controls ({new:?}) where one was expected",
