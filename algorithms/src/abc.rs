@@ -35,10 +35,10 @@
 //! B braked segments (N = A + B), and the order of the marks is lost, so the per-segment rule
 //! cannot be replayed; folding per ACK would need the marks in order from the datapath (a
 //! contract change). `accel_brake` walks the chord instead: N steps of w ← w + (A − B)/N + 1/w,
-//! the net floored at min_cwnd. That is exact when a report carries one kind of mark. With both,
-//! orders differ in where the 1/w terms are taken and in which brakes a run spends against the
-//! floor. In packets, with w the window at the start of the report and m = min_cwnd, the chord
-//! ends within
+//! the net floored at min_cwnd. That is exact when a report of at most `MAX_STEPS` segments
+//! carries one kind of mark. With both, orders differ in where the 1/w terms are taken and in
+//! which brakes a run spends against the floor. In packets, with w the window at the start of
+//! the report and m = min_cwnd, the chord ends within
 //!
 //! ```text
 //! ρ + (A·B + N·ρ) / (lo_o·lo_c),   ρ = (m − (w − B))⁺,   lo_o = max(m, w − B),
@@ -380,7 +380,9 @@ mod tests {
             let exact = per_segment(w, order, floor);
             let err = (agg - exact).abs();
             prop_assert!(err <= bound + 1e-9 * exact, "w {w} A {a} B {b} m {floor}: off by {err}, bound {bound}");
-            if a == 0 || b == 0 {
+            // A report longer than MAX_STEPS takes steps of several segments, so even one kind of
+            // mark is only within the coarse-step bound, not exact.
+            if (a == 0 || b == 0) && (a + b) as f64 <= MAX_STEPS {
                 prop_assert!(err <= 1e-9 * exact, "one kind of mark must be exact: off by {err}");
             }
         }
