@@ -1,0 +1,93 @@
+//! `ccp-quic recv`: accepts connections and reads every unidirectional stream to its end.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address and UDP port to listen on.
+    #[arg(long)]
+    listen: String,
+    /// Where to write the receiver's certificate (DER) for senders to trust.
+    #[arg(long)]
+    cert_out: Option<PathBuf>,
+    /// Stop after this many streams (0: run until interrupted).
+    #[arg(long, default_value_t = 0)]
+    streams: u64,
+}
+
+pub async fn run(a: Args) -> anyhow::Result<bool> {
+    let addr = super::parse_addr(&a.listen)?;
+    let mut server = super::tls::server_config(&super::cert_path(&a.cert_out, "--cert-out")?)?;
+    server.transport_config(Arc::new(super::transport()));
+    let endpoint = quinn::Endpoint::server(server, addr).with_context(|| format!("listening on {addr}"))?;
+    println!("{}", serde_json::json!({ "event": "listening", "addr": endpoint.local_addr()?.to_string() }));
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
+    let mut done = 0u64;
+    loop {
+        tokio::select! {
+            incoming = endpoint.accept() => {
+                let Some(incoming) = incoming else { break };
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    match connection(incoming).await {
+                        Ok(n) => for _ in 0..n { let _ = tx.send(true); },
+                        Err(e) => {
+                            eprintln!("ccp-quic recv: {e:#}");
+                            let _ = tx.send(false);
+                        }
+                    }
+                });
+            }
+            Some(_) = rx.recv() => {
+                done += 1;
+                if a.streams > 0 && done >= a.streams {
+                    break;
+                }
+            }
+            _ = tokio::signal::ctrl_c() => break,
+        }
+    }
+    endpoint.close(0u32.into(), b"bye");
+    endpoint.wait_idle().await;
+    Ok(true)
+}
+
+/// Reads every stream of one connection; the number of streams it read to the end.
+async fn connection(incoming: quinn::Incoming) -> anyhow::Result<u64> {
+    let conn = incoming.await.context("handshake")?;
+    let peer = conn.remote_address();
+    let mut streams = 0;
+    loop {
+        let mut stream = match conn.accept_uni().await {
+            Ok(s) => s,
+            Err(quinn::ConnectionError::ApplicationClosed(_)) | Err(quinn::ConnectionError::LocallyClosed) => break,
+            Err(e) => return Err(e).with_context(|| format!("connection from {peer}")),
+        };
+        let mut buf = vec![0u8; 256 << 10];
+        let (mut bytes, mut first, mut last) = (0u64, None, Instant::now());
+        while let Some(n) = stream.read(&mut buf).await.with_context(|| format!("stream from {peer}"))? {
+            first.get_or_insert_with(Instant::now);
+            last = Instant::now();
+            bytes += n as u64;
+        }
+        let secs = first.map_or(Duration::ZERO, |f| last - f).as_secs_f64();
+        println!(
+            "{}",
+            serde_json::json!({
+                "event": "stream",
+                "peer": peer.to_string(),
+                "bytes": bytes,
+                "duration_s": secs,
+                "goodput_mbps": if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
+            })
+        );
+        streams += 1;
+        // One stream per connection from `ccp-quic send`: closing says it all arrived.
+        conn.close(0u32.into(), b"done");
+    }
+    Ok(streams)
+}

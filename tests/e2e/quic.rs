@@ -1,0 +1,211 @@
+//! The QUIC datapath end to end: `ccp-quic send` and `ccp-quic recv` (quinn) in ccp-router's two
+//! namespaces, the sender's congestion control a CCP algorithm run in-process through the
+//! containment controller (embedded mode), beside quinn's own controllers.
+//!
+//! Link: 50 Mbit/s, 10 ms each way, an 84-packet buffer (one BDP of 1,500-byte packets). Needs
+//! root (namespaces); skips loudly without it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use ccp_integration_tests::{bin, is_root};
+use serde_json::Value;
+
+#[path = "ebpf/support.rs"]
+#[allow(dead_code)]
+mod support;
+use support::{tag, Router, SERIAL};
+
+const LINK_MBPS: f64 = 50.0;
+const RTT_S: f64 = 0.020;
+
+fn skip(test: &str) -> bool {
+    if !is_root() {
+        eprintln!("SKIPPED {test}: needs root (ccp-router's network namespaces); CI runs it as root");
+        return true;
+    }
+    false
+}
+
+/// What one transfer printed: the receiver's stream line, the sender's status lines and summary.
+struct Transfer {
+    goodput_mbps: f64,
+    status: Vec<Value>,
+    summary: Value,
+}
+
+/// One `ccp-quic send` of `secs` with `args` through `router`.
+fn transfer(router: &Router, name: &str, secs: f64, args: &[&str]) -> Transfer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cert = dir.path().join(format!("{name}.der"));
+    let listen = format!("{}:4433", router.receiver_addr);
+    let mut recv = Command::new("ip")
+        .args(["netns", "exec", &router.receiver_ns])
+        .arg(bin("ccp-quic"))
+        .args(["recv", "--listen", &listen, "--streams", "1", "--cert-out"])
+        .arg(&cert)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn ccp-quic recv");
+    let mut lines = BufReader::new(recv.stdout.take().expect("stdout")).lines();
+    let ready = lines.next().expect("the receiver's first line").expect("read");
+    assert!(ready.contains("listening"), "{ready}");
+    let out = Command::new("ip")
+        .args(["netns", "exec", &router.sender_ns])
+        .arg(bin("ccp-quic"))
+        .args(["send", "--dst", &listen, "--seconds", &secs.to_string()])
+        .arg("--cert")
+        .arg(&cert)
+        .args(args)
+        .output()
+        .expect("run ccp-quic send");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stream: Value = match lines.next() {
+        Some(Ok(l)) => serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}")),
+        other => {
+            let _ = recv.kill();
+            panic!("no stream line from the receiver ({other:?}); sender said:\n{stdout}\n{stderr}")
+        }
+    };
+    let _ = recv.wait();
+    assert!(out.status.success(), "ccp-quic send {args:?} failed:\n{stdout}\n{stderr}");
+    let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let summary = lines.iter().find(|v| v["event"] == "summary").cloned().expect("a summary line");
+    assert_eq!(summary["complete"], true, "{summary}");
+    assert_eq!(stream["bytes"], summary["bytes"], "the receiver read every byte the sender wrote");
+    Transfer {
+        goodput_mbps: stream["goodput_mbps"].as_f64().expect("goodput"),
+        status: lines.into_iter().filter(|v| v["event"] == "status").collect(),
+        summary,
+    }
+}
+
+fn router(test: &str, extra: &[&str]) -> Router {
+    Router::start_with(&format!("q{}", tag(test)), 10, LINK_MBPS as u32, 84, extra)
+}
+
+#[test]
+fn a_constant_window_sets_the_throughput_within_ten_percent() {
+    if skip("a_constant_window_sets_the_throughput_within_ten_percent") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = router("qcw", &[]);
+    // 40 datagrams per 20 ms RTT: about half the link, so the queue stays empty and the RTT is
+    // the propagation delay.
+    let t = transfer(&r, "qcw", 5.0, &["--cc", "constant", "--param", "cwnd_pkts=40"]);
+    let mtu = 1452.0; // quinn's datagram once path MTU discovery settled on the 1,500-byte link
+    let expect = 40.0 * mtu * 8.0 / RTT_S / 1e6;
+    let ratio = t.goodput_mbps / expect;
+    // QUIC's framing and the handshake take a few percent; the window is the limit.
+    assert!((0.85..=1.1).contains(&ratio), "goodput {:.1} Mbit/s vs window/RTT {expect:.1} ({ratio:.2})", t.goodput_mbps);
+    let cwnd = t.status.last().expect("status lines")["cwnd_bytes"].as_f64().unwrap();
+    assert!((cwnd / mtu - 40.0).abs() <= 1.0, "quinn runs the commanded window: {cwnd} bytes");
+}
+
+#[test]
+fn reno_over_quic_grows_about_one_datagram_per_rtt_and_halves_on_loss() {
+    if skip("reno_over_quic_grows_about_one_datagram_per_rtt_and_halves_on_loss") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = router("qreno", &[]);
+    let t = transfer(&r, "qreno", 12.0, &["--cc", "reno", "--report-ms", "100"]);
+    let cw: Vec<(f64, f64, f64)> = t
+        .status
+        .iter()
+        .map(|v| (v["t_s"].as_f64().unwrap(), v["cwnd_bytes"].as_f64().unwrap(), v["rtt_ms"].as_f64().unwrap() / 1e3))
+        .collect();
+    let (mut cuts, mut growth) = (Vec::new(), Vec::new());
+    // After slow start (2 s): each step either a cut (a loss) or congestion avoidance.
+    for w in cw.windows(2).filter(|w| w[0].0 >= 2.0) {
+        let ((t0, c0, _), (t1, c1, rtt)) = (w[0], w[1]);
+        if c1 < 0.8 * c0 {
+            cuts.push(c1 / c0);
+        } else {
+            growth.push((c1 - c0) / 1452.0 / ((t1 - t0) / rtt));
+        }
+    }
+    assert!(!cuts.is_empty(), "a 1-BDP buffer overflows within 10 s of Reno: {cw:?}");
+    for c in &cuts {
+        assert!((0.4..=0.6).contains(c), "a loss halves the window: {cuts:?}");
+    }
+    growth.sort_by(f64::total_cmp);
+    let median = growth[growth.len() / 2];
+    assert!((0.6..=1.4).contains(&median), "congestion avoidance: {median:.2} datagrams per RTT (median of {growth:?})");
+}
+
+#[test]
+fn our_cubic_over_quic_moves_as_much_as_quinns_own_and_dctcp_holds_the_queue_near_k() {
+    if skip("our_cubic_over_quic_moves_as_much_as_quinns_own_and_dctcp_holds_the_queue_near_k") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = router("qcub", &[]);
+    let ours = transfer(&r, "qcub", 6.0, &["--cc", "cubic", "--report-ms", "0"]);
+    let theirs = transfer(&r, "qcub", 6.0, &["--native", "cubic", "--report-ms", "0"]);
+    let ratio = ours.goodput_mbps / theirs.goodput_mbps;
+    assert!(ratio >= 0.9, "ours {:.1} vs quinn's Cubic {:.1} Mbit/s", ours.goodput_mbps, theirs.goodput_mbps);
+    drop(r);
+
+    // ECN end to end: ccp-router marks CE above K = 20 packets (4.8 ms at 50 Mbit/s), quinn
+    // echoes the counts, the fold turns a CE-raising frame into marked bytes, DCTCP backs off.
+    let r = router("qdct", &["--qdisc", "dctcp", "--dctcp-k-pkts", "20"]);
+    let t = transfer(&r, "qdct", 6.0, &["--cc", "dctcp", "--report-ms", "100"]);
+    assert!(t.goodput_mbps >= 0.8 * LINK_MBPS, "DCTCP keeps the link busy: {:.1} Mbit/s", t.goodput_mbps);
+    assert!(t.summary["congestion_events"].as_u64().unwrap() > 10, "CE reached the controller: {}", t.summary);
+    // The RTT stays near 20 ms plus K's 4.8 ms, far below the 37 ms a full buffer would add.
+    let rtts: Vec<f64> =
+        t.status.iter().filter(|v| v["t_s"].as_f64().unwrap() >= 2.0).map(|v| v["rtt_ms"].as_f64().unwrap()).collect();
+    let mean = rtts.iter().sum::<f64>() / rtts.len() as f64;
+    assert!((20.0..=28.0).contains(&mean), "smoothed RTT {mean:.1} ms: {rtts:?}");
+}
+
+#[test]
+fn a_python_algorithm_hot_swapped_to_cubic_keeps_the_stream_whole() {
+    if skip("a_python_algorithm_hot_swapped_to_cubic_keeps_the_stream_whole") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let r = router("qpy", &[]);
+    let reno = concat!(env!("CARGO_MANIFEST_DIR"), "/../algorithms/python/examples/reno.py");
+    let alg = format!("py:{reno}:Reno");
+    let t = transfer(&r, "qpy", 6.0, &["--cc", &alg, "--swap-at", "3:cubic", "--report-ms", "500"]);
+    assert_eq!(t.summary["swaps"], 1, "{}", t.summary);
+    assert_eq!(t.summary["final_algorithm"], "cubic");
+    assert_eq!(t.summary["faults"], 0);
+    let before: Vec<&Value> = t.status.iter().filter(|v| v["t_s"].as_f64().unwrap() < 3.0).collect();
+    // The loader names it by its canonical path.
+    let python = |v: &&Value| v["algorithm"].as_str().is_some_and(|a| a.starts_with("py:") && a.ends_with("/reno.py:Reno"));
+    assert!(!before.is_empty() && before.iter().all(python), "{before:?}");
+    assert!(t.goodput_mbps >= 0.7 * LINK_MBPS, "{:.1} Mbit/s across the swap", t.goodput_mbps);
+    // No stall at the swap: every 500 ms after it moved data.
+    for v in t.status.iter().filter(|v| v["t_s"].as_f64().unwrap() > 3.0) {
+        assert!(v["send_mbps"].as_f64().unwrap() > 0.3 * LINK_MBPS, "{v}");
+    }
+}
+
+#[test]
+fn bad_arguments_are_refused_with_a_reason() {
+    let run = |args: &[&str]| {
+        let out = Command::new(bin("ccp-quic")).args(args).output().expect("run ccp-quic");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (ok, err) = run(&["send", "--dst", "127.0.0.1:9", "--cert", "/nonexistent", "--cc", "no-such-cc", "--seconds", "1"]);
+    assert!(!ok && err.contains("no-such-cc"), "{err}");
+    let (ok, err) = run(&["send", "--dst", "nowhere", "--cert", "/nonexistent", "--cc", "reno", "--seconds", "1"]);
+    assert!(!ok && err.contains("nowhere") && err.contains("address"), "{err}");
+    let (ok, err) = run(&["send", "--dst", "127.0.0.1:9", "--cert", "/nonexistent", "--cc", "reno", "--seconds", "1"]);
+    assert!(!ok && err.contains("/nonexistent"), "{err}");
+    let (ok, err) = run(&["send", "--dst", "127.0.0.1:9", "--cert", "/x", "--cc", "reno", "--param", "beta", "--seconds", "1"]);
+    assert!(!ok && err.contains("key=value"), "{err}");
+    let (ok, err) = run(&["send", "--dst", "127.0.0.1:9", "--cert", "/x", "--native", "vegas", "--seconds", "1"]);
+    assert!(!ok && err.contains("vegas"), "{err}");
+    let (ok, err) =
+        run(&["send", "--dst", "127.0.0.1:9", "--cert", "/x", "--cc", "reno", "--swap-at", "soon:cubic", "--seconds", "1"]);
+    assert!(!ok && err.contains("soon"), "{err}");
+    let (ok, err) = run(&["send", "--dst", "127.0.0.1:9", "--cert", "/x", "--cc", "reno"]);
+    assert!(!ok && err.contains("--seconds"), "{err}");
+}
