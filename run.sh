@@ -10,21 +10,23 @@
 #   ./run.sh libccp-demo [ALGORITHM] [SECS]  the agent driving emulated flows of the real libccp library
 #   ./run.sh dpdk-demo [ALGORITHM] [SECS]    the agent steering the DPDK datapath's user-space TCP sender
 #                                            through an emulated link to a kernel receiver (needs root)
+#   ./run.sh quic-demo [ALGORITHM] [SECS]    a QUIC (quinn) transfer steered by an algorithm in-process,
+#                                            then the same on quinn's own Cubic (needs root)
 set -euo pipefail
 cd "$(dirname "$0")"
 cmd=${1:-compare}
 [ $# -gt 0 ] && shift
 case "$cmd" in
-    compare|demo|agent|dpdk-demo)
+    compare|demo|agent|dpdk-demo|quic-demo)
         if [ "$(id -u)" -ne 0 ]; then
             echo "./run.sh $cmd needs root (network namespaces, BPF); try: sudo ./run.sh $cmd $*" >&2
             exit 1
         fi ;;
     libccp-demo) ;;
-    *) echo "usage: ./run.sh [compare [OPTIONS...] | demo [ALGORITHM] [SECONDS] | agent [ARGS...] | libccp-demo [ALGORITHM] [SECONDS] | dpdk-demo [ALGORITHM] [SECONDS]]" >&2; exit 2 ;;
+    *) echo "usage: ./run.sh [compare [OPTIONS...] | demo [ALGORITHM] [SECONDS] | agent [ARGS...] | libccp-demo [ALGORITHM] [SECONDS] | dpdk-demo [ALGORITHM] [SECONDS] | quic-demo [ALGORITHM] [SECONDS]]" >&2; exit 2 ;;
 esac
 ./scripts/setup.sh
-cargo build --release --locked -p ccp-agent -p ccp-router -p ccp-test-datapath -p ccp-dpdk -p ccp-lab
+cargo build --release --locked -p ccp-agent -p ccp-router -p ccp-test-datapath -p ccp-dpdk -p ccp-quic -p ccp-lab
 bin="${CARGO_TARGET_DIR:-target}/release"
 case "$cmd" in
     compare)
@@ -38,4 +40,5 @@ case "$cmd" in
     agent) exec "$bin/ccp-agent" run --datapath ebpf "$@" ;;
     libccp-demo) exec ./scripts/demo-libccp.sh "$@" ;;
     dpdk-demo) exec ./scripts/demo-dpdk.sh "$@" ;;
+    quic-demo) exec ./scripts/demo-quic.sh "$@" ;;
 esac

@@ -127,8 +127,10 @@ pub async fn run(a: Args) -> anyhow::Result<bool> {
         "algorithm": name,
         "bytes": written,
         "seconds": t0.elapsed().as_secs_f64(),
+        "datagrams": s.udp_tx.datagrams,
         "lost_packets": s.path.lost_packets,
         "congestion_events": s.path.congestion_events,
+        "cpu_s": cpu_seconds(),
         "complete": ok,
     });
     if let Some(h) = &handle {
@@ -146,6 +148,17 @@ pub async fn run(a: Args) -> anyhow::Result<bool> {
     }
     endpoint.wait_idle().await;
     Ok(ok)
+}
+
+/// This process's CPU time so far, user and system, seconds.
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
+        return f64::NAN;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(u.ru_utime) + secs(u.ru_stime)
 }
 
 fn native(name: &str) -> anyhow::Result<super::Factory> {
