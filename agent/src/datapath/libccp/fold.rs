@@ -220,6 +220,8 @@ impl Fold {
 #[derive(Debug, Clone)]
 pub struct FlowDecoder {
     pub mss_bytes: u32,
+    /// The previous report had no selective acknowledgement and no loss (see `decode`).
+    prev_in_order: bool,
     prev_now_us: Option<u64>,
     prev_at: Instant,
     srtt_us: Option<f64>,
@@ -227,7 +229,7 @@ pub struct FlowDecoder {
 
 impl FlowDecoder {
     pub fn new(mss_bytes: u32, started_at: Instant) -> Self {
-        FlowDecoder { mss_bytes, prev_now_us: None, prev_at: started_at, srtt_us: None }
+        FlowDecoder { mss_bytes, prev_in_order: true, prev_now_us: None, prev_at: started_at, srtt_us: None }
     }
 
     /// Turns one MEASURE's fields into a `Report`. `fields.len()` must equal `layout.num_fields`.
@@ -270,8 +272,16 @@ impl FlowDecoder {
 
         let acked_bytes = f(layout.acked_bytes);
         let acked_pkts = f(layout.acked_pkts);
-        // A datapath may change its MSS (PMTU discovery); learn it from what was acked.
-        if acked_pkts > 0 && acked_bytes >= acked_pkts {
+        // A datapath may change its MSS (PMTU discovery); learn it from what was acked — but
+        // only while data arrives in order. When a cumulative ACK passes data SACKed before,
+        // `acked_bytes` holds those bytes and `acked_pkts` not their packets (the contract's
+        // meaning), so bytes per packet is no MSS: on the QUIC datapath a hole closing after
+        // 16 SACKed packets read as a 23,232-byte MSS, and the algorithm's window followed.
+        // Such a report follows one with SACKs or losses (or has them itself).
+        let in_order = f(layout.sacked_pkts) == 0 && f(layout.lost_pkts) == 0;
+        let learn = in_order && self.prev_in_order;
+        self.prev_in_order = in_order;
+        if learn && acked_pkts > 0 && acked_bytes >= acked_pkts {
             let mss = acked_bytes / acked_pkts;
             if mss > 0 && mss <= u64::from(u16::MAX) {
                 self.mss_bytes = mss as u32;

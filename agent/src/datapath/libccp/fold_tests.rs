@@ -281,3 +281,26 @@ fn the_window_limits_when_less_than_an_mss_of_it_was_free() {
     let r = (0..30u64).find_map(|i| h.invoke(Primitives { bytes_in_flight: 12_000, ..sparse }, 300_000 + i * 1_000)).unwrap();
     assert!(r.cwnd_limited, "less than 9000 B of the window free");
 }
+
+#[test]
+fn the_mss_is_learnt_from_data_in_order_never_from_a_cumulative_ack_over_sacked_data() {
+    let mut h = Harness::new(); // MSS 1000 at the start
+    let pkts = |bytes: u32, pkts: u32| Primitives { packets_acked: pkts, snd_cwnd: 4_000, ..ack(bytes, 20_000) };
+    // Path MTU discovery: packets of 1,400 bytes, in order, report after report.
+    let r = (1..20u64).find_map(|i| h.invoke(pkts(1400, 1), i * 1_000)).unwrap();
+    assert_eq!(r.mss_bytes, 1400);
+    // A loss, then SACKs beyond the hole...
+    let lost = Primitives { lost_pkts_sample: 1, ..pkts(0, 0) };
+    assert_eq!(h.invoke(lost, 30_000).unwrap().mss_bytes, 1400);
+    let sacked = Primitives { bytes_misordered: 14_000, packets_misordered: 10, ..pkts(0, 0) };
+    let r = (31..60u64).find_map(|i| h.invoke(sacked, i * 1_000)).unwrap();
+    assert_eq!(r.mss_bytes, 1400);
+    // ...and the retransmission's ACK moves the cumulative point over all of it: 15 packets'
+    // bytes, one packet newly delivered. That is no MSS of 21,000 bytes.
+    let r = (60..90u64).find_map(|i| h.invoke(pkts(21_000, 1), i * 1_000)).unwrap();
+    assert_eq!(r.acked_bytes, 21_000);
+    assert_eq!(r.mss_bytes, 1400, "learnt only from data in order");
+    // In order again, two reports in a row: learnt again.
+    let r = (90..200u64).filter_map(|i| h.invoke(pkts(1200, 1), i * 1_000)).nth(1).unwrap();
+    assert_eq!(r.mss_bytes, 1200);
+}
