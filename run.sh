@@ -10,8 +10,8 @@
 #   ./run.sh libccp-demo [ALGORITHM] [SECS]  the agent driving emulated flows of the real libccp library
 #   ./run.sh dpdk-demo [ALGORITHM] [SECS]    the agent steering the DPDK datapath's user-space TCP sender
 #                                            through an emulated link to a kernel receiver (needs root)
-#   ./run.sh quic-demo [ALGORITHM] [SECS]    a QUIC (quinn) transfer steered by an algorithm in-process,
-#                                            then the same on quinn's own Cubic (needs root)
+#   ./run.sh quic-demo [ALGORITHM] [SECS]    QUIC (quinn) transfers: the algorithm in-process, then steered
+#                                            by ccp-agent, then quinn's own Cubic (needs root)
 set -euo pipefail
 cd "$(dirname "$0")"
 cmd=${1:-compare}
@@ -26,7 +26,7 @@ case "$cmd" in
     *) echo "usage: ./run.sh [compare [OPTIONS...] | demo [ALGORITHM] [SECONDS] | agent [ARGS...] | libccp-demo [ALGORITHM] [SECONDS] | dpdk-demo [ALGORITHM] [SECONDS] | quic-demo [ALGORITHM] [SECONDS]]" >&2; exit 2 ;;
 esac
 ./scripts/setup.sh
-cargo build --release --locked -p ccp-agent -p ccp-router -p ccp-test-datapath -p ccp-dpdk -p ccp-quic -p ccp-lab
+cargo build --release --locked -p ccp-agent -p ccp-router -p ccp-test-datapath -p ccp-dpdk -p ccp-quic -p ccp-quic-agent -p ccp-lab
 bin="${CARGO_TARGET_DIR:-target}/release"
 case "$cmd" in
     compare)

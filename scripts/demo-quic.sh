@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Self-contained demo of the QUIC datapath: ccp-quic sends one QUIC stream (quinn) through
-# ccp-router's emulated link (20 ms, 50 Mbit/s, 84 packets = 1 BDP) to ccp-quic recv, its
-# congestion control a CCP algorithm run in-process through the containment controller; then
-# the same transfer on quinn's own Cubic, for comparison. Prints window, RTT and losses once a
-# second, and each receiver's goodput.
-#   scripts/demo-quic.sh [ALGORITHM] [SECONDS]     (defaults: cubic, 15; needs root)
+# Self-contained demo of the QUIC datapath: one QUIC stream (quinn) at a time through ccp-router's
+# emulated link (20 ms, 50 Mbit/s, 84 packets = 1 BDP) to ccp-quic recv — its congestion control
+# the algorithm run in-process (embedded mode), then the same algorithm in ccp-agent steering the
+# connection through libccp (agent mode), then quinn's own Cubic for comparison. Prints window,
+# RTT and losses once a second, and each receiver's goodput.
+#   scripts/demo-quic.sh [ALGORITHM] [SECONDS]     (defaults: cubic, 10; needs root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ALG=${1:-cubic}
-SECS=${2:-15}
+SECS=${2:-10}
 BIN=${CARGO_TARGET_DIR:-target}/release
 PFX=ccpquic$$
 dir=$(mktemp -d /tmp/ccp-quic-demo.XXXXXX)
@@ -26,19 +26,30 @@ pids+=($!)
 for _ in $(seq 50); do grep -q ready "$dir/router.out" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$dir/router.out" || { echo "ccp-router did not start:"; cat "$dir/router.err"; exit 1; }
 
-transfer() { # CC-ARGS...
+transfer() { # SENDER CC-ARGS...
+    local sender=$1
+    shift
     ip netns exec "$PFX-rcv" "$BIN/ccp-quic" recv --listen 10.77.0.2:4433 --cert-out "$dir/cert.der" --streams 1 \
         >"$dir/recv.out" 2>"$dir/recv.err" &
     local rx=$!
     for _ in $(seq 50); do [ -s "$dir/recv.out" ] && break; sleep 0.1; done
-    ip netns exec "$PFX-snd" "$BIN/ccp-quic" send --dst 10.77.0.2:4433 --cert "$dir/cert.der" --seconds "$SECS" "$@" \
-        || { echo "ccp-quic send failed"; cat "$dir/recv.err"; exit 1; }
+    ip netns exec "$PFX-snd" "$BIN/$sender" send --dst 10.77.0.2:4433 --cert "$dir/cert.der" --seconds "$SECS" "$@" \
+        || { echo "$sender send failed"; cat "$dir/recv.err"; exit 1; }
     wait "$rx" || true
     echo "receiver: $(tail -1 "$dir/recv.out")"
+    echo
 }
 
-echo "ccp-quic ($ALG, in-process) -> ccp-router 20 ms, 50 Mbit/s, 84 packets -> ccp-quic recv, ${SECS} s"
-transfer --cc "$ALG"
-echo
-echo "the same on quinn's own Cubic:"
-transfer --native cubic
+echo "== embedded: ccp-quic ($ALG, in-process) -> ccp-router 20 ms, 50 Mbit/s, 84 packets -> ccp-quic recv, ${SECS} s"
+transfer ccp-quic --cc "$ALG"
+
+echo "== agent mode: ccp-agent ($ALG) <- libccp <- ccp-quic-agent -> the same link"
+"$BIN/ccp-agent" --log-level warn run --datapath unix --algorithm "$ALG" --ipc-dir "$dir" --ipc-name agent \
+    --control-socket "$dir/ctl.sock" 2>"$dir/agent.log" &
+pids+=($!)
+for _ in $(seq 50); do [ -S "$dir/agent" ] && break; sleep 0.1; done
+[ -S "$dir/agent" ] || { echo "agent did not start:"; cat "$dir/agent.log"; exit 1; }
+transfer ccp-quic-agent --ipc-dir "$dir" --agent agent
+
+echo "== quinn's own Cubic on the same link"
+transfer ccp-quic --native cubic

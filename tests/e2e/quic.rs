@@ -1,14 +1,16 @@
 //! The QUIC datapath end to end: `ccp-quic send` and `ccp-quic recv` (quinn) in ccp-router's two
 //! namespaces, the sender's congestion control a CCP algorithm run in-process through the
-//! containment controller (embedded mode), beside quinn's own controllers.
+//! containment controller (embedded mode), beside quinn's own controllers; and `ccp-quic-agent
+//! send`, the same sender steered by a running `ccp-agent` through libccp (agent mode).
 //!
 //! Link: 50 Mbit/s, 10 ms each way, an 84-packet buffer (one BDP of 1,500-byte packets). Needs
 //! root (namespaces); skips loudly without it.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
-use ccp_integration_tests::{bin, is_root};
+use ccp_integration_tests::{bin, is_root, Agent};
 use serde_json::Value;
 
 #[path = "ebpf/support.rs"]
@@ -32,10 +34,18 @@ struct Transfer {
     goodput_mbps: f64,
     status: Vec<Value>,
     summary: Value,
+    stderr: String,
 }
 
-/// One `ccp-quic send` of `secs` with `args` through `router`.
-fn transfer(router: &Router, name: &str, secs: f64, args: &[&str]) -> Transfer {
+/// A transfer under way: the receiver, and the sender (`ccp-quic send` or `ccp-quic-agent send`).
+struct Running {
+    _dir: tempfile::TempDir,
+    recv: std::process::Child,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    send: std::process::Child,
+}
+
+fn start(router: &Router, name: &str, secs: f64, sender: &str, args: &[&str]) -> Running {
     let dir = tempfile::tempdir().expect("tempdir");
     let cert = dir.path().join(format!("{name}.der"));
     let listen = format!("{}:4433", router.receiver_addr);
@@ -51,26 +61,33 @@ fn transfer(router: &Router, name: &str, secs: f64, args: &[&str]) -> Transfer {
     let mut lines = BufReader::new(recv.stdout.take().expect("stdout")).lines();
     let ready = lines.next().expect("the receiver's first line").expect("read");
     assert!(ready.contains("listening"), "{ready}");
-    let out = Command::new("ip")
+    let send = Command::new("ip")
         .args(["netns", "exec", &router.sender_ns])
-        .arg(bin("ccp-quic"))
+        .arg(bin(sender))
         .args(["send", "--dst", &listen, "--seconds", &secs.to_string()])
         .arg("--cert")
         .arg(&cert)
         .args(args)
-        .output()
-        .expect("run ccp-quic send");
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the sender");
+    Running { _dir: dir, recv, lines, send }
+}
+
+fn finish(mut r: Running, args: &[&str]) -> Transfer {
+    let out = r.send.wait_with_output().expect("wait for the sender");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let stream: Value = match lines.next() {
+    let stream: Value = match r.lines.next() {
         Some(Ok(l)) => serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}")),
         other => {
-            let _ = recv.kill();
+            let _ = r.recv.kill();
             panic!("no stream line from the receiver ({other:?}); sender said:\n{stdout}\n{stderr}")
         }
     };
-    let _ = recv.wait();
-    assert!(out.status.success(), "ccp-quic send {args:?} failed:\n{stdout}\n{stderr}");
+    let _ = r.recv.wait();
+    assert!(out.status.success(), "send {args:?} failed:\n{stdout}\n{stderr}");
     let lines: Vec<Value> = stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
     let summary = lines.iter().find(|v| v["event"] == "summary").cloned().expect("a summary line");
     assert_eq!(summary["complete"], true, "{summary}");
@@ -79,7 +96,13 @@ fn transfer(router: &Router, name: &str, secs: f64, args: &[&str]) -> Transfer {
         goodput_mbps: stream["goodput_mbps"].as_f64().expect("goodput"),
         status: lines.into_iter().filter(|v| v["event"] == "status").collect(),
         summary,
+        stderr: stderr.to_string(),
     }
+}
+
+/// One `ccp-quic send` of `secs` with `args` through `router`.
+fn transfer(router: &Router, name: &str, secs: f64, args: &[&str]) -> Transfer {
+    finish(start(router, name, secs, "ccp-quic", args), args)
 }
 
 fn router(test: &str, extra: &[&str]) -> Router {
@@ -208,4 +231,108 @@ fn bad_arguments_are_refused_with_a_reason() {
     assert!(!ok && err.contains("soon"), "{err}");
     let (ok, err) = run(&["send", "--dst", "127.0.0.1:9", "--cert", "/x", "--cc", "reno"]);
     assert!(!ok && err.contains("--seconds"), "{err}");
+}
+
+/// Status lines between `from` and `to` seconds: (send Mbit/s, who steered).
+fn between(t: &Transfer, from: f64, to: f64) -> Vec<(f64, String)> {
+    t.status
+        .iter()
+        .filter(|v| (from..to).contains(&v["t_s"].as_f64().unwrap()))
+        .map(|v| (v["send_mbps"].as_f64().unwrap(), v["algorithm"].as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
+#[test]
+fn agent_mode_a_constant_window_from_the_agent_sets_the_throughput() {
+    if skip("agent_mode_a_constant_window_from_the_agent_sets_the_throughput") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["--algorithm", "constant", "-p", "cwnd_pkts=40"]);
+    let r = router("qacw", &[]);
+    let ipc = dir.path().to_str().unwrap();
+    let args = ["--ipc-dir", ipc, "--agent", "agent", "--report-ms", "500"];
+    let t = finish(start(&r, "qacw", 5.0, "ccp-quic-agent", &args), &args);
+    let steered = between(&t, 1.0, 5.0);
+    assert!(steered.len() >= 6 && steered.iter().all(|l| l.1 == "agent"), "the agent steered throughout: {steered:?}");
+    // The agent was announced the datagram size quinn settled on (1,452 bytes), so its 40
+    // packets are 40 of those.
+    let expect = 40.0 * 1452.0 * 8.0 / RTT_S / 1e6;
+    let ratio = t.goodput_mbps / expect;
+    assert!((0.85..=1.1).contains(&ratio), "goodput {:.1} Mbit/s vs window/RTT {expect:.1} ({ratio:.2})", t.goodput_mbps);
+    assert!(t.summary["frames_to_agent"].as_u64().unwrap() > 1000, "{}", t.summary);
+    assert_eq!(t.summary["rejected"], 0, "{}", t.summary);
+    agent.wait_log("flow started", Duration::from_secs(1));
+}
+
+#[test]
+fn agent_mode_after_kill_9_quinns_cubic_keeps_the_transfer_going_and_a_new_agent_readopts_it() {
+    if skip("agent_mode_after_kill_9_quinns_cubic_keeps_the_transfer_going_and_a_new_agent_readopts_it") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["--algorithm", "reno"]);
+    let r = router("qak9", &[]);
+    let ipc = dir.path().to_str().unwrap();
+    let args = ["--ipc-dir", ipc, "--agent", "agent", "--report-ms", "500"];
+    let running = start(&r, "qak9", 12.0, "ccp-quic-agent", &args);
+    std::thread::sleep(Duration::from_secs(3));
+    agent.kill9();
+    std::thread::sleep(Duration::from_secs(4));
+    let agent = Agent::start_unix(dir.path(), &["--algorithm", "reno"]);
+    let t = finish(running, &args);
+    let (before, gone, back) = (between(&t, 1.5, 3.0), between(&t, 4.0, 7.0), between(&t, 9.0, 12.0));
+    eprintln!("agent: {before:?}\nfallback: {gone:?}\nreadopted: {back:?}\n{}", t.stderr);
+    assert!(!before.is_empty() && before.iter().all(|l| l.1 == "agent"), "the agent steered before the kill: {before:?}");
+    assert!(
+        !gone.is_empty() && gone.iter().all(|l| l.1 == "fallback:cubic"),
+        "quinn's Cubic steered while the agent was gone: {gone:?}"
+    );
+    let mean = gone.iter().map(|l| l.0).sum::<f64>() / gone.len() as f64;
+    assert!(mean >= 0.5 * LINK_MBPS, "the fallback keeps ≥ 50 % of the link: {mean:.1} Mbit/s");
+    assert!(!back.is_empty() && back.iter().all(|l| l.1 == "agent"), "a new agent re-adopted the connection: {back:?}");
+    assert_eq!(t.summary["agents_lost"], 1, "{}", t.summary);
+    agent.wait_log("flow started", Duration::from_secs(1));
+}
+
+#[test]
+fn agent_mode_malformed_agent_messages_are_rejected_and_the_transfer_goes_on() {
+    if skip("agent_mode_malformed_agent_messages_are_rejected_and_the_transfer_goes_on") {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let agent = Agent::start_unix(dir.path(), &["--algorithm", "reno"]);
+    let r = router("qamf", &[]);
+    let ipc = dir.path().to_str().unwrap();
+    let args = ["--ipc-dir", ipc, "--agent", "agent", "--report-ms", "0"];
+    let running = start(&r, "qamf", 3.0, "ccp-quic-agent", &args);
+    // Garbage from a local process that can write the datapath's socket: a truncated header, a
+    // header claiming more bytes than sent, an unknown type, an INSTALL with nonsense counts.
+    let sock = dir.path().join("quic");
+    let t0 = std::time::Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the datapath's socket did not appear");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let bad: [&[u8]; 4] = [
+        &[1, 0],
+        &[2, 0, 200, 0, 1, 0, 0, 0],
+        &[99, 0, 8, 0, 1, 0, 0, 0],
+        &[3, 0, 24, 0, 1, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0],
+    ];
+    let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    for _ in 0..25 {
+        for b in bad {
+            let _ = s.send_to(b, &sock);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let t = finish(running, &args);
+    assert!(t.summary["rejected"].as_u64().unwrap() >= 50, "the bad messages were counted as rejected: {}", t.summary);
+    assert!(t.summary["frames_to_agent"].as_u64().unwrap() > 0, "the agent still steered: {}", t.summary);
+    assert!(t.goodput_mbps >= 0.7 * LINK_MBPS, "{:.1} Mbit/s", t.goodput_mbps);
+    drop(agent);
 }

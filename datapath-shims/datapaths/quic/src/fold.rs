@@ -1,49 +1,22 @@
-//! quinn's congestion callbacks folded into the contract's [`Report`].
+//! ACK frames ([`ccp_quic_core::frame`]) folded into the contract's [`Report`]: counters summed over the
+//! report interval, RTT statistics over the frames' samples, rates over the same packets.
 //!
-//! quinn-proto 0.11 tells a controller about one ACK frame in this order, all with the same `now`:
-//! `on_ack` once per newly acknowledged ack-eliciting packet (with the time it was sent), then
-//! `on_end_acks` (bytes in flight, app-limited), then — from the same frame — at most one
-//! `on_congestion_event` for newly lost packets and at most one with `lost_bytes = 0` when the
-//! peer's ECN-CE count went up. A frame is therefore only complete at the next callback with a
-//! later `now`; the fold closes the frame there, so everything one frame carries (its acks, its
-//! losses, its CE) lands in the same report.
-//!
-//! What the fold measures, and how it departs from a TCP datapath's:
-//! - **RTT**: one sample per frame, `now` minus the send time of the newest packet it
-//!   acknowledges (the kernel's rate-sample RTT; ack delay included, as in TCP). The smoothed RTT
-//!   is quinn's own (RFC 9002, ack delay removed), as quinn passed it with the frame's acks.
-//! - **Rates over the same packets**: between the previous report's last frame and this one's,
-//!   the bytes acknowledged over the time between the two frames (delivery rate) and over the
-//!   time between the send times of the newest packets each acknowledged (send rate).
-//! - **Cumulative and selective**: the contract's `acked_bytes` is how far TCP's cumulative ACK
-//!   moved, and algorithms end a congestion event when the flight at the cut has been
-//!   cumulatively acknowledged (`window.rs`). QUIC has no cumulative ACK, and a lost packet is
-//!   never acknowledged: its data goes again in a new packet. So the fold keeps TCP's meaning:
-//!   from a loss until a packet sent after it is acknowledged (the retransmission's round trip),
-//!   acknowledgements are selective (`sacked_*`); that acknowledgement moves the cumulative
-//!   point over everything held back, as TCP's `snd_una` jumps over SACKed data. But not before
-//!   every packet sent before the loss has been acknowledged or declared lost, which RFC 9002's
-//!   time threshold (§6.1.2) bounds at 9/8 of the RTT after the loss: a later loss of an
-//!   earlier packet is TCP's second hole below the recovery point. Without this, a tail loss
-//!   QUIC declares by its time threshold came after the flight at the cut was acknowledged,
-//!   and Reno cut twice for one drop-tail overflow in about half the overflows (50 Mbit/s,
-//!   20 ms, 1 BDP).
-//! - **Loss**: quinn gives lost bytes, not packets; `lost_pkts` is the bytes in datagrams of the
-//!   current size, rounded up. Persistent congestion (RFC 9002 §7.6) is reported as a timeout:
-//!   it is QUIC's counterpart of an RTO collapse.
-//! - **ECN**: quinn 0.11 does not pass CE counts to a controller (quinn#2487), only that a frame
-//!   raised the CE count. The fold then counts every byte that frame acknowledged as CE, which is
-//!   exactly the kernel's DCTCP accounting of an ACK with ECE (`tcp_dctcp.c`: bytes acked by an
-//!   ECE ACK are marked bytes), and one `ece_acks`.
+//! - **Rates**: between the previous report's last frame and this one's, the bytes delivered
+//!   over the time between the two frames (delivery rate) and between the send times of the
+//!   newest packets each acknowledged (send rate).
 //! - **Window-limited**: quinn marks a frame app-limited when the connection had nothing to send
 //!   when the window allowed it; an interval is window-limited when any of its frames was not.
 //! - `pending_bytes` is not known to a quinn controller; it is reported as the bytes in flight.
+//! - A frame's loss is urgent (`Loss`), persistent congestion a timeout (`Timeout`).
 
 use ccp_contract::{Report, RttStats, Urgent};
 
-/// Counters since the last report, and what one ACK frame carries while it is open.
+use ccp_quic_core::frame::{FrameSample, Frames};
+
+/// Frames since the last report, summed.
 #[derive(Debug, Clone, Default)]
 pub struct Fold {
+    frames: Frames,
     interval_start_us: Option<u64>,
     acked_bytes: u64,
     acked_pkts: u64,
@@ -59,46 +32,18 @@ pub struct Fold {
     rtt_last_us: u64,
     rtt_sum_us: u64,
     rtt_samples: u32,
-    /// Frames in the interval, and how many of them were app-limited.
-    frames: u32,
-    app_limited_frames: u32,
+    /// Frames in the interval that ended a batch of acks, and how many were app-limited.
+    batches: u32,
+    app_limited_batches: u32,
     urgent: Option<Urgent>,
-
-    /// The open frame: its `now`, what it acknowledged, and the newest send time among it.
-    frame: Option<Frame>,
-    /// The last closed frame's time and newest send time: where the next rate sample starts.
+    /// The last frame of the previous report (its time and newest send time): where this
+    /// report's rates start; the same for this report's last frame, and the bytes delivered
+    /// after the anchor.
     rate_anchor: Option<(u64, u64)>,
-    /// The same for the last frame of the interval being folded, and the bytes the frames after
-    /// the anchor acknowledged.
     rate_end: Option<(u64, u64)>,
     rate_bytes: u64,
-
-    /// The latest loss, while the cumulative point is held back by it: acknowledgements are
-    /// selective until then, and `held_bytes` of them wait for the cumulative point.
-    hole: Option<Hole>,
-    held_bytes: u64,
-
-    /// Gauges, as of the last frame.
+    /// As of the last frame.
     inflight_bytes: u64,
-    srtt_us: Option<u64>,
-}
-
-/// A loss holding the cumulative point back.
-#[derive(Debug, Clone, Copy)]
-struct Hole {
-    /// When it was declared: a packet sent after this is the retransmission's round trip.
-    since_us: u64,
-    /// When every packet sent before it is sure to be acknowledged or declared lost.
-    settled_us: u64,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Frame {
-    now_us: u64,
-    bytes: u64,
-    pkts: u64,
-    newest_sent_us: u64,
-    ended: bool,
 }
 
 /// What the datapath holds when a report is taken.
@@ -119,106 +64,57 @@ impl Fold {
     /// One newly acknowledged packet of `bytes`, sent at `sent_us`; `srtt_us` is quinn's smoothed
     /// RTT as it passed it.
     pub fn on_ack(&mut self, now_us: u64, sent_us: u64, bytes: u64, srtt_us: Option<u64>) {
-        self.close_frame_before(now_us);
-        self.interval_start_us.get_or_insert(now_us);
-        let f = self.frame.get_or_insert(Frame { now_us, bytes: 0, pkts: 0, newest_sent_us: sent_us, ended: false });
-        // Two frames handled in the same microsecond are one.
-        f.ended = false;
-        f.bytes += bytes;
-        f.pkts += 1;
-        f.newest_sent_us = f.newest_sent_us.max(sent_us);
-        match self.hole {
-            Some(h) if sent_us <= h.since_us || now_us < h.settled_us => {
-                self.sacked_bytes += bytes;
-                self.sacked_pkts += 1;
-                self.held_bytes += bytes;
-            }
-            _ => {
-                self.acked_bytes += bytes + std::mem::take(&mut self.held_bytes);
-                self.acked_pkts += 1;
-                self.hole = None;
-            }
-        }
-        if srtt_us.is_some() {
-            self.srtt_us = srtt_us;
-        }
+        let closed = self.frames.on_ack(now_us, sent_us, bytes, srtt_us);
+        self.add(closed, now_us);
     }
 
     /// The frame's acks are all in: the bytes in flight after it, and whether the sender was
     /// app-limited before it.
     pub fn on_end_acks(&mut self, now_us: u64, inflight_bytes: u64, app_limited: bool) {
-        self.close_frame_before(now_us);
-        self.inflight_bytes = inflight_bytes;
-        match &mut self.frame {
-            Some(f) if f.now_us == now_us && !f.ended => f.ended = true,
-            // A frame that acknowledged nothing ack-eliciting: nothing to sample.
-            _ => return,
-        }
-        self.frames += 1;
-        if app_limited {
-            self.app_limited_frames += 1;
-        }
+        let closed = self.frames.on_end_acks(now_us, inflight_bytes, app_limited);
+        self.add(closed, now_us);
     }
 
     /// Packets of `lost_bytes` were declared lost; `persistent`: RFC 9002's persistent congestion.
     pub fn on_loss(&mut self, now_us: u64, lost_bytes: u64, persistent: bool, mss_bytes: u32) {
-        self.close_frame_before(now_us);
-        self.interval_start_us.get_or_insert(now_us);
-        self.lost_pkts += lost_bytes.div_ceil(u64::from(mss_bytes.max(1))).max(1);
-        // RFC 9002's kTimeThreshold: 9/8 of the larger of the smoothed and the latest RTT.
-        let rtt_us = self.srtt_us.unwrap_or(0).max(self.rtt_last_us);
-        self.hole = Some(Hole { since_us: now_us, settled_us: now_us + rtt_us * 9 / 8 });
-        self.raise(Urgent::Loss);
-        if persistent {
-            self.timeouts += 1;
-            self.raise(Urgent::Timeout);
-        }
+        let closed = self.frames.on_loss(now_us, lost_bytes, persistent, mss_bytes);
+        self.add(closed, now_us);
     }
 
     /// The peer's CE count went up with the frame acknowledged at `now_us`.
     pub fn on_ecn_ce(&mut self, now_us: u64, mss_bytes: u32) {
-        self.close_frame_before(now_us);
-        self.interval_start_us.get_or_insert(now_us);
-        self.ece_acks += 1;
-        match self.frame {
-            Some(f) if f.now_us == now_us => {
-                self.ce_bytes += f.bytes;
-                self.ce_pkts += f.pkts;
-            }
-            // quinn raises it with the frame's acks; if it ever did not, count one packet.
-            _ => {
-                self.ce_bytes += u64::from(mss_bytes);
-                self.ce_pkts += 1;
-            }
-        }
+        let closed = self.frames.on_ecn_ce(now_us, mss_bytes);
+        self.add(closed, now_us);
     }
 
     /// Any callback at `now_us`: closes the open frame if `now_us` is later than it.
     pub fn tick(&mut self, now_us: u64) {
-        self.close_frame_before(now_us);
+        let closed = self.frames.close_before(now_us);
+        self.add(closed, now_us);
     }
 
     /// Whether a report is due at `now_us`: something urgent happened, the interval elapsed with
     /// something to say, or enough packets were acknowledged. Only closed frames count.
     pub fn due(&self, now_us: u64, due: Due) -> bool {
         let Some(start) = self.interval_start_us else { return false };
-        if self.frame.is_some() {
+        if self.frames.is_open() {
             return false;
         }
         self.urgent.is_some()
             || now_us.saturating_sub(start) >= due.interval_us
-            || (due.acked_pkts > 0 && self.acked_pkts >= u64::from(due.acked_pkts))
+            || (due.acked_pkts > 0 && self.acked_pkts + self.sacked_pkts >= u64::from(due.acked_pkts))
     }
 
     /// The report of everything folded since the last one, ending at `now_us`; starts the next.
     pub fn take(&mut self, now_us: u64, g: Gauges) -> Report {
-        self.close_frame_before(u64::MAX);
+        let closed = self.frames.close();
+        self.add(closed, now_us);
         let start = self.interval_start_us.unwrap_or(now_us);
         let rtt = (self.rtt_samples > 0).then(|| RttStats {
             min_us: self.rtt_min_us,
             max_us: self.rtt_max_us,
             last_us: self.rtt_last_us,
-            srtt_us: self.srtt_us.unwrap_or(self.rtt_last_us).max(1),
+            srtt_us: self.frames.srtt_us().unwrap_or(self.rtt_last_us).max(1),
             mean_us: self.rtt_sum_us / u64::from(self.rtt_samples),
             samples: self.rtt_samples,
         });
@@ -248,21 +144,17 @@ impl Fold {
             pending_bytes: self.inflight_bytes,
             cwnd_bytes: g.cwnd_bytes,
             pacing_rate_bytes_per_s: None,
-            app_limited: self.app_limited_frames > 0,
-            cwnd_limited: self.frames == 0 || self.app_limited_frames < self.frames,
+            app_limited: self.app_limited_batches > 0,
+            cwnd_limited: self.batches == 0 || self.app_limited_batches < self.batches,
             urgent: self.urgent,
             ..Report::default()
         };
-        if self.rate_end.is_some() {
-            self.rate_anchor = self.rate_end;
-        }
+        let rate_anchor = self.rate_end.or(self.rate_anchor);
         *self = Fold {
-            rate_anchor: self.rate_anchor,
-            hole: self.hole,
-            rtt_last_us: self.rtt_last_us,
-            held_bytes: self.held_bytes,
+            frames: std::mem::take(&mut self.frames),
+            rate_anchor,
             inflight_bytes: self.inflight_bytes,
-            srtt_us: self.srtt_us,
+            rtt_last_us: self.rtt_last_us,
             ..Fold::default()
         };
         report
@@ -270,7 +162,57 @@ impl Fold {
 
     /// The smoothed RTT quinn last passed, µs.
     pub fn srtt_us(&self) -> Option<u64> {
-        self.srtt_us
+        self.frames.srtt_us()
+    }
+
+    /// Folds a closed frame in; `now_us` starts the interval when nothing did yet.
+    fn add(&mut self, frame: Option<FrameSample>, now_us: u64) {
+        if self.frames.is_open() {
+            self.interval_start_us.get_or_insert(now_us);
+        }
+        let Some(f) = frame else { return };
+        self.interval_start_us = Some(self.interval_start_us.map_or(f.now_us, |s| s.min(f.now_us)));
+        self.acked_bytes += f.acked_bytes;
+        self.acked_pkts += f.acked_pkts;
+        self.sacked_bytes += f.sacked_bytes;
+        self.sacked_pkts += f.sacked_pkts;
+        self.ce_bytes += f.ce_bytes;
+        self.ce_pkts += f.ce_pkts;
+        self.ece_acks += u64::from(f.ece);
+        self.lost_pkts += f.lost_pkts;
+        if f.lost_pkts > 0 {
+            self.raise(Urgent::Loss);
+        }
+        if f.persistent_congestion {
+            self.timeouts += 1;
+            self.raise(Urgent::Timeout);
+        }
+        if let Some(rtt) = f.rtt_us {
+            if self.rtt_samples == 0 {
+                (self.rtt_min_us, self.rtt_max_us) = (rtt, rtt);
+            }
+            self.rtt_min_us = self.rtt_min_us.min(rtt);
+            self.rtt_max_us = self.rtt_max_us.max(rtt);
+            self.rtt_last_us = rtt;
+            self.rtt_sum_us += rtt;
+            self.rtt_samples += 1;
+        }
+        if let Some(app_limited) = f.app_limited {
+            self.batches += 1;
+            self.app_limited_batches += u32::from(app_limited);
+        }
+        if let Some(inflight) = f.inflight_bytes {
+            self.inflight_bytes = inflight;
+        }
+        if let Some(sent) = f.newest_sent_us {
+            if self.rate_anchor.is_none() {
+                // The connection's first frame: the rates start after it.
+                self.rate_anchor = Some((f.now_us, sent));
+            } else {
+                self.rate_end = Some((f.now_us, sent));
+                self.rate_bytes += f.delivered_bytes;
+            }
+        }
     }
 
     fn raise(&mut self, u: Urgent) {
@@ -281,33 +223,6 @@ impl Fold {
         };
         if self.urgent.is_none_or(|cur| rank(u) > rank(cur)) {
             self.urgent = Some(u);
-        }
-    }
-
-    /// Closes the open frame if it is older than `now_us`: its RTT sample, and where the rates
-    /// end.
-    fn close_frame_before(&mut self, now_us: u64) {
-        let Some(f) = self.frame else { return };
-        if f.now_us >= now_us {
-            return;
-        }
-        self.frame = None;
-        let sample = f.now_us.saturating_sub(f.newest_sent_us).max(1);
-        if self.rtt_samples == 0 {
-            self.rtt_min_us = sample;
-            self.rtt_max_us = sample;
-        }
-        self.rtt_min_us = self.rtt_min_us.min(sample);
-        self.rtt_max_us = self.rtt_max_us.max(sample);
-        self.rtt_last_us = sample;
-        self.rtt_sum_us += sample;
-        self.rtt_samples += 1;
-        if self.rate_anchor.is_none() {
-            // The connection's first frame: the rates start after it.
-            self.rate_anchor = Some((f.now_us, f.newest_sent_us));
-        } else {
-            self.rate_end = Some((f.now_us, f.newest_sent_us));
-            self.rate_bytes += f.bytes;
         }
     }
 }
@@ -516,7 +431,7 @@ mod tests {
             }
             check(f.take(now + 1, G), &mut reported, &mut ce, &mut reported_pkts)?;
             // Bytes still beyond a hole are reported once a packet sent after the loss is acked.
-            prop_assert_eq!(reported + f.held_bytes, acked);
+            prop_assert_eq!(reported + f.frames.held_bytes(), acked);
             prop_assert_eq!(reported_pkts, pkts);
             prop_assert!(ce <= acked + 200 * u64::from(MSS));
         }

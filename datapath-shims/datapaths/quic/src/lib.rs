@@ -26,4 +26,6 @@
 pub mod embedded;
 pub mod fold;
 
+pub use ccp_quic_core::frame;
+
 pub use embedded::{CcpFactory, CcpHandle, Counters};

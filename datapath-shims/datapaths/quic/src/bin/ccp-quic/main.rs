@@ -10,20 +10,18 @@
 //! per `--report-ms` (window, RTT, losses as quinn counts them) and a summary. Exit status 0 when
 //! every transfer finished, 1 otherwise (the message says what and where).
 
-mod recv;
-mod send;
-mod tls;
-
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
+use anyhow::{bail, Context};
+use ccp_quic::{CcpFactory, CcpHandle};
+use ccp_quic_core::bulk::{self, recv, send, Factory};
 use clap::{Parser, Subcommand};
+use quinn::congestion::{BbrConfig, CubicConfig, NewRenoConfig};
 
 #[derive(Parser)]
-#[command(name = "ccp-quic", version, about = "QUIC bulk transfer over quinn, steered by a CCP algorithm")]
+#[command(name = "ccp-quic", version, about = "QUIC bulk transfer over quinn, steered by a CCP algorithm in-process")]
 struct Cli {
     /// tracing filter (RUST_LOG syntax) for messages on stderr.
     #[arg(long, default_value = "warn", global = true)]
@@ -37,53 +35,102 @@ enum Cmd {
     /// Accept connections and read every stream to its end.
     Recv(recv::Args),
     /// Open one connection and send one stream for `--seconds` or `--bytes`.
-    Send(send::Args),
+    Send(SendArgs),
+}
+
+#[derive(clap::Args)]
+struct SendArgs {
+    #[command(flatten)]
+    transfer: send::Args,
+    /// A registry algorithm (`reno`, `cubic`, `dctcp`, …, or `py:file.py:Class`), run in-process
+    /// through the containment controller.
+    #[arg(long, conflicts_with = "native")]
+    cc: Option<String>,
+    /// The algorithm's parameters, `key=value` (repeatable).
+    #[arg(long = "param", requires = "cc")]
+    params: Vec<String>,
+    /// quinn's own controller instead: cubic, newreno or bbr.
+    #[arg(long)]
+    native: Option<String>,
+    /// Swap every connection to another algorithm at a time: `SECS:ALG` (repeatable; `--cc` only).
+    #[arg(long = "swap-at", requires = "cc")]
+    swaps: Vec<String>,
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     #[cfg(feature = "python")]
     ccp_python::register();
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(&cli.log_level))
-        .with_writer(std::io::stderr)
-        .init();
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("ccp-quic: cannot start the runtime: {e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    let result = rt.block_on(async {
+    bulk::block_on("ccp-quic", &cli.log_level, async move {
         match cli.cmd {
             Cmd::Recv(a) => recv::run(a).await,
-            Cmd::Send(a) => send::run(a).await,
+            Cmd::Send(a) => run_send(a).await,
         }
-    });
-    match result {
-        Ok(true) => std::process::ExitCode::SUCCESS,
-        Ok(false) => std::process::ExitCode::FAILURE,
-        Err(e) => {
-            eprintln!("ccp-quic: {e:#}");
-            std::process::ExitCode::FAILURE
+    })
+}
+
+async fn run_send(a: SendArgs) -> anyhow::Result<bool> {
+    let swaps = swaps(&a.swaps)?;
+    match (&a.cc, &a.native) {
+        (Some(alg), None) => {
+            let f = CcpFactory::new(alg, params(&a.params)?).with_context(|| format!("--cc {alg}"))?;
+            let steering = Embedded { handle: f.handle(), swaps: Mutex::new(swaps) };
+            send::run(&a.transfer, alg, Arc::new(f), &steering).await
         }
+        (None, Some(n)) => send::run(&a.transfer, &format!("native:{n}"), native(n)?, &Native(format!("native:{n}"))).await,
+        (None, None) => bail!("say which congestion control: --cc ALG (a CCP algorithm) or --native cubic|newreno|bbr"),
+        (Some(_), Some(_)) => unreachable!("clap refuses --cc with --native"),
     }
 }
 
-/// Flow-control windows large enough that a bulk transfer is never limited by them on the links
-/// ccp-router emulates (a 200 Mbit/s × 300 ms path holds 7.5 MB).
-fn transport() -> quinn::TransportConfig {
-    let mut t = quinn::TransportConfig::default();
-    t.stream_receive_window(quinn::VarInt::from_u32(16 << 20))
-        .receive_window(quinn::VarInt::from_u32(32 << 20))
-        .send_window(32 << 20)
-        .max_idle_timeout(Some(quinn::IdleTimeout::try_from(Duration::from_secs(30)).expect("30 s is a valid idle timeout")));
-    t
+/// An algorithm in-process: the sender's lines name the algorithm each connection runs now, and
+/// the summary the controllers' counters.
+struct Embedded {
+    handle: CcpHandle,
+    /// Swaps still to come, in time order.
+    swaps: Mutex<Vec<(Duration, String)>>,
 }
 
-fn parse_addr(s: &str) -> anyhow::Result<SocketAddr> {
-    s.parse().with_context(|| format!("{s:?} is not an address:port"))
+impl send::Steering for Embedded {
+    fn steered_by(&self) -> String {
+        self.handle.algorithm().to_string()
+    }
+
+    fn at(&self, elapsed: Duration) -> anyhow::Result<()> {
+        let mut swaps = self.swaps.lock().unwrap_or_else(|e| e.into_inner());
+        while swaps.first().is_some_and(|(t, _)| elapsed >= *t) {
+            let (_, alg) = swaps.remove(0);
+            self.handle.swap(&alg, toml::Table::new()).with_context(|| format!("--swap-at {alg}"))?;
+        }
+        Ok(())
+    }
+
+    fn summarise(&self, summary: &mut serde_json::Value) {
+        let c = self.handle.counters();
+        let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        summary["final_algorithm"] = self.handle.algorithm().into();
+        summary["reports"] = n(&c.reports).into();
+        summary["faults"] = n(&c.faults).into();
+        summary["fallbacks"] = n(&c.fallbacks).into();
+        summary["swaps"] = n(&c.swaps).into();
+    }
+}
+
+struct Native(String);
+
+impl send::Steering for Native {
+    fn steered_by(&self) -> String {
+        self.0.clone()
+    }
+}
+
+fn native(name: &str) -> anyhow::Result<Factory> {
+    Ok(match name {
+        "cubic" => Arc::new(CubicConfig::default()),
+        "newreno" | "reno" => Arc::new(NewRenoConfig::default()),
+        "bbr" => Arc::new(BbrConfig::default()),
+        other => bail!("--native {other:?}: quinn has cubic, newreno and bbr"),
+    })
 }
 
 /// `--param key=value` as a TOML table (values parse as TOML: numbers, booleans, strings).
@@ -100,8 +147,28 @@ fn params(pairs: &[String]) -> anyhow::Result<toml::Table> {
     Ok(t)
 }
 
-fn cert_path(p: &Option<PathBuf>, flag: &str) -> anyhow::Result<PathBuf> {
-    p.clone().with_context(|| format!("{flag} is required"))
+/// `SECS:ALG` pairs, in time order.
+fn swaps(specs: &[String]) -> anyhow::Result<Vec<(Duration, String)>> {
+    let mut out = Vec::new();
+    for s in specs {
+        let (t, alg) = s.split_once(':').with_context(|| format!("--swap-at {s:?}: expected SECS:ALG"))?;
+        let secs: f64 = t
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+            .with_context(|| format!("--swap-at {s:?}: {t:?} is not a time in seconds"))?;
+        ccp_algorithms::registry::resolve(alg).with_context(|| format!("--swap-at {s:?}"))?;
+        out.push((Duration::from_secs_f64(secs), alg.to_string()));
+    }
+    out.sort_by_key(|(t, _)| *t);
+    Ok(out)
 }
 
-type Factory = Arc<dyn quinn::congestion::ControllerFactory + Send + Sync + 'static>;
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

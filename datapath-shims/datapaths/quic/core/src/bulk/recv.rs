@@ -1,4 +1,5 @@
-//! `ccp-quic recv`: accepts connections and reads every unidirectional stream to its end.
+//! The receiver: accepts connections and reads every unidirectional stream to its end, one JSON
+//! line per stream (bytes, duration, goodput).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -68,10 +69,15 @@ async fn connection(incoming: quinn::Incoming) -> anyhow::Result<u64> {
             Err(e) => return Err(e).with_context(|| format!("connection from {peer}")),
         };
         let mut buf = vec![0u8; 256 << 10];
-        let (mut bytes, mut first, mut last) = (0u64, None, Instant::now());
+        let (mut bytes, mut first, mut last, mut max_gap) = (0u64, None, Instant::now(), Duration::ZERO);
         while let Some(n) = stream.read(&mut buf).await.with_context(|| format!("stream from {peer}"))? {
-            first.get_or_insert_with(Instant::now);
-            last = Instant::now();
+            let now = Instant::now();
+            if first.is_some() {
+                // The longest the stream delivered nothing, once it had started.
+                max_gap = max_gap.max(now - last);
+            }
+            first.get_or_insert(now);
+            last = now;
             bytes += n as u64;
         }
         let secs = first.map_or(Duration::ZERO, |f| last - f).as_secs_f64();
@@ -82,6 +88,7 @@ async fn connection(incoming: quinn::Incoming) -> anyhow::Result<u64> {
                 "peer": peer.to_string(),
                 "bytes": bytes,
                 "duration_s": secs,
+                "max_gap_ms": max_gap.as_secs_f64() * 1e3,
                 "goodput_mbps": if secs > 0.0 { bytes as f64 * 8.0 / secs / 1e6 } else { 0.0 },
             })
         );
