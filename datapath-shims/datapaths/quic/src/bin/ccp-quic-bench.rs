@@ -63,7 +63,9 @@ struct Run {
     p95_ms: f64,
     cpu_us_per_datagram: f64,
     lost_packets: f64,
-    /// Agent mode: report → command, µs.
+    /// Agent mode: the agent's share of the CPU per datagram; from a frame whose invoke sent a
+    /// report to the agent's next command for the connection, µs.
+    agent_cpu_us_per_datagram: f64,
     r2c_p50_us: f64,
     r2c_p99_us: f64,
 }
@@ -172,6 +174,7 @@ fn run(a: Args) -> anyhow::Result<()> {
                         "{}",
                         serde_json::json!({"link": link.name, "scheme": scheme, "rep": rep + 1, "goodput_mbps": r.goodput_mbps,
                             "p50_ms": r.p50_ms, "p95_ms": r.p95_ms, "cpu_us_per_datagram": r.cpu_us_per_datagram, "lost_packets": r.lost_packets,
+                            "agent_cpu_us_per_datagram": r.agent_cpu_us_per_datagram,
                             "report_to_command_p50_us": r.r2c_p50_us, "report_to_command_p99_us": r.r2c_p99_us})
                     )?;
                 }
@@ -199,7 +202,10 @@ fn run(a: Args) -> anyhow::Result<()> {
     }
     for (o, _) in AGENT_PAIRS {
         println!(
-            "agent mode, {o}: report -> command p50 {:.0} us, p99 {:.0} us (medians over repetitions)",
+            "agent mode, {o}: the agent's CPU {:.2} us/datagram of the total; a report -> the agent's next command \
+             p50 {:.0} us, p99 {:.0} us (medians over repetitions; an upper bound on the round trip: the agent \
+             sends a command only when the window changes by a packet)",
+            med(&links[0].name, o, |r| r.agent_cpu_us_per_datagram),
             med(&links[0].name, o, |r| r.r2c_p50_us),
             med(&links[0].name, o, |r| r.r2c_p99_us)
         );
@@ -267,6 +273,7 @@ fn one(bin: &Path, prefix: &str, link: &Link, scheme: &str, secs: f64) -> anyhow
         cpu_us_per_datagram: (sent["cpu_s"].as_f64().unwrap_or(f64::NAN) + agent_cpu_s) * 1e6
             / sent["datagrams"].as_f64().unwrap_or(f64::NAN),
         lost_packets: sent["lost_packets"].as_f64().unwrap_or(f64::NAN),
+        agent_cpu_us_per_datagram: agent_cpu_s * 1e6 / sent["datagrams"].as_f64().unwrap_or(f64::NAN),
         r2c_p50_us: sent["report_to_command_us"]["p50"].as_f64().unwrap_or(f64::NAN),
         r2c_p99_us: sent["report_to_command_us"]["p99"].as_f64().unwrap_or(f64::NAN),
     })
