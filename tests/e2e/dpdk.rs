@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ccp_integration_tests::{bin, is_root, Agent};
+use ccp_integration_tests::{bin, is_root, send_malformed_libccp, Agent};
 use serde_json::Value;
 
 #[path = "ebpf/support.rs"]
@@ -496,28 +496,8 @@ fn malformed_agent_messages_are_rejected_and_the_transfer_goes_on() {
     // and a release build sends 20 MB in 52 ms (issue 29: only 20 of the 100 messages were
     // counted then).
     let mut tx = send(&net, "10.99.0.2:5201", Some(dir.path()), &["--seconds", "3"]);
-    // Garbage from a local process that can write the datapath's socket: a truncated header, a
-    // header claiming more bytes than sent, an unknown type, an INSTALL with nonsense counts.
-    let sock = dir.path().join("dpdk");
-    let t0 = Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the datapath's socket did not appear: {}", tx.stderr());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let bad: [&[u8]; 4] = [
-        &[1, 0],
-        &[2, 0, 200, 0, 1, 0, 0, 0],
-        &[99, 0, 8, 0, 1, 0, 0, 0],
-        &[3, 0, 24, 0, 1, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0],
-    ];
-    let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
-    for _ in 0..25 {
-        for b in bad {
-            let _ = s.send_to(b, &sock);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let sent_garbage_for = t0.elapsed();
+    // Garbage from a local process that can write the datapath's socket.
+    let sent_garbage_for = send_malformed_libccp(&dir.path().join("dpdk"), 25);
     assert!(tx.wait(Duration::from_secs(60)), "sender exit; stderr:\n{}", tx.stderr());
     rx.wait(Duration::from_secs(10));
     assert_intact(&rx, 1, None);

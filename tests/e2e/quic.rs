@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use ccp_integration_tests::{bin, is_root, Agent};
+use ccp_integration_tests::{bin, is_root, send_malformed_libccp, Agent};
 use serde_json::Value;
 
 #[path = "ebpf/support.rs"]
@@ -317,27 +317,8 @@ fn agent_mode_malformed_agent_messages_are_rejected_and_the_transfer_goes_on() {
     let ipc = dir.path().to_str().unwrap();
     let args = ["--ipc-dir", ipc, "--agent", "agent", "--report-ms", "0"];
     let running = start(&r, "qamf", 3.0, "ccp-quic-agent", &args);
-    // Garbage from a local process that can write the datapath's socket: a truncated header, a
-    // header claiming more bytes than sent, an unknown type, an INSTALL with nonsense counts.
-    let sock = dir.path().join("quic");
-    let t0 = std::time::Instant::now();
-    while !sock.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the datapath's socket did not appear");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let bad: [&[u8]; 4] = [
-        &[1, 0],
-        &[2, 0, 200, 0, 1, 0, 0, 0],
-        &[99, 0, 8, 0, 1, 0, 0, 0],
-        &[3, 0, 24, 0, 1, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0],
-    ];
-    let s = std::os::unix::net::UnixDatagram::unbound().unwrap();
-    for _ in 0..25 {
-        for b in bad {
-            let _ = s.send_to(b, &sock);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Garbage from a local process that can write the datapath's socket.
+    send_malformed_libccp(&dir.path().join("quic"), 25);
     let t = finish(running, &args);
     assert!(t.summary["rejected"].as_u64().unwrap() >= 50, "the bad messages were counted as rejected: {}", t.summary);
     assert!(t.summary["frames_to_agent"].as_u64().unwrap() > 0, "the agent still steered: {}", t.summary);
@@ -369,14 +350,25 @@ fn twenty_connections_through_ten_hot_swaps_all_finish_and_the_swaps_add_no_stal
     // no callback for 0.4 s, a stall of its own.
     let swapped = t.summary["swaps"].as_u64().unwrap();
     assert!(swapped >= 190, "{swapped} of 200 connection swaps: {}", t.summary);
+    // The longest pause of each stream: 20 flows in an 84-packet buffer lose packets and wait out
+    // recoveries with or without swaps, so the worst of 20 is noise (a backed-off PTO reaches
+    // 650 ms without swaps); their median is not. The swaps must not add to it (two RTTs of
+    // slack), and no stream may stall for seconds.
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
     let worst = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
-    let (with, without) = (worst(&t.max_gaps_ms), worst(&base.max_gaps_ms));
+    let (with, without) = (median(&t.max_gaps_ms), median(&base.max_gaps_ms));
     eprintln!(
-        "longest gap in any stream: {with:.0} ms with 10 swaps, {without:.0} ms without; goodput {:.1} vs {:.1} Mbit/s",
-        t.goodput_mbps, base.goodput_mbps
+        "longest pause per stream, median (worst): {with:.0} ({:.0}) ms with 10 swaps, {without:.0} ({:.0}) ms without; goodput {:.1} vs {:.1} Mbit/s",
+        worst(&t.max_gaps_ms),
+        worst(&base.max_gaps_ms),
+        t.goodput_mbps,
+        base.goodput_mbps
     );
-    // 20 flows in an 84-packet buffer lose packets and wait out recoveries with or without swaps:
-    // the swaps must not add to that (two RTTs of slack).
-    assert!(with <= 2.0 * without + 2.0 * RTT_S * 1e3, "swaps added a stall: {with:.0} ms vs {without:.0} ms without");
+    assert!(with <= 1.5 * without + 2.0 * RTT_S * 1e3, "swaps added a stall: median {with:.0} ms vs {without:.0} ms without");
+    assert!(worst(&t.max_gaps_ms) < 2000.0, "a stream stalled for seconds: {:?}", t.max_gaps_ms);
     assert!(t.goodput_mbps >= 0.8 * base.goodput_mbps, "{:.1} vs {:.1} Mbit/s", t.goodput_mbps, base.goodput_mbps);
 }

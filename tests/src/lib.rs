@@ -218,3 +218,31 @@ pub fn finish_datapath(mut dp: RunningDatapath) -> DatapathRun {
         .collect();
     DatapathRun { events, stderr: err, status }
 }
+
+/// Garbage a local process that can write a libccp datapath's socket might send: a truncated
+/// header, a header claiming more bytes than sent, an unknown type, an INSTALL with nonsense
+/// counts.
+pub const MALFORMED_LIBCCP: [&[u8]; 4] = [
+    &[1, 0],
+    &[2, 0, 200, 0, 1, 0, 0, 0],
+    &[99, 0, 8, 0, 1, 0, 0, 0],
+    &[3, 0, 24, 0, 1, 0, 0, 0, 255, 255, 255, 255, 255, 255, 255, 255, 0, 0, 0, 0, 0, 0, 0, 0],
+];
+
+/// Sends [`MALFORMED_LIBCCP`] `rounds` times to the datapath socket `sock`, 10 ms apart, once
+/// the socket exists (at most 10 s); how long that took.
+pub fn send_malformed_libccp(sock: &Path, rounds: usize) -> Duration {
+    let t0 = Instant::now();
+    while !sock.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the datapath's socket {} did not appear", sock.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = std::os::unix::net::UnixDatagram::unbound().expect("a unix datagram socket");
+    for _ in 0..rounds {
+        for b in MALFORMED_LIBCCP {
+            let _ = s.send_to(b, sock);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    t0.elapsed()
+}

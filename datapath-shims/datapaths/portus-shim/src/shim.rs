@@ -30,14 +30,13 @@
 //! are the backlog of the dead shim's absence and are skipped).
 
 use std::collections::HashMap;
-use std::io;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use ccp_ebpf::attach::{Attacher, Detach, Namespaces};
 use ccp_ebpf::{mono_ns, Ack, Close, Create, Instance, PerAckRecord, Record, Records};
-use ccp_libccp_host::errors::{code, describe};
+use ccp_libccp_host::errors::describe;
 use ccp_libccp_host::ipc::{self, Channel, MAX_DATAGRAM};
 use ccp_libccp_host::primitives::to_libccp;
 use ccp_libccp_host::stop;
@@ -48,7 +47,6 @@ use crate::cli::RunArgs;
 use crate::flows::{Desc, Flow};
 use crate::primitives;
 use ccp_libccp_host::datapath::{self as ccp, AgentPresence, Commanded, Shared};
-use ccp_libccp_host::inbound::{judge, Verdict};
 
 /// How often the heartbeat is refreshed and the agent looked for.
 const TICK: Duration = Duration::from_millis(100);
@@ -186,34 +184,9 @@ impl<'dp> Shim<'dp> {
 
     /// Hands every datagram from the agent to libccp, message by message, once checked.
     fn read_agent(&mut self) {
-        loop {
-            let n = match self.shared.chan.try_recv(&mut self.recv_buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.shared.warn_throttled(&format!("reading the IPC socket failed: {e}"));
-                    return;
-                }
-            };
-            for verdict in judge(&self.recv_buf[..n]) {
-                self.stats.from_agent += 1;
-                match verdict {
-                    Verdict::Libccp { kind, sid, bytes } => {
-                        self.msg_buf.clear();
-                        self.msg_buf.extend_from_slice(bytes);
-                        if let Err(e) = self.dp.recv_msg(&mut self.msg_buf) {
-                            self.stats.rejected += 1;
-                            self.shared.warn_throttled(&rejection(kind, sid, &e));
-                        }
-                    }
-                    Verdict::Rejected(why) => {
-                        self.stats.rejected += 1;
-                        self.shared.warn_throttled(&format!("dropped a message from the agent: {why}"));
-                    }
-                }
-            }
-        }
+        let got = ccp::read_agent(&self.shared, self.dp, &mut self.recv_buf, &mut self.msg_buf, |_, _| {});
+        self.stats.from_agent += got.messages;
+        self.stats.rejected += got.rejected;
     }
 
     fn drain_ring(&mut self) {
@@ -518,13 +491,4 @@ impl AgentPresence for Shim<'_> {
             }
         }
     }
-}
-
-/// "libccp rejected UPDATE_FIELDS for sid 77: error -71 (LibccpUnknownConnection)".
-fn rejection(kind: &str, sid: u32, e: &LibccpError) -> String {
-    if kind == "CHANGE_PROG" && code(e).is_none() {
-        // libccp returns a positive count the crate cannot map when the program is unknown.
-        return format!("libccp rejected CHANGE_PROG for sid {sid}: it names a program that is not installed");
-    }
-    format!("libccp rejected {kind} for sid {sid}: {}", describe(e))
 }

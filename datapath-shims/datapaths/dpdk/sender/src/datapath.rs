@@ -16,14 +16,12 @@
 //! window as the initial one, and steers from there.
 
 use std::collections::HashMap;
-use std::io;
 use std::net::SocketAddrV4;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use ccp_libccp_host::datapath::{self as ccp, AgentPresence, Shared};
 use ccp_libccp_host::errors::describe;
-use ccp_libccp_host::inbound::{judge, Verdict};
 use ccp_libccp_host::ipc::{Channel, MAX_DATAGRAM};
 use ccp_libccp_host::stop;
 use ccp_user_tcp::conn::{Config as TcpConfig, Conn, State};
@@ -507,44 +505,20 @@ impl<'dp> Sender<'dp> {
         }
     }
 
-    /// Hands every datagram from the agent to libccp, message by message, once checked.
+    /// Hands every datagram from the agent to libccp, message by message, once checked; a
+    /// command ends the wait of the report it answers.
     fn read_agent(&mut self) {
         let (Some(dp), Some(shared)) = (self.dp, self.shared.clone()) else { return };
-        loop {
-            let n = match shared.chan.try_recv(&mut self.recv_buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    shared.warn_throttled(&format!("reading the IPC socket failed: {e}"));
-                    return;
-                }
-            };
-            for verdict in judge(&self.recv_buf[..n]) {
-                self.stats.from_agent += 1;
-                match verdict {
-                    Verdict::Libccp { kind, sid, bytes } => {
-                        if kind == "UPDATE_FIELDS" {
-                            let reported =
-                                self.by_sid.get(&sid).and_then(|&i| self.flows.get_mut(i)).and_then(|f| f.report_at.take());
-                            if let Some(t) = reported {
-                                self.stats.report_to_command_us.push(t.elapsed().as_micros() as u64);
-                            }
-                        }
-                        self.msg_buf.clear();
-                        self.msg_buf.extend_from_slice(bytes);
-                        if let Err(e) = dp.recv_msg(&mut self.msg_buf) {
-                            self.stats.rejected += 1;
-                            shared.warn_throttled(&format!("libccp rejected {kind} for sid {sid}: {}", describe(&e)));
-                        }
-                    }
-                    Verdict::Rejected(why) => {
-                        self.stats.rejected += 1;
-                        shared.warn_throttled(&format!("dropped a message from the agent: {why}"));
-                    }
+        let (by_sid, flows, latencies) = (&self.by_sid, &mut self.flows, &mut self.stats.report_to_command_us);
+        let got = ccp::read_agent(&shared, dp, &mut self.recv_buf, &mut self.msg_buf, |kind, sid| {
+            if kind == "UPDATE_FIELDS" {
+                if let Some(t) = by_sid.get(&sid).and_then(|&i| flows.get_mut(i)).and_then(|f| f.report_at.take()) {
+                    latencies.push(t.elapsed().as_micros() as u64);
                 }
             }
-        }
+        });
+        self.stats.from_agent += got.messages;
+        self.stats.rejected += got.rejected;
     }
 
     fn tick(&mut self, now: Instant) {

@@ -11,10 +11,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::callbacks::{log_level, Sent};
-use crate::errors::describe;
+use crate::errors::{code, describe};
+use crate::inbound::{judge, Verdict};
 use crate::ipc::{agent_gone, AgentId, Channel};
 use crate::throttle::Throttle;
-use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps};
+use libccp::{CongestionOps, Datapath, DatapathBuilder, DatapathOps, LibccpError};
 use tracing::{debug, warn};
 
 /// What libccp's callbacks and the loop share.
@@ -437,4 +438,66 @@ mod tests {
         assert!(!no_room(&io::Error::from_raw_os_error(libc::ECONNREFUSED)), "a closed socket is gone, not hung");
         assert!(!no_room(&io::Error::from_raw_os_error(libc::EMSGSIZE)));
     }
+}
+
+/// What [`read_agent`] handed on and dropped.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct FromAgent {
+    /// Messages read (each message of a datagram counts).
+    pub messages: u64,
+    /// Messages dropped: malformed (`ccp-wire` refused them) or refused by libccp.
+    pub rejected: u64,
+}
+
+/// Hands every datagram waiting on the agent's socket to libccp, message by message, once
+/// `ccp-wire` has checked it ([`crate::inbound`]). `seen` is told each message's kind and sid
+/// before libccp gets it. A malformed message or one libccp refuses is counted and logged
+/// (throttled), never fatal.
+pub fn read_agent(
+    shared: &Shared,
+    dp: &Datapath,
+    recv_buf: &mut [u8],
+    msg_buf: &mut Vec<u8>,
+    mut seen: impl FnMut(&str, u32),
+) -> FromAgent {
+    let mut got = FromAgent::default();
+    loop {
+        let n = match shared.chan.try_recv(recv_buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return got,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                shared.warn_throttled(&format!("reading the IPC socket failed: {e}"));
+                return got;
+            }
+        };
+        for verdict in judge(&recv_buf[..n]) {
+            got.messages += 1;
+            match verdict {
+                Verdict::Libccp { kind, sid, bytes } => {
+                    seen(kind, sid);
+                    msg_buf.clear();
+                    msg_buf.extend_from_slice(bytes);
+                    if let Err(e) = dp.recv_msg(msg_buf) {
+                        got.rejected += 1;
+                        shared.warn_throttled(&rejection(kind, sid, &e));
+                    }
+                }
+                Verdict::Rejected(why) => {
+                    got.rejected += 1;
+                    shared.warn_throttled(&format!("dropped a message from the agent: {why}"));
+                }
+            }
+        }
+    }
+}
+
+/// How a message libccp refused is logged, e.g.
+/// "libccp rejected UPDATE_FIELDS for sid 77: error -71 (LibccpUnknownConnection)".
+pub fn rejection(kind: &str, sid: u32, e: &LibccpError) -> String {
+    if kind == "CHANGE_PROG" && code(e).is_none() {
+        // libccp returns a positive count the crate cannot map when the program is unknown.
+        return format!("libccp rejected CHANGE_PROG for sid {sid}: it names a program that is not installed");
+    }
+    format!("libccp rejected {kind} for sid {sid}: {}", describe(e))
 }

@@ -1,6 +1,7 @@
 //! What every process that hosts the real libccp C library needs, written once: the test
 //! datapath (`ccp-test-datapath`, emulated flows), the portus shim (`ccp-libccp-shim`, kernel
-//! flows through the eBPF datapath) and the DPDK datapath (`ccp-dpdk`, user-space TCP) all run libccp behind libccp's unix-socket IPC.
+//! flows through the eBPF datapath), the DPDK datapath (`ccp-dpdk`, user-space TCP) and the QUIC
+//! datapath's agent mode (`ccp-quic-agent`) all run libccp behind libccp's unix-socket IPC.
 //!
 //! - [`ipc`]: the socket to the agent: portus's relative or absolute addresses, bounded waits
 //!   on a full agent queue without deadlocking against a blocked agent, and whether an agent is
@@ -10,8 +11,9 @@
 //! - [`audit`]: the check that a binary linking libccp never calls `log`.
 //! - [`callbacks`]: the sids and reports libccp's messages carry, and its log levels.
 //! - [`datapath`]: libccp's datapath callbacks (messages to the agent, log lines), what they
-//!   share with the loop, what libccp commanded per connection, whether the agent reads, and
-//!   what a datapath does as it comes and goes (`Shared::follow_agent`).
+//!   share with the loop, what libccp commanded per connection, whether the agent reads, what a
+//!   datapath does as it comes and goes (`Shared::follow_agent`), and the agent's messages
+//!   handed to libccp once checked (`read_agent`).
 //! - [`table`]: libccp's connection table, zeroed and enlarged.
 //! - [`inbound`]: the agent's messages, checked by `ccp-wire` before libccp sees them.
 //! - [`errors`]: libccp's `ccp_error.h` codes, which the crate does not give.

@@ -12,7 +12,6 @@
 //! one is there again it gets READY and a CREATE per connection with the window it has now.
 
 use std::collections::HashMap;
-use std::io;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -21,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use ccp_libccp_host::datapath::{self as ccp, AgentPresence, Commanded, Shared};
 use ccp_libccp_host::errors::describe;
-use ccp_libccp_host::inbound::{judge, Verdict};
 use ccp_libccp_host::ipc::{Channel, Endpoints, MAX_DATAGRAM};
 use ccp_libccp_host::primitives::{to_libccp, Primitives};
 use libccp::{Connection, Datapath, FlowInfo, LibccpError};
@@ -269,39 +267,17 @@ impl<'dp> Steer<'dp> {
         }
     }
 
-    /// Hands every datagram from the agent to libccp, message by message, once checked.
+    /// Hands every datagram from the agent to libccp, message by message, once checked; a
+    /// command ends the wait of the report it answers.
     fn read_agent(&mut self) {
-        loop {
-            let n = match self.shared.chan.try_recv(&mut self.recv_buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    self.shared.warn_throttled(&format!("reading the IPC socket failed: {e}"));
-                    return;
-                }
-            };
-            for verdict in judge(&self.recv_buf[..n]) {
-                self.counters.from_agent.fetch_add(1, Ordering::Relaxed);
-                match verdict {
-                    Verdict::Libccp { kind, sid, bytes } => {
-                        if kind == "UPDATE_FIELDS" {
-                            command_arrived(&self.by_sid, &mut self.conns, &self.counters, sid);
-                        }
-                        self.msg_buf.clear();
-                        self.msg_buf.extend_from_slice(bytes);
-                        if let Err(e) = self.dp.recv_msg(&mut self.msg_buf) {
-                            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                            self.shared.warn_throttled(&format!("libccp rejected {kind} for sid {sid}: {}", describe(&e)));
-                        }
-                    }
-                    Verdict::Rejected(why) => {
-                        self.counters.rejected.fetch_add(1, Ordering::Relaxed);
-                        self.shared.warn_throttled(&format!("dropped a message from the agent: {why}"));
-                    }
-                }
+        let (by_sid, conns, counters) = (&self.by_sid, &mut self.conns, &self.counters);
+        let got = ccp::read_agent(&self.shared, self.dp, &mut self.recv_buf, &mut self.msg_buf, |kind, sid| {
+            if kind == "UPDATE_FIELDS" {
+                command_arrived(by_sid, conns, counters, sid);
             }
-        }
+        });
+        self.counters.from_agent.fetch_add(got.messages, Ordering::Relaxed);
+        self.counters.rejected.fetch_add(got.rejected, Ordering::Relaxed);
     }
 
     fn tick(&mut self, now: Instant) {
