@@ -26,6 +26,13 @@ use support::{in_ns, mean_between, skip_without_root, tag, IperfClient, IperfSer
 
 const RATE_MBPS: f64 = 50.0;
 const MSS: f64 = 1448.0;
+/// One BDP in bytes (50 Mbit/s × 20 ms), as `--ss_thresh` for agents handed a running flow.
+/// generic_cong_avoid starts every flow it is given in slow start (ss_thresh unbounded), a running
+/// one too: from ~150 packets it tripled the window into the 100-packet buffer (~300 packets lost
+/// in one round trip), and a clean-clone CI run saw the retransmission timeout that followed as
+/// 0.5 s with nothing delivered. With this threshold such a flow carries on in congestion
+/// avoidance, which is what attaching to and re-adopting a flow are about here.
+const BDP_SS_THRESH: u32 = 125_000;
 
 /// Where the portus binaries are: `CCP_PORTUS_BIN_DIR`, else where scripts/setup.sh puts them.
 fn portus_bin(name: &str) -> PathBuf {
@@ -50,15 +57,17 @@ struct Portus {
 }
 
 impl Portus {
-    fn start(alg: &str, dir: &Path) -> Portus {
+    /// `args` go to the agent (generic_cong_avoid's own flags, e.g. `--ss_thresh`).
+    fn start_with(alg: &str, dir: &Path, args: &[&str]) -> Portus {
         let exe = portus_bin(alg);
         let sock = dir.join("portus");
         let _ = std::fs::remove_file(&sock);
-        let script = "mkdir -p /tmp/ccp && mount --bind \"$1\" /tmp/ccp && exec \"$2\"";
+        let script = "mkdir -p /tmp/ccp && mount --bind \"$1\" /tmp/ccp && shift && exec \"$@\"";
         let child = Command::new("unshare")
             .args(["--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"])
             .arg(dir)
             .arg(&exe)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -279,10 +288,14 @@ struct Bed {
 
 impl Bed {
     fn start(test: &str, alg: &str) -> (Bed, Portus) {
+        Bed::start_with(test, alg, &[])
+    }
+
+    fn start_with(test: &str, alg: &str, portus_args: &[&str]) -> (Bed, Portus) {
         let tag = tag(test);
         let router = Router::start(&format!("ccpportus-{tag}"), 10, RATE_MBPS as u32, 100);
         let setup = ShimSetup::new(&tag);
-        let portus = Portus::start(alg, &setup.ipc_dir());
+        let portus = Portus::start_with(alg, &setup.ipc_dir(), portus_args);
         let shim = setup.start();
         shim.wait_log("present=true", Duration::from_secs(5));
         (Bed { router, setup, shim }, portus)
@@ -312,7 +325,7 @@ fn portus_reno_steers_a_kernel_flow_and_the_flow_survives_the_agent() {
     bed.shim.wait_log("the CCP agent is gone", Duration::from_secs(3));
     std::thread::sleep(Duration::from_secs(4));
     let restarted = now_of_day() - started;
-    let _portus = Portus::start("reno", &bed.setup.ipc_dir());
+    let _portus = Portus::start_with("reno", &bed.setup.ipc_dir(), &["--ss_thresh", &BDP_SS_THRESH.to_string()]);
     let iv = client.finish();
     let stopped = bed.shim.stop();
     assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);
@@ -378,7 +391,8 @@ fn a_running_cubic_flow_is_attached_to_portus_and_detached_back() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (bed, _portus) = Bed::start("pa", "reno");
+    let ss_thresh = BDP_SS_THRESH.to_string();
+    let (bed, _portus) = Bed::start_with("pa", "reno", &["--ss_thresh", &ss_thresh]);
     let port = 5313;
     let _server = IperfServer::start(&bed.router.receiver_ns, &bed.router.receiver_addr, port);
     let started = now_of_day();
