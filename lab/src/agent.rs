@@ -1,10 +1,13 @@
 //! The agent process of an agent scheme: `ccp-agent run --datapath ebpf --algorithm NAME
 //! [-p k=v…] [--trace-flows FILE]`, started before any flow and stopped (by pid) after the last.
+//! A QUIC scheme steered by the agent (`quic:NAME`) runs it on its libccp unix datapath instead
+//! (`--datapath unix --ipc-dir DIR`), where the QUIC senders connect.
 //!
 //! Readiness is the kernel's word, not a log line: the agent's eBPF datapath registers a
 //! struct_ops congestion control (`ccp`), and flows can select it only once it appears in
-//! `tcp_available_congestion_control`. Until the datapath lands, an agent scheme fails within
-//! `ready_timeout_s` with a message saying so (or at once if the agent exits), never hangs.
+//! `tcp_available_congestion_control`; the unix datapath is ready when its socket exists. Until
+//! then, an agent scheme fails within `ready_timeout_s` with a message saying so (or at once if
+//! the agent exits), never hangs.
 //!
 //! The agent runs in its own process group (a Ctrl-C at the terminal reaches only the runner,
 //! which stops the agent after the flows, in order) and with PR_SET_PDEATHSIG, so it cannot
@@ -76,6 +79,27 @@ pub struct AgentLaunch {
     pub log: PathBuf,
     /// Ask for `--trace-flows FILE` (only passed if the binary has the option).
     pub trace: Option<PathBuf>,
+    /// Run the libccp unix datapath with its sockets in this directory instead of the eBPF one
+    /// (`cc_name` is then not registered).
+    pub unix_ipc_dir: Option<PathBuf>,
+}
+
+/// What an agent is ready for: its eBPF congestion control registered, or its socket bound.
+fn is_ready(l: &AgentLaunch) -> bool {
+    match &l.unix_ipc_dir {
+        Some(dir) => dir.join(crate::traffic::quic::AGENT_SOCKET).exists(),
+        None => cc_registered(&l.cc_name),
+    }
+}
+
+/// The datapath and what being ready means on it, for error messages.
+fn describe_datapath(l: &AgentLaunch) -> (String, String) {
+    match &l.unix_ipc_dir {
+        Some(dir) => {
+            ("unix".into(), format!("its socket {} is not there", dir.join(crate::traffic::quic::AGENT_SOCKET).display()))
+        }
+        None => ("ebpf".into(), format!("the `{}` congestion control is not registered", l.cc_name)),
+    }
 }
 
 /// A running agent.
@@ -126,7 +150,7 @@ impl Agent {
                 l.binary.display()
             )));
         }
-        if cc_registered(&l.cc_name) {
+        if l.unix_ipc_dir.is_none() && cc_registered(&l.cc_name) {
             return Err(Error::Unavailable(format!(
                 "the `{}` congestion control is already registered by another process (another ccp-agent?): stop it first, \
                  so that this run's flows are driven by this run's agent",
@@ -139,15 +163,22 @@ impl Agent {
         // /sys/fs/bpf/ccp-agent would re-adopt the first one's flows); no control socket either.
         let config = l.log.with_file_name("agent.toml");
         let pin_dir = format!("/sys/fs/bpf/{}", l.cc_name);
-        let text = format!(
-            "# Written by ccp-lab for one run.\n[control]\nenabled = false\n\n[datapath]\nkind = \"ebpf\"\n\n\
-             [datapath.ebpf]\nname = \"{}\"\npin_dir = \"{pin_dir}\"\nstate_file = \"{}\"\n",
-            l.cc_name,
-            l.log.with_file_name("agent-attach.json").display()
-        );
+        let (datapath, not_ready) = describe_datapath(l);
+        let text = match &l.unix_ipc_dir {
+            Some(_) => "# Written by ccp-lab for one run.\n[control]\nenabled = false\n".to_string(),
+            None => format!(
+                "# Written by ccp-lab for one run.\n[control]\nenabled = false\n\n[datapath]\nkind = \"ebpf\"\n\n\
+                 [datapath.ebpf]\nname = \"{}\"\npin_dir = \"{pin_dir}\"\nstate_file = \"{}\"\n",
+                l.cc_name,
+                l.log.with_file_name("agent-attach.json").display()
+            ),
+        };
         std::fs::write(&config, text).map_err(|e| Error::io(format!("writing {}", config.display()), e))?;
         let mut cmd = Command::new(&l.binary);
-        cmd.args(["run", "--datapath", "ebpf", "--algorithm", &l.algorithm]);
+        cmd.args(["run", "--datapath", &datapath, "--algorithm", &l.algorithm]);
+        if let Some(dir) = &l.unix_ipc_dir {
+            cmd.arg("--ipc-dir").arg(dir).args(["--ipc-name", crate::traffic::quic::AGENT_SOCKET]);
+        }
         cmd.arg("--config").arg(&config);
         for p in &l.params {
             cmd.args(["-p", p]);
@@ -165,14 +196,13 @@ impl Agent {
         let mut agent = Agent { child: Some(child), pin_dir: PathBuf::from(&pin_dir), log: l.log.clone(), trace, started_ns };
         let deadline = Instant::now() + l.ready_timeout;
         loop {
-            if cc_registered(&l.cc_name) {
+            if is_ready(l) {
                 return Ok(agent);
             }
             if let Some(status) = agent.exited() {
                 return Err(Error::Unavailable(format!(
-                    "the `{}` congestion control is not registered: `ccp-agent run --datapath ebpf --algorithm {}` exited ({status}) \
-                     before registering it. Agent log ({}):\n{}",
-                    l.cc_name,
+                    "{not_ready}: `ccp-agent run --datapath {datapath} --algorithm {}` exited ({status}) \
+                     before it was ready. Agent log ({}):\n{}",
                     l.algorithm,
                     l.log.display(),
                     log_tail(&l.log)
@@ -184,9 +214,8 @@ impl Agent {
                     return Err(Error::Interrupted);
                 }
                 return Err(Error::Unavailable(format!(
-                    "the `{}` congestion control is not registered {:.0} s after starting `ccp-agent run --datapath ebpf \
-                     --algorithm {}` (is the eBPF datapath built and loadable?). Agent log ({}):\n{}",
-                    l.cc_name,
+                    "{not_ready} {:.0} s after starting `ccp-agent run --datapath {datapath} \
+                     --algorithm {}` (is the datapath built and loadable?). Agent log ({}):\n{}",
                     l.ready_timeout.as_secs_f64(),
                     l.algorithm,
                     l.log.display(),
@@ -289,6 +318,7 @@ mod tests {
             ready_timeout: Duration::from_millis(300),
             log: dir.join("agent.log"),
             trace: None,
+            unix_ipc_dir: None,
         }
     }
 

@@ -24,7 +24,7 @@ use crate::metrics::agent_trace::AgentRecord;
 use crate::metrics::bottleneck::LinkSeries;
 use crate::metrics::flows::{FlowExtra, Tick};
 use crate::metrics::quantile_type7;
-use crate::traffic::{FlowPlan, PlanKind, TCP_WIRE_PER_PAYLOAD};
+use crate::traffic::{FlowPlan, PlanKind};
 
 const NS_PER_S: f64 = 1e9;
 /// The Annulus state variable that says a flow is in the WAN class (1) or the DC class (0).
@@ -215,14 +215,14 @@ impl RunSeries<'_> {
             .iter()
             .enumerate()
             .filter(|(_, p)| pick(&p.kind))
-            .map(|(i, _)| {
+            .map(|(i, p)| {
                 spans
                     .iter()
                     .map(|&(a, b)| (rx_at(self.ticks, i, self.abs_ns(b)) - rx_at(self.ticks, i, self.abs_ns(a))).max(0.0))
                     .sum::<f64>()
+                    * p.kind.wire_per_payload()
             })
             .sum::<f64>()
-            * TCP_WIRE_PER_PAYLOAD
     }
 
     /// The phase over the intervals (relative s, disjoint).
@@ -421,7 +421,7 @@ mod tests {
     fn a_burst_and_the_time_around_it() {
         // Traffic starts at emulator time 1 s; a backlogged flow receives 1 MB/s throughout, and
         // two 1 MB flows start at 2 s and take 1 and 2 s (each receiving 0.5 MB/s while it runs).
-        let bulk = |bytes| PlanKind::Bulk { cc: "x".into(), receiver_cc: None, bytes };
+        let bulk = |bytes| PlanKind::Bulk { cc: "x".into(), receiver_cc: None, bytes, quic: None };
         let plans = vec![plan(bulk(None), 0), plan(bulk(Some(1_000_000)), 2), plan(bulk(Some(1_000_000)), 2)];
         let t0 = 1_000_000_000u64;
         let ticks: Vec<Tick> = (0..=10u64)
@@ -465,7 +465,7 @@ mod tests {
         assert_eq!((x.fct_mean_s, x.fct_max_s), (Some(1.5), Some(2.0)));
         let d = &x.during;
         assert_eq!((d.start_s, d.end_s, d.seconds), (2.0, 4.0, 2.0));
-        let w = TCP_WIRE_PER_PAYLOAD;
+        let w = crate::traffic::TCP_WIRE_PER_PAYLOAD;
         assert!((d.backlogged_mbps - 8.0 * w).abs() < 1e-9, "{d:?}");
         assert!((d.sized_mbps - 8.0 * w).abs() < 1e-9, "{d:?}");
         assert_eq!(

@@ -37,7 +37,36 @@ pub enum Cc {
     /// An unmodified portus agent (a binary of the anchors' cache, e.g. the Nimbus authors'
     /// `nimbus`) driving flows through `ccp-libccp-shim` ([`crate::portus`]).
     Portus(String),
+    /// The scheme's flows are QUIC connections (quinn, through `ccp-quic`), steered as
+    /// [`QuicCc`] says ([`crate::traffic::quic`]).
+    Quic(QuicCc),
 }
+
+/// Who steers a QUIC scheme's connections.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuicCc {
+    /// `quic:<algorithm>`: the run's `ccp-agent` (its libccp unix datapath), as agent mode's
+    /// `ccp-quic-agent send` connects to it.
+    Agent(String),
+    /// `quic-embedded:<algorithm>`: the algorithm in the sender's process (`ccp-quic send --cc`).
+    Embedded(String),
+    /// `quic-native:<cubic|newreno|bbr>`: quinn's own controller (`ccp-quic send --native`).
+    Native(String),
+}
+
+impl std::fmt::Display for QuicCc {
+    /// As a scheme's `cc` names it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            QuicCc::Agent(a) => write!(f, "quic:{a}"),
+            QuicCc::Embedded(a) => write!(f, "quic-embedded:{a}"),
+            QuicCc::Native(n) => write!(f, "quic-native:{n}"),
+        }
+    }
+}
+
+/// quinn's own congestion controllers, as `ccp-quic send --native` names them.
+pub const QUIC_NATIVE: [&str; 3] = ["cubic", "newreno", "bbr"];
 
 /// The prefix of a struct_ops anchor, `bpf:path/to/file.c:map` (a scheme's `cc`, or a flow
 /// group's in `flow_cc`).
@@ -83,8 +112,9 @@ pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
 }
 
 impl Cc {
-    /// Parses `kernel:<cc>`, `agent:<algorithm>`, `agent:py:<file.py>:<Class>` or
-    /// `bpf:<file.c>:<map>` or `portus:<binary>`.
+    /// Parses `kernel:<cc>`, `agent:<algorithm>`, `agent:py:<file.py>:<Class>`,
+    /// `bpf:<file.c>:<map>`, `portus:<binary>`, `quic:<algorithm>`, `quic-embedded:<algorithm>` or
+    /// `quic-native:<cubic|newreno|bbr>`.
     pub fn parse(s: &str) -> Result<Cc, String> {
         if let Some(name) = s.strip_prefix(STRUCT_OPS) {
             let (source, map) = crate::anchor::parse(name)?;
@@ -99,12 +129,18 @@ impl Cc {
         if kind == "portus" {
             return crate::portus::check_binary_name(name).map(|()| Cc::Portus(name.to_string()));
         }
+        if kind == "quic-native" && !QUIC_NATIVE.contains(&name) {
+            return Err(format!("{s:?}: quinn's own controllers are {}", QUIC_NATIVE.join(", ")));
+        }
         check_cc_name("", name).map_err(|(_, m)| m)?;
         match kind {
             "kernel" => Ok(Cc::Kernel(name.to_string())),
             "agent" => Ok(Cc::Agent(name.to_string())),
+            "quic" => Ok(Cc::Quic(QuicCc::Agent(name.to_string()))),
+            "quic-embedded" => Ok(Cc::Quic(QuicCc::Embedded(name.to_string()))),
+            "quic-native" => Ok(Cc::Quic(QuicCc::Native(name.to_string()))),
             other => Err(format!(
-                "{other:?} is not a scheme kind: write \"kernel:<congestion control>\", \"agent:<algorithm>\", \"bpf:<file.c>:<map>\" or \"portus:<binary>\""
+                "{other:?} is not a scheme kind: write \"kernel:<congestion control>\", \"agent:<algorithm>\", \"bpf:<file.c>:<map>\", \"portus:<binary>\", \"quic:<algorithm>\", \"quic-embedded:<algorithm>\" or \"quic-native:<cubic|newreno|bbr>\""
             )),
         }
     }
@@ -189,7 +225,18 @@ impl Scheme {
         match (self.flow_cc.get(&group), &self.cc) {
             (Some(name), _) => name,
             (None, Cc::Kernel(name)) => name,
-            (None, Cc::Agent(_) | Cc::StructOps { .. } | Cc::Portus(_)) => run_cc,
+            (None, Cc::Agent(_) | Cc::StructOps { .. } | Cc::Portus(_) | Cc::Quic(_)) => run_cc,
+        }
+    }
+
+    /// How the scheme's flow group `group` runs over QUIC, if it does (a group given its own
+    /// kernel congestion control in `flow_cc` stays TCP).
+    pub fn quic_plan(&self, group: usize, link_rate_bps: f64) -> Option<crate::traffic::quic::QuicPlan> {
+        match (&self.cc, self.flow_cc.contains_key(&group)) {
+            (Cc::Quic(cc), false) => {
+                Some(crate::traffic::quic::QuicPlan { cc: cc.clone(), params: self.params_for(link_rate_bps) })
+            }
+            _ => None,
         }
     }
 
@@ -208,6 +255,14 @@ impl Scheme {
             Cc::StructOps { source, map } => format!("struct_ops {map} of {source}"),
             Cc::Portus(b) if self.portus_args.is_empty() => format!("portus {b} via ccp-libccp-shim"),
             Cc::Portus(b) => format!("portus {b} {} via ccp-libccp-shim", self.portus_args.join(" ")),
+            Cc::Quic(q) => {
+                let params = if self.params.is_empty() { String::new() } else { format!(" ({})", self.params.join(", ")) };
+                match q {
+                    QuicCc::Agent(a) => format!("QUIC steered by agent {a}{params}"),
+                    QuicCc::Embedded(a) => format!("QUIC with {a} in the sender{params}"),
+                    QuicCc::Native(n) => format!("QUIC with quinn's {n}"),
+                }
+            }
         };
         let echo = if self.receiver_ce_echo {
             ", receiver CE echo".to_string()
@@ -464,6 +519,29 @@ mod tests {
         {
             assert!(Cc::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn quic_schemes_name_who_steers_and_quinns_own_are_checked() {
+        assert_eq!(Cc::parse("quic:dctcp"), Ok(Cc::Quic(QuicCc::Agent("dctcp".into()))));
+        assert_eq!(Cc::parse("quic-embedded:cubic"), Ok(Cc::Quic(QuicCc::Embedded("cubic".into()))));
+        for n in QUIC_NATIVE {
+            assert_eq!(Cc::parse(&format!("quic-native:{n}")), Ok(Cc::Quic(QuicCc::Native(n.into()))));
+        }
+        let e = Cc::parse("quic-native:vegas").unwrap_err();
+        assert!(e.contains("cubic, newreno, bbr"), "{e}");
+        assert!(Cc::parse("quic:").is_err() && Cc::parse("quic:no such").is_err());
+        let spec: SchemeSpec = toml::from_str("name = \"q\"\ncc = \"quic:cubic\"\nparams = { beta = 0.7 }").unwrap();
+        let s = Scheme::from_spec(&spec).unwrap();
+        let plan = s.quic_plan(0, 50e6).expect("a QUIC scheme's flows are QUIC");
+        assert_eq!((plan.cc, plan.params), (QuicCc::Agent("cubic".into()), vec!["beta=0.7".to_string()]));
+        assert!(s.describe().starts_with("QUIC steered by agent cubic (beta=0.7)"), "{}", s.describe());
+        // A group given a kernel congestion control stays TCP; other schemes' flows are TCP.
+        let spec: SchemeSpec = toml::from_str("name = \"q\"\ncc = \"quic:cubic\"\nflow_cc = { \"1\" = \"reno\" }").unwrap();
+        let s = Scheme::from_spec(&spec).unwrap();
+        assert!(s.quic_plan(0, 1e6).is_some() && s.quic_plan(1, 1e6).is_none());
+        let spec: SchemeSpec = toml::from_str("name = \"k\"\ncc = \"kernel:cubic\"").unwrap();
+        assert!(Scheme::from_spec(&spec).unwrap().quic_plan(0, 1e6).is_none());
     }
 
     fn abc_spec(eta: f64, capacity: &str, lookahead_ms: Option<f64>) -> QdiscSpec {

@@ -18,7 +18,12 @@ fn emulator(rate_mbps: f64) -> Emulator {
 
 fn ends(emu: &Emulator) -> Endpoints {
     let t = emu.topology();
-    Endpoints { sender_ns: t.sender_ns(), receiver_ns: t.receiver_ns(), receiver_addr: t.config().receiver_addr }
+    Endpoints {
+        sender_ns: t.sender_ns(),
+        receiver_ns: t.receiver_ns(),
+        receiver_addr: t.config().receiver_addr,
+        work_dir: std::env::temp_dir(),
+    }
 }
 
 fn plan(label: &str, kind: PlanKind, secs: f64) -> FlowPlan {
@@ -56,7 +61,11 @@ fn bulk_flow_is_born_with_its_congestion_control() {
         return;
     }
     let emu = emulator(20.0);
-    let plans = vec![plan("reno", PlanKind::Bulk { cc: "reno".into(), receiver_cc: Some("cubic".into()), bytes: None }, 10.0)];
+    let plans = vec![plan(
+        "reno",
+        PlanKind::Bulk { cc: "reno".into(), receiver_cc: Some("cubic".into()), bytes: None, quic: None },
+        10.0,
+    )];
     let mut t = Traffic::start(plans, &ends(&emu)).unwrap();
     std::thread::sleep(Duration::from_millis(1500));
     let s = t.states[0].clone();
@@ -77,7 +86,7 @@ fn unknown_congestion_control_fails_the_flow() {
         return;
     }
     let emu = emulator(10.0);
-    let plans = vec![plan("bad", PlanKind::Bulk { cc: "nosuchcc".into(), receiver_cc: None, bytes: None }, 2.0)];
+    let plans = vec![plan("bad", PlanKind::Bulk { cc: "nosuchcc".into(), receiver_cc: None, bytes: None, quic: None }, 2.0)];
     let mut t = Traffic::start(plans, &ends(&emu)).unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let e = t.first_error().expect("the flow must fail");

@@ -198,6 +198,27 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn quic_schemes_refuse_tcp_settings_and_quinns_own_take_no_params() {
+        let quic = |cc: &str, extra: &str| MINIMAL.replace("cc = \"kernel:cubic\"", &format!("cc = \"{cc}\"\n{extra}"));
+        for (extra, field) in [
+            ("receiver_ce_echo = true", "receiver_ce_echo"),
+            ("receiver_cc = \"reno\"", "receiver_cc"),
+            ("agent_args = [\"-v\"]", "agent_args"),
+        ] {
+            let (_, key, m) = err(&quic("quic:cubic", extra));
+            assert_eq!(key, format!("schemes[0].{field}"));
+            assert!(m.contains("QUIC"), "{m}");
+        }
+        let (_, key, m) = err(&quic("quic-native:cubic", "params = { beta = 0.7 }"));
+        assert_eq!((key.as_str(), m.contains("no parameters")), ("schemes[0].params", true), "{m}");
+        for ok in ["quic:cubic", "quic-embedded:cubic"] {
+            parse(Path::new("x.toml"), &quic(ok, "params = { beta = 0.7 }")).unwrap();
+        }
+        let (_, key, _) = err(&quic("quic-native:copa", ""));
+        assert_eq!(key, "schemes[0].cc");
+    }
+
+    #[test]
     fn receiver_cc_and_ce_echo_exclude_each_other() {
         let text = format!("{MINIMAL}receiver_cc = \"reno\"\nreceiver_ce_echo = true\n");
         let (_, key, m) = err(&text);

@@ -248,7 +248,9 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
     } else if !s.portus_args.is_empty() {
         return Err((format!("{key}.portus_args"), "only portus schemes (cc = \"portus:…\") take this".into()));
     }
-    if !is_agent {
+    if let Cc::Quic(q) = &cc {
+        crate::traffic::quic::validate_scheme(key, q, s)?;
+    } else if !is_agent {
         let classify = s.classify.is_some() && !matches!(cc, Cc::Portus(_));
         for (field, set) in [("params", !s.params.is_empty()), ("classify", classify), ("agent_args", !s.agent_args.is_empty())] {
             if set {

@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use super::{Window, NS_PER_S};
-use crate::traffic::{FlowPlan, FlowSample, PlanKind, Role, ShortFlow, TCP_WIRE_PER_PAYLOAD};
+use crate::traffic::{FlowPlan, FlowSample, PlanKind, Role, ShortFlow};
 
 /// One sample instant of every flow, ns since the emulator started.
 #[derive(Debug, Clone, PartialEq)]
@@ -62,10 +62,7 @@ pub struct FlowSummary {
 
 /// Wire bytes of a flow's received bytes.
 fn wire_bytes(kind: &PlanKind, rx: u64) -> f64 {
-    match kind {
-        PlanKind::Udp { .. } => rx as f64,
-        _ => rx as f64 * TCP_WIRE_PER_PAYLOAD,
-    }
+    rx as f64 * kind.wire_per_payload()
 }
 
 /// The received bytes at time `t` by linear interpolation between ticks (flat outside).
@@ -135,7 +132,7 @@ pub fn flow_metrics(
                 flow: p.label.clone(),
                 role: Some(p.role),
                 kind: p.kind.type_name().to_string(),
-                cc: p.kind.cc().map(str::to_string),
+                cc: p.kind.cc(),
                 throughput_mbps: mbps,
                 share_of_capacity: if capacity_mbps > 0.0 { mbps / capacity_mbps } else { 0.0 },
                 mean_srtt_ms: (!in_window.is_empty()).then(|| in_window.iter().sum::<f64>() / in_window.len() as f64),

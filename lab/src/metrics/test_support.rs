@@ -9,5 +9,5 @@ pub(super) fn plan(label: &str, role: Role, kind: PlanKind, start: u64, stop: u6
 }
 
 pub(super) fn bulk() -> PlanKind {
-    PlanKind::Bulk { cc: "cubic".into(), receiver_cc: None, bytes: None }
+    PlanKind::Bulk { cc: "cubic".into(), receiver_cc: None, bytes: None, quic: None }
 }

@@ -135,6 +135,7 @@ pub fn flow_plans(
                         cc: scheme.flow_cc(agent_cc, gi).to_string(),
                         receiver_cc: scheme.receiver_cc.clone(),
                         bytes: g.bytes,
+                        quic: scheme.quic_plan(gi, link.mean_rate_bps),
                     },
                     start: secs(start),
                     stop: end(g.stop_s),
@@ -185,7 +186,7 @@ pub fn flow_plans(
                 )
             }
             CrossSpec::Tcp { cc, count, start_s, stop_s, .. } => {
-                (PlanKind::Bulk { cc: cc.clone(), receiver_cc: None, bytes: None }, *start_s, *stop_s, *count)
+                (PlanKind::Bulk { cc: cc.clone(), receiver_cc: None, bytes: None, quic: None }, *start_s, *stop_s, *count)
             }
         };
         if start >= duration_s {

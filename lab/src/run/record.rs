@@ -21,7 +21,7 @@ use crate::metrics::flows::{FlowExtra, Tick};
 use crate::output::RunRecord;
 use crate::portus::{Portus, PortusLaunch};
 use crate::receiver::{self, ReceiverHook};
-use crate::scheme::{self, Cc, Scheme};
+use crate::scheme::{self, Cc, QuicCc, Scheme};
 use crate::srtt::{self, SrttHistogram, SrttProbe};
 use crate::traffic::{lock, Endpoints, FlowPlan, Role, Traffic};
 use crate::{cancel, netns};
@@ -85,12 +85,17 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
         ready_timeout: Duration::from_secs_f64(x.agent.ready_timeout_s),
         log: ctx.dir.join("agent.log"),
         trace: x.agent.trace_flows.then(|| ctx.dir.join("agent-trace.jsonl")),
+        unix_ipc_dir: None,
     };
     // An agent whose arguments name the run's namespaces or addresses (a CNM listener inside the
     // sender's namespace) can only start once they exist; any other starts first.
     let after_namespaces = scheme::uses_placeholders(&ctx.scheme.agent_args);
     let mut agent = match &ctx.scheme.cc {
         Cc::Agent(algorithm) if !after_namespaces => Some(Agent::start(&launch(algorithm, ctx.scheme.agent_args.clone()))?),
+        Cc::Quic(QuicCc::Agent(algorithm)) => Some(Agent::start(&AgentLaunch {
+            unix_ipc_dir: Some(crate::traffic::quic::ipc_dir(&ctx.dir)),
+            ..launch(algorithm, Vec::new())
+        })?),
         _ => None,
     };
     let mut portus = match &ctx.scheme.cc {
@@ -128,8 +133,12 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     for (k, v) in &ctx.scheme.receiver_sysctls {
         sysctls.set(&topo.receiver_ns(), k, v)?;
     }
-    let ends =
-        Endpoints { sender_ns: topo.sender_ns(), receiver_ns: topo.receiver_ns(), receiver_addr: topo.config().receiver_addr };
+    let ends = Endpoints {
+        sender_ns: topo.sender_ns(),
+        receiver_ns: topo.receiver_ns(),
+        receiver_addr: topo.config().receiver_addr,
+        work_dir: ctx.dir.clone(),
+    };
     // The receiver's CE echo, registered before any flow so the listener can select it.
     let echo = if ctx.scheme.receiver_ce_echo { Some(CeEcho::register(&netns::unique_echo_name())?) } else { None };
     let scheme = match &echo {

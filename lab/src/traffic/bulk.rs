@@ -29,7 +29,7 @@ const IO_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Binds the receiver (now, in the receiver's namespace) and starts both threads.
 pub fn start(flow: &FlowSetup) -> Result<FlowThreads> {
-    let PlanKind::Bulk { cc, receiver_cc, bytes } = flow.plan.kind.clone() else {
+    let PlanKind::Bulk { cc, receiver_cc, bytes, quic: None } = flow.plan.kind.clone() else {
         return Err(Error::Run(format!("flow {} is not a bulk TCP flow", flow.plan.label)));
     };
     let addr = flow.addr;

@@ -3,7 +3,8 @@
 //! * [`bulk`]: backlogged TCP sender/receiver pairs with a chosen congestion control set before
 //!   connect (the scheme's flows and long-lived cross flows);
 //! * [`cbr`]: UDP at a constant bit rate, or with Poisson packet arrivals (inelastic);
-//! * [`poisson`]: TCP flows of random size arriving as a Poisson process at an offered load.
+//! * [`poisson`]: TCP flows of random size arriving as a Poisson process at an offered load;
+//! * [`quic`]: a QUIC scheme's bulk flows, as quinn connections of the QUIC datapath's tools.
 //!
 //! Every flow shares a [`FlowState`] with the sampler: byte counters, the sending socket for
 //! `TCP_INFO`, and the first error (a flow that cannot connect or set its congestion control
@@ -12,6 +13,7 @@
 pub mod bulk;
 pub mod cbr;
 pub mod poisson;
+pub mod quic;
 pub mod sock;
 
 use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
@@ -54,8 +56,9 @@ pub enum Role {
 #[derive(Debug, Clone, PartialEq)]
 pub enum PlanKind {
     /// A backlogged TCP flow, or with `bytes` one that sends that many bytes and ends (its
-    /// completion time recorded as a [`ShortFlow`]).
-    Bulk { cc: String, receiver_cc: Option<String>, bytes: Option<u64> },
+    /// completion time recorded as a [`ShortFlow`]). With `quic`, the flow is a QUIC connection
+    /// ([`quic`]) and `cc`/`receiver_cc` do not apply.
+    Bulk { cc: String, receiver_cc: Option<String>, bytes: Option<u64>, quic: Option<quic::QuicPlan> },
     /// UDP at `rate_bps` (IP bytes), packets of `packet_bytes` (IP), evenly spaced or with
     /// exponential gaps.
     Udp { rate_bps: f64, packet_bytes: u32, poisson_seed: Option<u64>, on_off: Option<(Duration, Duration)> },
@@ -67,6 +70,7 @@ impl PlanKind {
     /// A short type name for outputs.
     pub fn type_name(&self) -> &'static str {
         match self {
+            PlanKind::Bulk { quic: Some(_), .. } => "quic",
             PlanKind::Bulk { .. } => "tcp",
             PlanKind::Udp { poisson_seed: None, on_off: Some(_), .. } => "on_off_udp",
             PlanKind::Udp { poisson_seed: None, .. } => "cbr",
@@ -75,11 +79,21 @@ impl PlanKind {
         }
     }
 
-    /// The congestion control of a TCP plan.
-    pub fn cc(&self) -> Option<&str> {
+    /// The congestion control of a TCP plan, or the scheme's `cc` of a QUIC one.
+    pub fn cc(&self) -> Option<String> {
         match self {
-            PlanKind::Bulk { cc, .. } | PlanKind::PoissonTcp { cc, .. } => Some(cc),
+            PlanKind::Bulk { quic: Some(q), .. } => Some(q.cc.to_string()),
+            PlanKind::Bulk { cc, .. } | PlanKind::PoissonTcp { cc, .. } => Some(cc.clone()),
             PlanKind::Udp { .. } => None,
+        }
+    }
+
+    /// Wire bytes per byte received (UDP counts IP bytes already).
+    pub fn wire_per_payload(&self) -> f64 {
+        match self {
+            PlanKind::Udp { .. } => 1.0,
+            PlanKind::Bulk { quic: Some(_), .. } => quic::QUIC_WIRE_PER_PAYLOAD,
+            PlanKind::Bulk { .. } | PlanKind::PoissonTcp { .. } => TCP_WIRE_PER_PAYLOAD,
         }
     }
 }
@@ -149,6 +163,9 @@ pub struct Endpoints {
     pub sender_ns: String,
     pub receiver_ns: String,
     pub receiver_addr: Ipv4Addr,
+    /// Where flows keep their files (the run's directory): QUIC flows' certificates, sockets
+    /// and logs.
+    pub work_dir: std::path::PathBuf,
 }
 
 /// A flow about to start: its plan, where it goes, and what its threads share.
@@ -249,6 +266,7 @@ impl Traffic {
             let port = port_of(i).ok_or_else(|| Error::Run("too many flows".into()))?;
             // On error, `traffic` drops and stops what already started.
             let start = match &plan.kind {
+                PlanKind::Bulk { quic: Some(_), .. } => quic::start,
                 PlanKind::Bulk { .. } => bulk::start,
                 PlanKind::Udp { .. } => cbr::start,
                 PlanKind::PoissonTcp { .. } => poisson::start,

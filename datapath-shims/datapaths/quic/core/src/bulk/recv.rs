@@ -1,7 +1,9 @@
 //! The receiver: accepts connections and reads every unidirectional stream to its end, one JSON
-//! line per stream (bytes, duration, goodput).
+//! line per stream (bytes, duration, goodput), and with `--progress-ms` the bytes read so far
+//! over all streams (what ccp-lab samples a QUIC flow's throughput from).
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,6 +20,9 @@ pub struct Args {
     /// Stop after this many streams (0: run until interrupted).
     #[arg(long, default_value_t = 0)]
     streams: u64,
+    /// A `progress` line (bytes read so far, all streams) every this many ms (0: none).
+    #[arg(long, default_value_t = 0)]
+    progress_ms: u64,
 }
 
 pub async fn run(a: Args) -> anyhow::Result<bool> {
@@ -28,13 +33,18 @@ pub async fn run(a: Args) -> anyhow::Result<bool> {
     println!("{}", serde_json::json!({ "event": "listening", "addr": endpoint.local_addr()?.to_string() }));
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bool>();
     let mut done = 0u64;
+    let read = Arc::new(AtomicU64::new(0));
+    let t0 = Instant::now();
+    // An interval of zero would spin: without --progress-ms the tick is far off and ignored.
+    let period = if a.progress_ms > 0 { Duration::from_millis(a.progress_ms) } else { Duration::from_secs(3600) };
+    let mut progress = tokio::time::interval(period);
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                let tx = tx.clone();
+                let (tx, read) = (tx.clone(), read.clone());
                 tokio::spawn(async move {
-                    match connection(incoming).await {
+                    match connection(incoming, &read).await {
                         Ok(n) => for _ in 0..n { let _ = tx.send(true); },
                         Err(e) => {
                             eprintln!("ccp-quic recv: {e:#}");
@@ -49,6 +59,10 @@ pub async fn run(a: Args) -> anyhow::Result<bool> {
                     break;
                 }
             }
+            _ = progress.tick(), if a.progress_ms > 0 => {
+                let bytes = read.load(Ordering::Relaxed);
+                println!("{}", serde_json::json!({ "event": "progress", "t_s": t0.elapsed().as_secs_f64(), "bytes": bytes }));
+            }
             _ = tokio::signal::ctrl_c() => break,
         }
     }
@@ -58,7 +72,7 @@ pub async fn run(a: Args) -> anyhow::Result<bool> {
 }
 
 /// Reads every stream of one connection; the number of streams it read to the end.
-async fn connection(incoming: quinn::Incoming) -> anyhow::Result<u64> {
+async fn connection(incoming: quinn::Incoming, read: &AtomicU64) -> anyhow::Result<u64> {
     let conn = incoming.await.context("handshake")?;
     let peer = conn.remote_address();
     let mut streams = 0;
@@ -79,6 +93,7 @@ async fn connection(incoming: quinn::Incoming) -> anyhow::Result<u64> {
             first.get_or_insert(now);
             last = now;
             bytes += n as u64;
+            read.fetch_add(n as u64, Ordering::Relaxed);
         }
         let secs = first.map_or(Duration::ZERO, |f| last - f).as_secs_f64();
         println!(

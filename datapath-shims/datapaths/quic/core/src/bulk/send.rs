@@ -134,6 +134,7 @@ pub async fn run(a: &Args, name: &str, factory: super::Factory, steering: &dyn S
         "bytes": written,
         "seconds": t0.elapsed().as_secs_f64(),
         "datagrams": stats.iter().map(|s| s.udp_tx.datagrams).sum::<u64>(),
+        "udp_tx_bytes": stats.iter().map(|s| s.udp_tx.bytes).sum::<u64>(),
         "lost_packets": stats.iter().map(|s| s.path.lost_packets).sum::<u64>(),
         "congestion_events": stats.iter().map(|s| s.path.congestion_events).sum::<u64>(),
         "cpu_s": cpu_seconds(),
