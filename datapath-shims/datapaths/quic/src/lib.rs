@@ -18,8 +18,8 @@
 //!
 //! Two things quinn 0.11 does not give a controller, and what this crate does about them:
 //! - **ECN counts.** A controller learns only that an ACK frame raised the peer's CE count. The
-//!   fold counts the bytes that frame acknowledged as marked, as the kernel's DCTCP counts the
-//!   bytes an ECE ACK acknowledges ([`fold`]).
+//!   fold counts one marked packet, the newest that frame acknowledged (a QUIC receiver
+//!   acknowledges a CE mark at once): a lower bound ([`ccp_quic_core::frame`]).
 //! - **Pacing.** quinn paces by itself from the window and smoothed RTT; an algorithm's pacing
 //!   rate is not applied (its window is).
 
