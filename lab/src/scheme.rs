@@ -75,13 +75,15 @@ pub const STRUCT_OPS: &str = "bpf:";
 /// An agent parameter's value replaced by the link's mean rate in Mbit/s ([`Scheme::params_for`]).
 pub const LINK_MBPS: &str = "\"{link_mbps}\"";
 
-/// The prefix of an agent scheme naming a Python algorithm, `agent:py:path/to/file.py:Class`.
-const AGENT_PY: &str = "agent:py:";
+/// Scheme kinds whose algorithm may be a Python class, `<kind>:py:path/to/file.py:Class`.
+const PYTHON_KINDS: [&str; 3] = ["agent", "quic", "quic-embedded"];
 
 /// `py:PATH:Class`'s path and class, checked as far as the lab can: the agent (started with
-/// `--algorithm` the whole name) loads the class and says what is wrong with it.
+/// `--algorithm` the whole name) or the QUIC sender (`--cc`) loads the class and says what is
+/// wrong with it.
 fn python_parts(name: &str) -> Result<(&str, &str), String> {
-    let how = "write agent:py:path/to/file.py:ClassName (the path relative to the experiment file)";
+    let how = "write agent:py:path/to/file.py:ClassName (or quic:py:…, quic-embedded:py:…; the path relative to the \
+               experiment file)";
     let (path, class) = name.strip_prefix("py:").and_then(|r| r.rsplit_once(':')).ok_or_else(|| format!("{name:?}: {how}"))?;
     let is_ident = class.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && class.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -101,14 +103,13 @@ pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
         let (path, map) = crate::anchor::parse(name)?;
         return Ok(format!("{STRUCT_OPS}{}:{map}", dir.join(path).display()));
     }
-    let Some(name) = cc.strip_prefix("agent:") else { return Ok(cc.to_string()) };
-    if !cc.starts_with(AGENT_PY) {
+    let Some((kind, name)) = cc.split_once(':').filter(|(k, n)| PYTHON_KINDS.contains(k) && n.starts_with("py:")) else {
         return Ok(cc.to_string());
-    }
+    };
     let (path, class) = python_parts(name)?;
     let full = dir.join(path);
     let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
-    Ok(format!("agent:py:{}:{class}", full.display()))
+    Ok(format!("{kind}:py:{}:{class}", full.display()))
 }
 
 impl Cc {
@@ -122,9 +123,9 @@ impl Cc {
         }
         let (kind, name) =
             s.split_once(':').ok_or_else(|| format!("{s:?}: write \"kernel:<congestion control>\" or \"agent:<algorithm>\""))?;
-        if s.starts_with(AGENT_PY) {
+        let python = PYTHON_KINDS.contains(&kind) && name.starts_with("py:");
+        if python {
             python_parts(name)?;
-            return Ok(Cc::Agent(name.to_string()));
         }
         if kind == "portus" {
             return crate::portus::check_binary_name(name).map(|()| Cc::Portus(name.to_string()));
@@ -132,7 +133,9 @@ impl Cc {
         if kind == "quic-native" && !QUIC_NATIVE.contains(&name) {
             return Err(format!("{s:?}: quinn's own controllers are {}", QUIC_NATIVE.join(", ")));
         }
-        check_cc_name("", name).map_err(|(_, m)| m)?;
+        if !python {
+            check_cc_name("", name).map_err(|(_, m)| m)?;
+        }
         match kind {
             "kernel" => Ok(Cc::Kernel(name.to_string())),
             "agent" => Ok(Cc::Agent(name.to_string())),
@@ -664,7 +667,16 @@ mod tests {
         assert_eq!(Cc::parse(&want), Ok(Cc::Agent(want["agent:".len()..].to_string())));
         let e = absolute_agent_cc("agent:py:cc/none.py:Mine", &dir).unwrap_err();
         assert!(e.contains("cc/none.py"), "{e}");
-        for other in ["agent:cubic", "kernel:bbr"] {
+        // QUIC schemes host Python classes the same way (the agent, or the sender, loads them).
+        for kind in ["quic", "quic-embedded"] {
+            let quic = absolute_agent_cc(&format!("{kind}:py:cc/mine.py:Mine"), &dir).unwrap();
+            assert_eq!(quic, format!("{kind}:py:{}:Mine", abs.display()));
+            let name = format!("py:{}:Mine", abs.display());
+            let want = if kind == "quic" { QuicCc::Agent(name) } else { QuicCc::Embedded(name) };
+            assert_eq!(Cc::parse(&quic), Ok(Cc::Quic(want)));
+        }
+        assert!(Cc::parse("quic-native:py:x.py:X").is_err(), "quinn's own are not Python");
+        for other in ["agent:cubic", "kernel:bbr", "quic:cubic"] {
             assert_eq!(absolute_agent_cc(other, &dir).as_deref(), Ok(other), "not Python: as it is");
         }
         std::fs::remove_dir_all(&dir).unwrap();
