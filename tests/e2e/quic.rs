@@ -257,8 +257,20 @@ fn agent_mode_a_constant_window_from_the_agent_sets_the_throughput() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
-    let agent = Agent::start_unix(dir.path(), &["--algorithm", "constant", "-p", "cwnd_pkts=40"]);
     let r = router("qacw", &[]);
+    // The constant window comes from a rule on the receiver's address and port (the default is
+    // Reno, which would fill the link): the sender announces each connection's path.
+    let config = dir.path().join("agent.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[rules]]\nname = \"quic-bulk\"\nmatch = {{ dst_addr = \"{}/32\", dst_port = 4433 }}\n\
+             algorithm = \"constant\"\nparams = {{ cwnd_pkts = 40 }}\n",
+            r.receiver_addr
+        ),
+    )
+    .unwrap();
+    let agent = Agent::start_unix(dir.path(), &["--algorithm", "reno", "--config", config.to_str().unwrap()]);
     let ipc = dir.path().to_str().unwrap();
     let args = ["--ipc-dir", ipc, "--agent", "agent", "--report-ms", "500"];
     let t = finish(start(&r, "qacw", 5.0, "ccp-quic-agent", &args), &args);
@@ -272,6 +284,10 @@ fn agent_mode_a_constant_window_from_the_agent_sets_the_throughput() {
     assert!(t.summary["frames_to_agent"].as_u64().unwrap() > 1000, "{}", t.summary);
     assert_eq!(t.summary["rejected"], 0, "{}", t.summary);
     agent.wait_log("flow started", Duration::from_secs(1));
+    let log = agent.stop().log;
+    let started = log.lines().find(|l| l.contains("flow started")).unwrap_or_else(|| panic!("{log}"));
+    assert!(started.contains(&format!("dst=Some(({}, 4433))", r.receiver_addr)), "the path was announced: {started}");
+    assert!(started.contains("algorithm=\"constant\"") && !started.contains("chosen_by=default"), "the rule chose: {started}");
 }
 
 #[test]
@@ -303,6 +319,10 @@ fn agent_mode_after_kill_9_quinns_cubic_keeps_the_transfer_going_and_a_new_agent
     assert!(!back.is_empty() && back.iter().all(|l| l.1 == "agent"), "a new agent re-adopted the connection: {back:?}");
     assert_eq!(t.summary["agents_lost"], 1, "{}", t.summary);
     agent.wait_log("flow started", Duration::from_secs(1));
+    let log = agent.stop().log;
+    let started = log.lines().find(|l| l.contains("flow started")).unwrap_or_else(|| panic!("{log}"));
+    assert!(started.contains(&format!("dst=Some(({}, 4433))", r.receiver_addr)), "the path was announced: {started}");
+    assert!(started.contains("algorithm=\"constant\"") && !started.contains("chosen_by=default"), "the rule chose: {started}");
 }
 
 #[test]

@@ -8,6 +8,7 @@
 //! slow start until its first loss. A returning agent is announced the connection with that
 //! window (CREATE) and steers from its first command.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -53,11 +54,34 @@ impl Fallback {
 }
 
 /// Builds agent-mode controllers; every connection becomes a flow of the agent.
+///
+/// quinn does not tell a controller factory which peer a connection is for, so the agent is
+/// announced no addresses unless the factory was made for one path ([`AgentFactory::for_path`]):
+/// then its connections carry that four-tuple, and the agent's rules by address and port apply.
 pub struct AgentFactory {
     pub(crate) tx: SyncSender<Msg>,
     pub(crate) fallback: Fallback,
-    pub(crate) next_id: AtomicU64,
+    /// Shared by a factory and the ones made from it for paths: ids stay unique.
+    pub(crate) next_id: Arc<AtomicU64>,
     pub(crate) counters: Arc<Counters>,
+    /// (local, remote) announced for every connection this factory builds.
+    pub(crate) path: Option<(SocketAddr, SocketAddr)>,
+}
+
+impl AgentFactory {
+    /// A factory on the same libccp thread whose connections are announced to the agent with
+    /// this local and remote address (IPv4: libccp's CREATE has 32-bit address fields; an IPv6
+    /// path is announced without addresses). Give it to the connections of that path, e.g.
+    /// through `Endpoint::connect_with` with a transport config of their own.
+    pub fn for_path(&self, local: SocketAddr, remote: SocketAddr) -> Arc<AgentFactory> {
+        Arc::new(AgentFactory {
+            tx: self.tx.clone(),
+            fallback: self.fallback,
+            next_id: self.next_id.clone(),
+            counters: self.counters.clone(),
+            path: Some((local, remote)),
+        })
+    }
 }
 
 impl ControllerFactory for AgentFactory {
@@ -65,7 +89,13 @@ impl ControllerFactory for AgentFactory {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let fallback = self.fallback.build(now, current_mtu, None);
         let steered = Arc::new(Steered::default());
-        let msg = Msg::Open { id, steered: steered.clone(), mss: u32::from(current_mtu), cwnd_bytes: fallback.window() };
+        let msg = Msg::Open {
+            id,
+            steered: steered.clone(),
+            mss: u32::from(current_mtu),
+            cwnd_bytes: fallback.window(),
+            path: self.path,
+        };
         self.send(msg);
         Box::new(AgentController {
             id,

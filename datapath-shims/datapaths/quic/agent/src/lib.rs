@@ -62,6 +62,7 @@ pub fn start(cfg: Config, fallback: Fallback) -> Result<(Arc<AgentFactory>, Agen
         })
         .map_err(|e| format!("starting the libccp thread: {e}"))?;
     ready_rx.recv().map_err(|_| "the libccp thread ended before it was ready".to_string())??;
-    let factory = Arc::new(AgentFactory { tx, fallback, next_id: AtomicU64::new(1), counters: counters.clone() });
+    let factory =
+        Arc::new(AgentFactory { tx, fallback, next_id: Arc::new(AtomicU64::new(1)), counters: counters.clone(), path: None });
     Ok((factory, AgentHandle { counters }))
 }

@@ -76,7 +76,9 @@ fn main() -> std::process::ExitCode {
         };
         let (factory, handle) = ccp_quic_agent::start(cfg, fallback).map_err(anyhow::Error::msg)?;
         let steering = Agent { counters: handle.counters, fallback: fallback_name };
-        send::run(&a.transfer, "agent", factory, &steering).await
+        // One endpoint to one receiver: the agent is told the path (its rules by address and port
+        // apply to these connections).
+        send::run(&a.transfer, "agent", |local, remote| factory.for_path(local, remote), &steering).await
     })
 }
 

@@ -12,6 +12,7 @@
 //! one is there again it gets READY and a CREATE per connection with the window it has now.
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -52,6 +53,8 @@ pub enum Msg {
         steered: Arc<Steered>,
         mss: u32,
         cwnd_bytes: u64,
+        /// (local, remote), when the factory knew its path.
+        path: Option<(SocketAddr, SocketAddr)>,
     },
     /// One ACK frame's primitives (`snd_cwnd` is the window the connection runs now).
     Frame {
@@ -104,6 +107,7 @@ struct Conn<'dp> {
     report_at: Option<Instant>,
     mss: u32,
     cwnd_bytes: u64,
+    path: Option<(SocketAddr, SocketAddr)>,
     ccp: Option<Connection<'dp, Commanded>>,
     waiting: bool,
 }
@@ -165,8 +169,8 @@ pub fn run(cfg: Config, rx: Receiver<Msg>, counters: Arc<Counters>, ready: impl 
 impl<'dp> Steer<'dp> {
     fn handle(&mut self, m: Msg) {
         match m {
-            Msg::Open { id, steered, mss, cwnd_bytes } => {
-                self.conns.insert(id, Conn { steered, report_at: None, mss, cwnd_bytes, ccp: None, waiting: false });
+            Msg::Open { id, steered, mss, cwnd_bytes, path } => {
+                self.conns.insert(id, Conn { steered, report_at: None, mss, cwnd_bytes, path, ccp: None, waiting: false });
                 if self.shared.agent().is_some() {
                     self.connect(id);
                 }
@@ -229,7 +233,19 @@ impl<'dp> Steer<'dp> {
             return true;
         }
         let init_cwnd = u32::try_from(c.cwnd_bytes).unwrap_or(u32::MAX);
-        let info = || FlowInfo::default().with_mss(c.mss).with_init_cwnd(init_cwnd);
+        // libccp's CREATE carries IPv4 addresses in host order (the agent reads user-space
+        // datapaths' four-tuples that way); an IPv6 path goes without.
+        let tuple = match c.path {
+            Some((SocketAddr::V4(l), SocketAddr::V4(r))) => Some((u32::from(*l.ip()), l.port(), u32::from(*r.ip()), r.port())),
+            _ => None,
+        };
+        let info = || {
+            let i = FlowInfo::default().with_mss(c.mss).with_init_cwnd(init_cwnd);
+            match tuple {
+                Some((lip, lport, rip, rport)) => i.with_four_tuple(lip, u32::from(lport), rip, u32::from(rport)),
+                None => i,
+            }
+        };
         let info = match &self.cfg.cong_alg {
             Some(name) => info().with_cong_alg(name).unwrap_or_else(|_| info()),
             None => info(),

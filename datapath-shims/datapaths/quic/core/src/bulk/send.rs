@@ -3,6 +3,7 @@
 //! algorithm in-process, the agent through libccp, or quinn's own). One JSON status line per
 //! `--report-ms` over all connections, and a summary.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,19 +53,28 @@ pub trait Steering {
     fn summarise(&self, _summary: &mut serde_json::Value) {}
 }
 
-/// The sender: `name` says which congestion control ran. True when every connection's stream
-/// was read to its end by the receiver.
-pub async fn run(a: &Args, name: &str, factory: super::Factory, steering: &dyn Steering) -> anyhow::Result<bool> {
+/// The sender: `name` says which congestion control ran; `factory` gives the connections'
+/// controllers for the path (the bound local address and the receiver's). True when every
+/// connection's stream was read to its end by the receiver.
+pub async fn run(
+    a: &Args,
+    name: &str,
+    factory: impl FnOnce(SocketAddr, SocketAddr) -> super::Factory,
+    steering: &dyn Steering,
+) -> anyhow::Result<bool> {
     let dst = super::parse_addr(&a.dst)?;
     let bind = super::parse_addr(&a.local)?;
     if a.seconds.is_none() && a.bytes.is_none() {
         bail!("say how much to send: --seconds S or --bytes N");
     }
+    let mut endpoint = quinn::Endpoint::client(bind).with_context(|| format!("binding {bind}"))?;
+    let local = endpoint.local_addr().with_context(|| format!("the address bound for {bind}"))?;
     let mut transport = super::transport();
-    transport.send_window((a.send_window / u64::from(a.connections)).max(64 << 10)).congestion_controller_factory(factory);
+    transport
+        .send_window((a.send_window / u64::from(a.connections)).max(64 << 10))
+        .congestion_controller_factory(factory(local, dst));
     let mut client = super::tls::client_config(&super::cert_path(&a.cert, "--cert")?)?;
     client.transport_config(Arc::new(transport));
-    let mut endpoint = quinn::Endpoint::client(bind).with_context(|| format!("binding {bind}"))?;
     endpoint.set_default_client_config(client);
     let mut conns = Vec::new();
     for i in 0..a.connections {

@@ -75,9 +75,12 @@ async fn run_send(a: SendArgs) -> anyhow::Result<bool> {
         (Some(alg), None) => {
             let f = CcpFactory::new(alg, params(&a.params)?).with_context(|| format!("--cc {alg}"))?;
             let steering = Embedded { handle: f.handle(), swaps: Mutex::new(swaps) };
-            send::run(&a.transfer, alg, Arc::new(f), &steering).await
+            send::run(&a.transfer, alg, |_, _| Arc::new(f), &steering).await
         }
-        (None, Some(n)) => send::run(&a.transfer, &format!("native:{n}"), native(n)?, &Native(format!("native:{n}"))).await,
+        (None, Some(n)) => {
+            let factory = native(n)?;
+            send::run(&a.transfer, &format!("native:{n}"), |_, _| factory, &Native(format!("native:{n}"))).await
+        }
         (None, None) => bail!("say which congestion control: --cc ALG (a CCP algorithm) or --native cubic|newreno|bbr"),
         (Some(_), Some(_)) => unreachable!("clap refuses --cc with --native"),
     }
