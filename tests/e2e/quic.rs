@@ -319,10 +319,6 @@ fn agent_mode_after_kill_9_quinns_cubic_keeps_the_transfer_going_and_a_new_agent
     assert!(!back.is_empty() && back.iter().all(|l| l.1 == "agent"), "a new agent re-adopted the connection: {back:?}");
     assert_eq!(t.summary["agents_lost"], 1, "{}", t.summary);
     agent.wait_log("flow started", Duration::from_secs(1));
-    let log = agent.stop().log;
-    let started = log.lines().find(|l| l.contains("flow started")).unwrap_or_else(|| panic!("{log}"));
-    assert!(started.contains(&format!("dst=Some(({}, 4433))", r.receiver_addr)), "the path was announced: {started}");
-    assert!(started.contains("algorithm=\"constant\"") && !started.contains("chosen_by=default"), "the rule chose: {started}");
 }
 
 #[test]
