@@ -58,6 +58,18 @@ impl Link {
 
 /// Resolves every link spec (paths relative to `base`); synthetic traces are written under
 /// `generated`. Names must come out unique.
+/// Whether `spec` may yield a link named in `wanted` (all do when it is empty). A trace file's
+/// name is known without reading it, so a run of other links never needs it (a clone without
+/// `../shared` can run an experiment's fixed links); other kinds are resolved to be sure.
+pub fn may_be_wanted(spec: &LinkSpec, base: &Path, wanted: &[String]) -> bool {
+    match spec {
+        LinkSpec::Trace { path, name } if !wanted.is_empty() => {
+            wanted.contains(&name.clone().unwrap_or_else(|| file_name(&base.join(path))))
+        }
+        _ => true,
+    }
+}
+
 pub fn resolve(specs: &[LinkSpec], base: &Path, generated: &Path) -> Result<Vec<Link>> {
     let mut links = Vec::new();
     for spec in specs {
@@ -244,6 +256,20 @@ pub fn on_off(rate_mbps: f64, on_ms: u64, off_ms: u64, seed: Option<u64>, length
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_file_not_asked_for_is_never_read() {
+        let missing = LinkSpec::Trace { path: "no/such.trace".into(), name: Some("lte".into()) };
+        let unnamed = LinkSpec::Trace { path: "no/such.trace".into(), name: None };
+        let base = Path::new("/nonexistent");
+        let want = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(!may_be_wanted(&missing, base, &want(&["fixed"])));
+        assert!(may_be_wanted(&missing, base, &want(&["lte"])) && may_be_wanted(&missing, base, &[]));
+        assert!(may_be_wanted(&unnamed, base, &want(&["such.trace"])) && !may_be_wanted(&unnamed, base, &want(&["lte"])));
+        // Asked for, it is read, and its absence is an error naming it.
+        let e = resolve(&[missing], base, Path::new("/tmp")).unwrap_err();
+        assert!(e.to_string().contains("no/such.trace"), "{e}");
+    }
 
     #[test]
     fn on_off_delivers_at_the_rate_while_on_and_nothing_while_off() {

@@ -32,7 +32,8 @@ impl Plan {
     /// applies the command-line filters.
     pub fn new(l: &Loaded, o: &RunOptions) -> Result<Plan> {
         let x = &l.experiment;
-        let mut links = crate::link::resolve(&x.links, &l.dir, &o.out.join("traces"))?;
+        let specs: Vec<_> = x.links.iter().filter(|s| crate::link::may_be_wanted(s, &l.dir, &o.links)).cloned().collect();
+        let mut links = crate::link::resolve(&specs, &l.dir, &o.out.join("traces"))?;
         let mut schemes = x
             .schemes
             .iter()
