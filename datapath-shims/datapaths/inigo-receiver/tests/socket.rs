@@ -1,7 +1,7 @@
 //! The RTT_min source on this kernel: the ingress program, loaded as `enable` loads it (no test
 //! hooks), finds a real loopback connection's receiving socket from a crafted segment's 4-tuple
 //! and reads `tcp_sock.rcv_rtt_est.rtt_us`. The kernel's own TCP_INFO reports that field >> 3 as
-//! `tcpi_rcv_rtt` (µs): the program's raw read must be 8× it, and its RTT_min equal to it. This
+//! `tcpi_rcv_rtt` (µs): the program's raw read shifted right by 3 must equal it, and its RTT_min equal to it. This
 //! is the ×8 scaling the spec's A-3 says the published patch missed, checked against 6.18.
 
 mod common;
@@ -68,7 +68,9 @@ fn check(listen: &str, src_unknown: &str) {
     let c = bench.conn(&Key::new(me, peer)).unwrap().expect("the program found the socket and kept state");
     let rcv_rtt = after.tcpi_rcv_rtt;
     eprintln!("{listen}: tcpi_rcv_rtt {rcv_rtt} us, rcv_rtt_est.rtt_us {} (x8), RTT_min {} us", c.rtt_raw, c.rtt_min_us);
-    assert_eq!(c.rtt_raw, rcv_rtt << 3, "rcv_rtt_est.rtt_us is tcpi_rcv_rtt x 8 on this kernel");
+    // The kernel keeps the estimate with 3 fractional bits and TCP_INFO truncates them, so the
+    // raw read agrees with tcpi_rcv_rtt in its integer part only.
+    assert_eq!(c.rtt_raw >> 3, rcv_rtt, "rcv_rtt_est.rtt_us is tcpi_rcv_rtt x 8 on this kernel");
     assert_eq!(c.rtt_min_us, rcv_rtt, "RTT_min is the estimate shifted back");
     assert_eq!(u32::from(c.advmss), after.tcpi_advmss);
     assert_eq!(c.wscale, after.tcpi_snd_rcv_wscale >> 4, "the receive window scale (tcpi_rcv_wscale)");
