@@ -36,6 +36,20 @@ pub enum Command {
     /// Judge an experiment's [[parity]] pairs over its result directory: per cell ours /
     /// theirs / ratio / verdict (writes parity.csv and parity.json there).
     Parity(ParityArgs),
+    /// Print the burst-gap signature of traces (mahimahi files) or of an experiment's links
+    /// (a .toml; synthetic links are generated as `run` would): mean rate, share of 20 ms
+    /// windows without an opportunity, burst sizes, the 20 ms rate's p95 over its mean, gaps.
+    Burstiness(BurstinessArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BurstinessArgs {
+    /// Trace files, or experiment files (.toml) whose links to describe.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Only the first seconds of each trace (default: one whole period).
+    #[arg(long)]
+    pub first_s: Option<u64>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -168,6 +182,10 @@ pub fn main() -> ExitCode {
             }
             Err(e) => fail(&e),
         },
+        Command::Burstiness(a) => match burstiness_cmd(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e),
+        },
         Command::Cleanup => {
             let removed = crate::netns::sweep_stale();
             println!(
@@ -259,6 +277,35 @@ fn report_cmd(a: ReportArgs) -> ExitCode {
         }
         Err(e) => fail(&e),
     }
+}
+
+fn burstiness_cmd(a: &BurstinessArgs) -> Result<(), Error> {
+    use crate::burstiness::Signature;
+    let span_ms = a.first_s.map(|s| s.saturating_mul(1000));
+    let scratch = std::env::temp_dir().join(format!("ccp-lab-burstiness-{}", std::process::id()));
+    let mut traces = Vec::new();
+    for f in &a.files {
+        if f.extension().is_some_and(|e| e == "toml") {
+            let loaded = config::load(f)?;
+            let links = crate::link::resolve(&loaded.experiment.links, &loaded.dir, &scratch);
+            for l in links? {
+                if let ccp_router::LinkShape::Trace(t) = &l.shape {
+                    traces.push((l.name.clone(), ccp_router::Trace::clone(t)));
+                }
+            }
+        } else {
+            traces.push((f.display().to_string(), ccp_router::Trace::load(f)?));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    println!("{:<36} {}", "trace", Signature::HEADER);
+    for (name, t) in &traces {
+        match Signature::of(t, span_ms) {
+            Some(s) => println!("{name:<36} {s}"),
+            None => println!("{name:<36} no opportunity in the span"),
+        }
+    }
+    Ok(())
 }
 
 fn check_cmd(a: CheckArgs) -> ExitCode {

@@ -5,7 +5,8 @@
 //!
 //! * [`config`]: the file format and defaults, its validation, and loading (errors name file,
 //!   line and key, found by the TOML key index);
-//! * [`link`]: traces, trace directories, fixed rates, synthetic square waves;
+//! * [`link`]: traces, trace directories, fixed rates, synthetic square waves, on/off and
+//!   burst-gap links; [`burstiness`]: a trace's burst-gap signature;
 //! * [`scheme`]: kernel or agent congestion control, router queue discipline, sysctls;
 //! * [`agent`]: starting and stopping `ccp-agent`, readiness by registration;
 //! * [`anchor`]: third-party struct_ops congestion controls built from source per run
@@ -26,6 +27,7 @@
 
 pub mod agent;
 pub mod anchor;
+pub mod burstiness;
 pub mod bursts;
 pub mod cancel;
 pub mod cli;

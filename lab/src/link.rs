@@ -1,6 +1,6 @@
 //! Links: resolving an experiment's `[[links]]` into emulator link shapes — mahimahi trace files,
-//! every trace in a directory, fixed rates, and synthetic square-wave traces written as mahimahi
-//! files (so the router treats them exactly like recorded traces, capacity accounting included).
+//! every trace in a directory, fixed rates, and synthetic square-wave, on/off and burst-gap traces
+//! written as mahimahi files (so the router treats them exactly like recorded traces, capacity accounting included).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -138,6 +138,29 @@ pub fn resolve(specs: &[LinkSpec], base: &Path, generated: &Path) -> Result<Vec<
                     format!("on/off {rate_mbps} Mbit/s, {periods} {on_ms} ms on / {off_ms} ms off ({})", path.display());
                 links.push(link);
             }
+            LinkSpec::BurstGap { rate_mbps, burst_pkts, max_burst_pkts, idle_pct, idle_ms, seed, length_s, name } => {
+                let shape = BurstGap {
+                    rate_mbps: *rate_mbps,
+                    burst_pkts: *burst_pkts,
+                    max_burst_pkts: max_burst_pkts.unwrap_or_else(|| BurstGap::default_max(*burst_pkts)),
+                    idle_pct: *idle_pct,
+                    idle_ms: *idle_ms,
+                };
+                shape.check().map_err(Error::Unavailable)?;
+                let name =
+                    name.clone().unwrap_or_else(|| format!("burstgap-{rate_mbps}-{burst_pkts}-{idle_pct}-{idle_ms}ms-s{seed}"));
+                std::fs::create_dir_all(generated).map_err(|e| Error::io(format!("creating {}", generated.display()), e))?;
+                let path = generated.join(format!("{name}.trace"));
+                std::fs::write(&path, shape.trace(*seed, *length_s))
+                    .map_err(|e| Error::io(format!("writing {}", path.display()), e))?;
+                let mut link = Link::from_trace(name, &path)?;
+                link.source = format!(
+                    "burst-gap {rate_mbps} Mbit/s mean, {burst_pkts} (≤ {}) per busy ms, {idle_pct} % idle in periods of mean {idle_ms} ms, seed {seed} ({})",
+                    shape.max_burst_pkts,
+                    path.display()
+                );
+                links.push(link);
+            }
         }
     }
     let mut seen = std::collections::HashSet::new();
@@ -253,6 +276,129 @@ pub fn on_off(rate_mbps: f64, on_ms: u64, off_ms: u64, seed: Option<u64>, length
     out
 }
 
+/// A link whose delay comes from gaps in its delivery opportunities rather than from a queue
+/// (issue 32): what a cellular scheduler does to a user it serves in dense bursts between long
+/// pauses. The trace alternates
+/// * **idle periods** with no opportunity at all, `idle_pct` % of the time, their lengths drawn
+///   from a Pareto law of shape 1.5 with mean `idle_ms` (minimum `idle_ms`/3): mostly tens of ms,
+///   now and then seconds, as the held-out trace's gaps;
+/// * **active periods**, exponential with the mean that makes the idle share come out, in which
+///   each millisecond is busy with the probability that makes the mean rate `rate_mbps`, and a
+///   busy millisecond holds 1 + a geometric number of opportunities (mean `burst_pkts`, at most
+///   `max_burst_pkts`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BurstGap {
+    pub rate_mbps: f64,
+    pub burst_pkts: f64,
+    pub max_burst_pkts: u64,
+    pub idle_pct: f64,
+    pub idle_ms: f64,
+}
+
+impl BurstGap {
+    /// The Pareto shape of idle lengths: a finite mean, an infinite variance (a heavy tail).
+    const IDLE_SHAPE: f64 = 1.5;
+    /// No single idle period is longer (a trace of a dead link is not a link).
+    const MAX_IDLE_MS: f64 = 5_000.0;
+    pub const MAX_BURST_PKTS: u64 = 1_000;
+
+    pub fn default_max(burst_pkts: f64) -> u64 {
+        (4.0 * burst_pkts).ceil().max(1.0) as u64
+    }
+
+    /// Mean opportunities per busy millisecond: 1 + geometric, capped.
+    fn mean_burst(&self) -> f64 {
+        let q = 1.0 / self.burst_pkts;
+        if q >= 1.0 {
+            return 1.0;
+        }
+        // E[min(X, m)] = Σ_{k<m} P(X > k) for X ≥ 1 geometric with success probability q.
+        (1.0 - (1.0 - q).powf(self.max_burst_pkts as f64)) / q
+    }
+
+    fn idle_fraction(&self) -> f64 {
+        self.idle_pct / 100.0
+    }
+
+    /// The probability that a millisecond of an active period is busy.
+    fn busy_probability(&self) -> f64 {
+        self.rate_mbps / MBPS_PER_OPPORTUNITY_PER_MS / ((1.0 - self.idle_fraction()) * self.mean_burst())
+    }
+
+    /// Whether the parameters describe a trace; the message names the offending ones.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if !(self.rate_mbps.is_finite() && self.rate_mbps > 0.0) {
+            return Err(format!("burst-gap rate_mbps must be > 0, got {}", self.rate_mbps));
+        }
+        if !(self.burst_pkts.is_finite() && self.burst_pkts >= 1.0) {
+            return Err(format!("burst-gap burst_pkts must be ≥ 1, got {}", self.burst_pkts));
+        }
+        if !(self.burst_pkts.ceil() as u64..=Self::MAX_BURST_PKTS).contains(&self.max_burst_pkts) {
+            return Err(format!(
+                "burst-gap max_burst_pkts must be in {}..={} (at least burst_pkts), got {}",
+                self.burst_pkts.ceil(),
+                Self::MAX_BURST_PKTS,
+                self.max_burst_pkts
+            ));
+        }
+        if !(self.idle_pct.is_finite() && (0.0..=95.0).contains(&self.idle_pct)) {
+            return Err(format!("burst-gap idle_pct must be in [0, 95], got {}", self.idle_pct));
+        }
+        if !(self.idle_ms.is_finite() && (3.0..=Self::MAX_IDLE_MS / 3.0).contains(&self.idle_ms)) {
+            return Err(format!("burst-gap idle_ms must be in [3, {}] ms, got {}", Self::MAX_IDLE_MS / 3.0, self.idle_ms));
+        }
+        let p = self.busy_probability();
+        if p > 1.0 {
+            return Err(format!(
+                "burst-gap rate_mbps {} cannot be reached: with {} % idle and {:.2} opportunities per busy ms an active \
+                 millisecond would have to be busy with probability {p:.2}; raise burst_pkts or lower idle_pct",
+                self.rate_mbps,
+                self.idle_pct,
+                self.mean_burst()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The mahimahi trace of `length_s` seconds drawn with `seed`, starting active; the last
+    /// millisecond has an opportunity, so the trace lasts exactly `length_s` when replayed.
+    pub fn trace(&self, seed: u64, length_s: u64) -> String {
+        use ccp_qdisc::rng::{Draw, SeedableRng, SplitMix64};
+        let mut rng = SplitMix64::seed_from_u64(seed);
+        let (idle, p) = (self.idle_fraction(), self.busy_probability());
+        let idle_min_ms = self.idle_ms * (Self::IDLE_SHAPE - 1.0) / Self::IDLE_SHAPE;
+        let active_mean_ms = if idle > 0.0 { self.idle_ms * (1.0 - idle) / idle } else { f64::INFINITY };
+        let q = 1.0 / self.burst_pkts;
+        let end_ms = length_s * 1000;
+        let mut out = String::new();
+        let mut t = 0u64;
+        while t < end_ms {
+            let active =
+                if active_mean_ms.is_finite() { rng.exponential(active_mean_ms).round().max(1.0) as u64 } else { end_ms };
+            let active_until = (t + active).min(end_ms);
+            while t < active_until {
+                t += 1;
+                if rng.next_f64() >= p {
+                    continue;
+                }
+                let extra = if q >= 1.0 { 0 } else { ((1.0 - rng.next_f64()).ln() / (1.0 - q).ln()).floor() as u64 };
+                for _ in 0..(1 + extra).min(self.max_burst_pkts) {
+                    out.push_str(&t.to_string());
+                    out.push('\n');
+                }
+            }
+            if idle > 0.0 {
+                let pareto = idle_min_ms / (1.0 - rng.next_f64()).powf(1.0 / Self::IDLE_SHAPE);
+                t = (t + pareto.min(Self::MAX_IDLE_MS).round() as u64).min(end_ms);
+            }
+        }
+        if out.lines().next_back() != Some(end_ms.to_string().as_str()) {
+            out.push_str(&format!("{end_ms}\n"));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +437,47 @@ mod tests {
         assert!((on_fraction - 0.8).abs() < 0.05, "{on_fraction}");
         let parsed = Trace::parse(Path::new("a"), &a).unwrap();
         assert!(parsed.period_ms() == 60_000, "{}", parsed.period_ms());
+    }
+
+    /// The held-out LTE trace's signature as issue 32 gives it (mean 7.75 Mbit/s, 44 % of 20 ms
+    /// windows empty, up to 26 per ms, 6.3 per busy ms, p95 of the 20 ms rate ~4× the mean, gaps
+    /// median 3 ms and p99 ~100 ms, a few over 1 s): the generator's version of it comes out
+    /// with the same shape, seed after seed.
+    #[test]
+    fn burst_gap_traces_have_the_held_out_signature() {
+        let shape = BurstGap { rate_mbps: 7.75, burst_pkts: 6.3, max_burst_pkts: 26, idle_pct: 50.0, idle_ms: 100.0 };
+        shape.check().unwrap();
+        for seed in 1..=5 {
+            let text = shape.trace(seed, 65);
+            assert_eq!(text, shape.trace(seed, 65), "seeded");
+            let trace = Trace::parse(Path::new("bg"), &text).unwrap();
+            assert_eq!(trace.period_ms(), 65_000);
+            let s = crate::burstiness::Signature::of(&trace, None).unwrap();
+            assert!((5.5..10.0).contains(&s.mean_mbps), "seed {seed}: {s}");
+            assert!((30.0..55.0).contains(&s.empty_windows_pct), "seed {seed}: {s}");
+            assert!((20..=26).contains(&s.max_per_ms), "seed {seed}: {s}");
+            assert!((5.0..7.0).contains(&s.mean_per_busy_ms), "seed {seed}: {s}");
+            assert!((2.5..6.0).contains(&s.p95_window_rate_over_mean), "seed {seed}: {s}");
+            assert!(s.gap_p50_ms <= 6.0 && (50.0..400.0).contains(&s.gap_p99_ms) && s.gap_max_ms > 500, "seed {seed}: {s}");
+        }
+        assert_ne!(shape.trace(1, 65), shape.trace(2, 65));
+        // Without idle periods only the bursts' own spacing is left: a millisecond is busy with
+        // probability 0.104, so (1 − 0.104)^20 ≈ 11 % of 20 ms windows are empty, and no gap
+        // comes near the idle periods' seconds.
+        let steady = BurstGap { idle_pct: 0.0, ..shape };
+        let s = crate::burstiness::Signature::of(&Trace::parse(Path::new("s"), &steady.trace(1, 20)).unwrap(), None).unwrap();
+        assert!((6.0..18.0).contains(&s.empty_windows_pct) && s.gap_max_ms < 150, "{s}");
+    }
+
+    #[test]
+    fn burst_gap_parameters_that_describe_no_trace_are_refused_by_name() {
+        let ok = BurstGap { rate_mbps: 8.0, burst_pkts: 6.0, max_burst_pkts: 24, idle_pct: 40.0, idle_ms: 60.0 };
+        let msg = |b: BurstGap| b.check().unwrap_err();
+        assert!(msg(BurstGap { rate_mbps: 200.0, ..ok }).contains("cannot be reached"));
+        assert!(msg(BurstGap { burst_pkts: 0.5, ..ok }).contains("burst_pkts"));
+        assert!(msg(BurstGap { max_burst_pkts: 3, ..ok }).contains("max_burst_pkts"));
+        assert!(msg(BurstGap { idle_pct: 99.0, ..ok }).contains("idle_pct"));
+        assert!(msg(BurstGap { idle_ms: f64::NAN, ..ok }).contains("idle_ms"));
     }
 
     #[test]

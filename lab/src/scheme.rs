@@ -314,11 +314,34 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
             p.validate().map_err(|e| (qdisc_field("codel", e.param), e.message))?;
             QdiscKind::Codel(p)
         }
-        QdiscSpec::Abc { eta, delta_ms, dt_ms, window_ms, token_limit, delay, capacity, lookahead_ms, coexist } => {
-            let delay_measure = match delay.as_str() {
-                "queue" => DelayMeasure::QueueOverCapacity,
-                "sojourn" => DelayMeasure::Sojourn,
-                other => return Err(("delay".into(), format!("{other:?}: use \"queue\" or \"sojourn\""))),
+        QdiscSpec::Abc {
+            eta,
+            delta_ms,
+            dt_ms,
+            window_ms,
+            token_limit,
+            delay,
+            delay_window_ms,
+            capacity,
+            lookahead_ms,
+            coexist,
+        } => {
+            let delay_measure = match (delay.as_str(), delay_window_ms) {
+                ("queue_mean", Some(w)) => {
+                    DelayMeasure::QueueOverMeanCapacity { window: non_negative_ms("delay_window_ms", *w)? }
+                }
+                ("queue_mean", None) => {
+                    return Err((
+                        "delay_window_ms".into(),
+                        "delay = \"queue_mean\" needs the window of the mean capacity, ms".into(),
+                    ))
+                }
+                (_, Some(_)) => return Err(("delay_window_ms".into(), "only applies with delay = \"queue_mean\"".into())),
+                ("queue", None) => DelayMeasure::QueueOverCapacity,
+                ("sojourn", None) => DelayMeasure::Sojourn,
+                (other, None) => {
+                    return Err(("delay".into(), format!("{other:?}: use \"queue\", \"queue_mean\" or \"sojourn\"")))
+                }
             };
             // The lookahead should be the path's RTT, which this table does not know: required
             // with "future" rather than guessed, refused with "past" where it would do nothing.
@@ -431,6 +454,7 @@ fn qdisc_field(kind: &str, param: &str) -> String {
         ("abc", "delay_threshold") => "dt_ms",
         ("abc", "window") => "window_ms",
         ("abc", "lookahead") => "lookahead_ms",
+        ("abc", "delay_window") => "delay_window_ms",
         ("abc", "token_limit" | "initial_token") => "token_limit",
         ("qcn", "q_eq") => "qeq_pkts",
         ("qcn", "sampling") => "sample",
@@ -458,8 +482,13 @@ pub fn describe_qdisc(q: &QdiscKind) -> String {
                 Capacity::Past => String::new(),
                 Capacity::Future { lookahead } => format!(" capacity future +{} ms (PK-ABC)", ms(lookahead)),
             };
+            let delay = match p.delay_measure {
+                DelayMeasure::QueueOverCapacity => String::new(),
+                DelayMeasure::QueueOverMeanCapacity { window } => format!(" delay backlog/mean capacity over {} ms", ms(window)),
+                DelayMeasure::Sojourn => " delay sojourn".into(),
+            };
             format!(
-                "abc eta {} delta {} ms d_t {} ms window {} ms{capacity}{coexist}",
+                "abc eta {} delta {} ms d_t {} ms window {} ms{delay}{capacity}{coexist}",
                 p.eta,
                 ms(p.delta),
                 ms(p.delay_threshold),
@@ -555,6 +584,7 @@ mod tests {
             window_ms: 20.0,
             token_limit: 5.0,
             delay: "queue".into(),
+            delay_window_ms: None,
             capacity: capacity.into(),
             lookahead_ms,
             coexist: None,
@@ -609,6 +639,29 @@ mod tests {
         let e = err("oracle", None);
         assert_eq!(e.0, "capacity");
         assert!(e.1.contains("\"past\" or \"future\""), "{}", e.1);
+    }
+
+    #[test]
+    fn abc_delay_over_the_mean_capacity_needs_its_window() {
+        let with = |delay: &str, w: Option<f64>| {
+            let mut spec = abc_spec(0.98, "past", None);
+            if let QdiscSpec::Abc { delay: d, delay_window_ms, .. } = &mut spec {
+                *d = delay.into();
+                *delay_window_ms = w;
+            }
+            router_qdisc(&spec)
+        };
+        match with("queue_mean", Some(200.0)).unwrap() {
+            QdiscKind::Abc(p) => {
+                assert_eq!(p.delay_measure, DelayMeasure::QueueOverMeanCapacity { window: 200 * NANOS_PER_MS });
+                assert!(describe_qdisc(&QdiscKind::Abc(p)).contains("mean capacity over 200 ms"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(with("queue_mean", None).unwrap_err().0, "delay_window_ms");
+        assert_eq!(with("queue_mean", Some(0.0)).unwrap_err().0, "delay_window_ms");
+        assert_eq!(with("queue", Some(200.0)).unwrap_err().0, "delay_window_ms");
+        assert_eq!(with("backlog", None).unwrap_err().0, "delay");
     }
 
     #[test]

@@ -167,6 +167,25 @@ pub enum LinkSpec {
         #[serde(default)]
         name: Option<String>,
     },
+    /// A synthetic link whose delay comes from gaps, not queues (issue 32): idle periods with no
+    /// opportunity at all (`idle_pct` of the time, heavy-tailed lengths of mean `idle_ms`: most of
+    /// tens of ms, a few of seconds) between active periods in which a millisecond holds a dense
+    /// burst (`burst_pkts` opportunities on average, at most `max_burst_pkts`, default 4×) or
+    /// nothing. The mean rate is `rate_mbps`. Seeded; `ccp-lab burstiness` prints the result's
+    /// signature. See [`crate::link::BurstGap`].
+    BurstGap {
+        rate_mbps: f64,
+        burst_pkts: f64,
+        #[serde(default)]
+        max_burst_pkts: Option<u64>,
+        idle_pct: f64,
+        idle_ms: f64,
+        seed: u64,
+        #[serde(default = "default_on_off_length_s")]
+        length_s: u64,
+        #[serde(default)]
+        name: Option<String>,
+    },
 }
 
 fn default_on_off_length_s() -> u64 {
@@ -261,9 +280,13 @@ pub enum QdiscSpec {
         window_ms: f64,
         #[serde(default = "abc_token_limit")]
         token_limit: f64,
-        /// "queue" (x = backlog/μ) or "sojourn".
+        /// "queue" (x = backlog/μ), "queue_mean" (x = backlog over the mean capacity of the last
+        /// `delay_window_ms`: a variant for burst-gap links, not the paper's) or "sojourn".
         #[serde(default = "abc_delay")]
         delay: String,
+        /// With delay = "queue_mean" (required there, refused otherwise), ms.
+        #[serde(default)]
+        delay_window_ms: Option<f64>,
         /// The trace window μ(t) is counted over: "past" (ABC) or "future" (PK-ABC, the
         /// oracle: the window ending `lookahead_ms` ahead, one RTT).
         #[serde(default = "abc_capacity")]

@@ -213,6 +213,21 @@ fn validate_link(key: &str, l: &LinkSpec) -> Result<(), Invalid> {
             }
             name.as_ref()
         }
+        LinkSpec::BurstGap { rate_mbps, burst_pkts, max_burst_pkts, idle_pct, idle_ms, length_s, name, .. } => {
+            at_most(&format!("{key}.rate_mbps"), *rate_mbps, MAX_LINK_MBPS)?;
+            let shape = crate::link::BurstGap {
+                rate_mbps: *rate_mbps,
+                burst_pkts: *burst_pkts,
+                max_burst_pkts: max_burst_pkts.unwrap_or_else(|| crate::link::BurstGap::default_max(*burst_pkts)),
+                idle_pct: *idle_pct,
+                idle_ms: *idle_ms,
+            };
+            shape.check().map_err(|m| (key.to_string(), m))?;
+            if !(1..=MAX_ON_OFF_LENGTH_S).contains(length_s) {
+                return Err((format!("{key}.length_s"), format!("must be in 1..={MAX_ON_OFF_LENGTH_S} s")));
+            }
+            name.as_ref()
+        }
     };
     match name {
         Some(n) if !is_safe_name(n) => {

@@ -32,6 +32,14 @@ pub enum DelayMeasure {
     /// x = (backlog + this packet) / μ(t): reacts at once when capacity drops (the
     /// recommendation and the artifact's definition, in bytes rather than packets).
     QueueOverCapacity,
+    /// x = (backlog + this packet) / the capacity over the longer `window`: the time the backlog
+    /// takes to drain at the link's mean rate. Not the paper's: a variant for links whose
+    /// opportunities come in dense bursts between idle gaps of tens of ms to seconds (issue 32),
+    /// where μ over T = 20 ms swings between ~0 and hundreds of Mbit/s and the first packets of
+    /// each burst, finding μ(t) ≈ 0, see a huge x behind a small backlog and brake a flow far
+    /// below the link's capacity. Trace-driven links only differ; a fixed rate is its own mean.
+    /// Reacts to a lasting capacity drop over `window` instead of at once.
+    QueueOverMeanCapacity { window: Nanos },
     /// x = the departing packet's sojourn time (lags by one queue's worth; for experiments).
     Sojourn,
 }
@@ -106,6 +114,9 @@ impl AbcParams {
         }
         if self.window == 0 {
             return Err(ParamError::new("window", "must be > 0"));
+        }
+        if self.delay_measure == (DelayMeasure::QueueOverMeanCapacity { window: 0 }) {
+            return Err(ParamError::new("delay_window", "must be > 0"));
         }
         if !(self.token_limit > 1.0 && self.token_limit.is_finite()) {
             return Err(ParamError::new(
@@ -190,6 +201,8 @@ pub struct AbcMarker {
     params: AbcParams,
     dequeued: SlidingWindow,
     opportunities: SlidingWindow,
+    /// The opportunities over [`DelayMeasure::QueueOverMeanCapacity`]'s window, when it is used.
+    mean_opportunities: Option<SlidingWindow>,
     trace_driven: bool,
     link_rate: Option<f64>,
     bucket: TokenBucket,
@@ -206,6 +219,10 @@ impl AbcMarker {
             params,
             dequeued: SlidingWindow::new(params.window),
             opportunities: SlidingWindow::new(params.window),
+            mean_opportunities: match params.delay_measure {
+                DelayMeasure::QueueOverMeanCapacity { window } => Some(SlidingWindow::new(window)),
+                _ => None,
+            },
             trace_driven: false,
             link_rate: None,
             bucket: TokenBucket::new(params.initial_token, params.token_limit),
@@ -223,6 +240,9 @@ impl AbcMarker {
     pub fn on_opportunity(&mut self, at: Nanos, bytes: u32) {
         self.trace_driven = true;
         self.opportunities.add(at, u64::from(bytes));
+        if let Some(w) = self.mean_opportunities.as_mut() {
+            w.add(at, u64::from(bytes));
+        }
     }
 
     /// How long before an opportunity the marker needs to hear of it.
@@ -254,6 +274,15 @@ impl AbcMarker {
         self.link_capacity(now).map(|mu| mu * share)
     }
 
+    /// The capacity x(t) divides the backlog by, bytes per second: μ(t), or with
+    /// [`DelayMeasure::QueueOverMeanCapacity`] the queue's share of the mean over its window.
+    fn delay_capacity(&mut self, now: Nanos, mu: f64) -> f64 {
+        match self.mean_opportunities.as_mut() {
+            Some(w) if self.trace_driven => w.rate(now + self.params.capacity.lookahead()) * self.share,
+            _ => mu,
+        }
+    }
+
     /// The accelerate fraction computed for the last ABC packet (for logs and tests).
     pub fn last_fraction(&self) -> f64 {
         self.last_fraction
@@ -274,9 +303,15 @@ impl AbcMarker {
         };
         let cr = self.dequeued.rate(now);
         let x = match self.params.delay_measure {
-            DelayMeasure::QueueOverCapacity if mu > 0.0 => (backlog_after + u64::from(len)) as f64 / mu,
-            // Zero capacity (an outage in the trace): the queue will never drain, infinite delay.
-            DelayMeasure::QueueOverCapacity => f64::INFINITY,
+            DelayMeasure::QueueOverCapacity | DelayMeasure::QueueOverMeanCapacity { .. } => {
+                let drain = self.delay_capacity(now, mu);
+                // Zero capacity (an outage in the trace): the queue will never drain, infinite delay.
+                if drain > 0.0 {
+                    (backlog_after + u64::from(len)) as f64 / drain
+                } else {
+                    f64::INFINITY
+                }
+            }
             DelayMeasure::Sojourn => secs(sojourn),
         };
         let tr = if mu > 0.0 {
@@ -559,6 +594,41 @@ mod tests {
             }
         }
         assert_eq!(braked, 100);
+    }
+
+    /// A burst-gap link (issue 32): 26 opportunities in one millisecond every 100 ms (3.1 Mbit/s
+    /// on average), and a flow that uses 12 of them (46 %): each burst drains the 12 packets that
+    /// arrived during the gap. One accelerate per brake holds a window (each ACK adds one packet
+    /// per accelerate and removes one per brake), so fewer accelerates than brakes shrink it.
+    /// x = q/μ(t) over T = 20 ms finds the window all but empty at the start of every burst (the
+    /// opportunity closing a 100 ms gap counts a fifth of a packet) and brakes the first packets
+    /// outright, so the window shrinks every burst although the link is far from full. Over the
+    /// mean capacity of 1 s, x = 12/0.26 ≈ 46 ms, below d_t: half or more accelerate.
+    #[test]
+    fn a_burst_after_a_gap_brakes_a_flow_below_capacity_on_the_window_capacity_not_on_the_mean() {
+        const BACKLOG: u64 = 12;
+        let burst_at = |k: u64| (k * 100 + 1) * NANOS_PER_MS;
+        let accelerates = |delay_measure| {
+            let mut m = AbcMarker::new(AbcParams { delay_measure, ..AbcParams::default() }).unwrap();
+            let mut marks = Vec::new();
+            for k in 0..20 {
+                for i in 0..26u64 {
+                    m.on_opportunity(burst_at(k), MTU_BYTES);
+                    if i < BACKLOG {
+                        let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
+                        marks.push(m.on_dequeue(burst_at(k), &mut p, (BACKLOG - 1 - i) * u64::from(MTU_BYTES), 0));
+                    }
+                }
+            }
+            marks[marks.len() - BACKLOG as usize..].iter().filter(|&&a| a == AbcMark::Accelerate).count()
+        };
+        let half = BACKLOG as usize / 2;
+        let paper = accelerates(DelayMeasure::QueueOverCapacity);
+        assert!(paper < half, "the paper's x brakes the flow down: {paper} accelerates of {BACKLOG}");
+        let mean = accelerates(DelayMeasure::QueueOverMeanCapacity { window: 1000 * NANOS_PER_MS });
+        assert!(mean >= half, "the mean's holds it: {mean} accelerates of {BACKLOG}");
+        let e = AbcParams { delay_measure: DelayMeasure::QueueOverMeanCapacity { window: 0 }, ..AbcParams::default() };
+        assert_eq!(e.validate().unwrap_err().param, "delay_window");
     }
 
     /// Opportunity times (ns) of a trace whose capacity doubles at 100 ms: one 1500 B

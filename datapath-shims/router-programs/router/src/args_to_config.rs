@@ -128,6 +128,7 @@ impl LinkArgs {
             ("--abc-window-ms", self.abc_window_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-token-limit", self.abc_token_limit.is_some(), &[QdiscArg::Abc]),
             ("--abc-delay", self.abc_delay.is_some(), &[QdiscArg::Abc]),
+            ("--abc-delay-window-ms", self.abc_delay_window_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-capacity", self.abc_capacity.is_some(), &[QdiscArg::Abc]),
             ("--abc-lookahead-ms", self.abc_lookahead_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-coexist", self.abc_coexist.is_some(), &[QdiscArg::Abc]),
@@ -202,10 +203,7 @@ impl LinkArgs {
                     window: self.abc_window_ms.map(|v| positive_ms_to_ns("--abc-window-ms", v)).transpose()?.unwrap_or(d.window),
                     token_limit: self.abc_token_limit.unwrap_or(d.token_limit),
                     initial_token: d.initial_token,
-                    delay_measure: match self.abc_delay {
-                        Some(DelayArg::Sojourn) => DelayMeasure::Sojourn,
-                        _ => DelayMeasure::QueueOverCapacity,
-                    },
+                    delay_measure: self.abc_delay_measure()?,
                     capacity: self.abc_capacity()?,
                 };
                 match &self.abc_coexist {
@@ -274,6 +272,20 @@ impl LinkArgs {
 
     /// `--abc-capacity` with `--abc-lookahead-ms`: the lookahead is required by `future` (there is
     /// no safe default: it should be the path's RTT) and meaningless without it.
+    fn abc_delay_measure(&self) -> Result<DelayMeasure> {
+        match (self.abc_delay, self.abc_delay_window_ms) {
+            (Some(DelayArg::QueueMean), Some(ms)) => {
+                Ok(DelayMeasure::QueueOverMeanCapacity { window: positive_ms_to_ns("--abc-delay-window-ms", ms)? })
+            }
+            (Some(DelayArg::QueueMean), None) => {
+                Err(Error::param("--abc-delay-window-ms", "--abc-delay queue-mean needs the window of the mean capacity, ms"))
+            }
+            (_, Some(_)) => Err(Error::param("--abc-delay-window-ms", "only applies with --abc-delay queue-mean")),
+            (Some(DelayArg::Sojourn), None) => Ok(DelayMeasure::Sojourn),
+            (None | Some(DelayArg::Queue), None) => Ok(DelayMeasure::QueueOverCapacity),
+        }
+    }
+
     fn abc_capacity(&self) -> Result<Capacity> {
         match (self.abc_capacity, self.abc_lookahead_ms) {
             (None | Some(CapacityArg::Past), None) => Ok(Capacity::Past),
@@ -500,6 +512,23 @@ mod tests {
         assert!(e(&["--abc-capacity", "future", "--abc-lookahead-ms", "0"]).starts_with("--abc-lookahead-ms: must be > 0"));
         assert!(e(&["--abc-capacity", "future", "--abc-lookahead-ms=-5"]).starts_with("--abc-lookahead-ms:"));
         assert!(err(&["--rate-mbps", "10", "--abc-capacity", "future"]).starts_with("--abc-capacity: does not apply"));
+    }
+
+    #[test]
+    fn abc_delay_over_the_mean_capacity_takes_its_window() {
+        let abc = |extra: &[&str]| {
+            let mut a = vec!["--rate-mbps", "10", "--qdisc", "abc"];
+            a.extend_from_slice(extra);
+            parse(&a).link.qdisc_kind(Limit::Packets(250))
+        };
+        match abc(&["--abc-delay", "queue-mean", "--abc-delay-window-ms", "500"]).unwrap() {
+            QdiscKind::Abc(p) => assert_eq!(p.delay_measure, DelayMeasure::QueueOverMeanCapacity { window: 500 * NANOS_PER_MS }),
+            other => panic!("{other:?}"),
+        }
+        let e = |extra: &[&str]| abc(extra).unwrap_err().to_string();
+        assert!(e(&["--abc-delay", "queue-mean"]).starts_with("--abc-delay-window-ms: --abc-delay queue-mean needs"));
+        assert!(e(&["--abc-delay-window-ms", "500"]).starts_with("--abc-delay-window-ms: only applies"));
+        assert!(e(&["--abc-delay", "queue-mean", "--abc-delay-window-ms", "0"]).starts_with("--abc-delay-window-ms: must be > 0"));
     }
 
     #[test]

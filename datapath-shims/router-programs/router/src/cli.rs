@@ -44,6 +44,9 @@ pub enum QdiscArg {
 pub enum DelayArg {
     /// x = (backlog + packet) / capacity.
     Queue,
+    /// x = (backlog + packet) / the mean capacity over --abc-delay-window-ms (a variant for
+    /// burst-gap links, not the paper's).
+    QueueMean,
     /// x = the packet's sojourn time.
     Sojourn,
 }
@@ -133,6 +136,9 @@ pub struct LinkArgs {
     /// ABC: how the queuing delay x(t) is measured.
     #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
     pub abc_delay: Option<DelayArg>,
+    /// ABC: with --abc-delay queue-mean, the window of the mean capacity, ms.
+    #[arg(long, help_heading = "ABC (--qdisc abc)")]
+    pub abc_delay_window_ms: Option<f64>,
     /// ABC: the trace window μ(t) is counted over (default past; future is PK-ABC and needs
     /// --abc-lookahead-ms; on a fixed-rate link both are the rate).
     #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]

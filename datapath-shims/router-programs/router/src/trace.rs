@@ -65,6 +65,11 @@ impl Trace {
         &self.path
     }
 
+    /// Opportunity times within one period, ms, non-decreasing.
+    pub fn times_ms(&self) -> &[u64] {
+        &self.times_ms
+    }
+
     pub fn opportunities_per_period(&self) -> usize {
         self.times_ms.len()
     }
