@@ -59,6 +59,16 @@ pub enum SsExitArg {
     Hold,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TickSlackArg {
+    /// Late only above the threshold plus one TSval tick, for peers without microsecond
+    /// timestamps: their 1 ms ticks put up to 1 ms of one-sided noise into the RFD.
+    On,
+    /// Late above the threshold alone, the spec's rule (late with no queue when the threshold is
+    /// below a tick: RTT_min under ~6 ms at 17 %).
+    Off,
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum RttScaleArg {
     /// The kernel's receive-side RTT estimate in microseconds (tcpi_rcv_rtt).
@@ -109,6 +119,10 @@ pub struct EnableArgs {
     /// Microseconds per TSval tick for connections without microsecond timestamps (Linux: 1 ms).
     #[arg(long, value_name = "US", default_value_t = 1000)]
     pub ts_tick_us: u32,
+
+    /// Add one TSval tick to the late threshold of connections without microsecond timestamps.
+    #[arg(long, value_enum, default_value_t = TickSlackArg::On)]
+    pub tick_slack: TickSlackArg,
 
     /// Window mode: scale the window by REBASE/1024 when the RFD total would go negative (0: off).
     #[arg(long, value_name = "X", default_value_t = 0)]
@@ -175,6 +189,7 @@ impl EnableArgs {
                 SsExitArg::Hold => rx::SsExit::Hold,
             },
             ts_tick_us: self.ts_tick_us,
+            tick_slack: self.tick_slack == TickSlackArg::On,
             rebase: self.rebase,
         }
     }
@@ -306,6 +321,8 @@ mod tests {
             "x8",
             "--ss-exit",
             "hold",
+            "--tick-slack",
+            "off",
         ])
         .unwrap() else {
             panic!("not enable")
@@ -315,6 +332,8 @@ mod tests {
         assert_eq!((s.mode, s.threshold_pct, s.rfd_source, s.fairness), (rx::Mode::Window, 20, rx::RfdSource::Tsecr, 0));
         assert!(s.clear_ce && s.rtt_min_creep && s.ss_exit == rx::SsExit::Hold);
         assert_eq!(s.rtt_scale, rx::RttScale::X8);
+        assert!(!s.tick_slack);
+        assert!(parse(&["enable", "--netns", "rcv", "--dev", "eth0", "--tick-slack", "maybe"]).is_err());
     }
 
     #[test]
