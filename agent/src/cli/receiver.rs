@@ -142,7 +142,8 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Also list up to N connections' state (RTT_min, RFD total, alpha, window cap).
+    /// Also list up to N connections' state (RTT_min, threshold with any tick slack, TSval tick,
+    /// RFD total, alpha, window cap).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub connections: usize,
 }
@@ -266,11 +267,12 @@ fn status(s: &StatusArgs) -> anyhow::Result<()> {
     print!("{}", st.counters);
     for c in &conns {
         println!(
-            "{} <- {}: RTT_min {} us, threshold {} us, RFD total {} us, late {}, alpha {}, window cap {}{}",
+            "{} <- {}: RTT_min {} us, threshold {} us (tick {} us), RFD total {} us, late {}, alpha {}, window cap {}{}",
             c.local,
             c.remote,
             c.rtt_min_us,
             c.threshold_us,
+            c.tick_us,
             c.rfd_total_us,
             c.late_segments,
             c.alpha,
