@@ -59,6 +59,16 @@ pub enum SsExitArg {
     Hold,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TickSlackArg {
+    /// Late only above the threshold plus one TSval tick, for peers without microsecond
+    /// timestamps: their 1 ms ticks put up to 1 ms of one-sided noise into the RFD.
+    On,
+    /// Late above the threshold alone, the spec's rule (late with no queue when the threshold is
+    /// below a tick: RTT_min under ~6 ms at 17 %).
+    Off,
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum RttScaleArg {
     /// The kernel's receive-side RTT estimate in microseconds (tcpi_rcv_rtt).
@@ -110,6 +120,10 @@ pub struct EnableArgs {
     #[arg(long, value_name = "US", default_value_t = 1000)]
     pub ts_tick_us: u32,
 
+    /// Add one TSval tick to the late threshold of connections without microsecond timestamps.
+    #[arg(long, value_enum, default_value_t = TickSlackArg::On)]
+    pub tick_slack: TickSlackArg,
+
     /// Window mode: scale the window by REBASE/1024 when the RFD total would go negative (0: off).
     #[arg(long, value_name = "X", default_value_t = 0)]
     pub rebase: u32,
@@ -128,7 +142,8 @@ pub struct StatusArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Also list up to N connections' state (RTT_min, RFD total, alpha, window cap).
+    /// Also list up to N connections' state (RTT_min, threshold with any tick slack, TSval tick,
+    /// RFD total, alpha, window cap).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub connections: usize,
 }
@@ -175,6 +190,7 @@ impl EnableArgs {
                 SsExitArg::Hold => rx::SsExit::Hold,
             },
             ts_tick_us: self.ts_tick_us,
+            tick_slack: self.tick_slack == TickSlackArg::On,
             rebase: self.rebase,
         }
     }
@@ -251,11 +267,12 @@ fn status(s: &StatusArgs) -> anyhow::Result<()> {
     print!("{}", st.counters);
     for c in &conns {
         println!(
-            "{} <- {}: RTT_min {} us, threshold {} us, RFD total {} us, late {}, alpha {}, window cap {}{}",
+            "{} <- {}: RTT_min {} us, threshold {} us (tick {} us), RFD total {} us, late {}, alpha {}, window cap {}{}",
             c.local,
             c.remote,
             c.rtt_min_us,
             c.threshold_us,
+            c.tick_us,
             c.rfd_total_us,
             c.late_segments,
             c.alpha,
@@ -306,6 +323,8 @@ mod tests {
             "x8",
             "--ss-exit",
             "hold",
+            "--tick-slack",
+            "off",
         ])
         .unwrap() else {
             panic!("not enable")
@@ -315,6 +334,8 @@ mod tests {
         assert_eq!((s.mode, s.threshold_pct, s.rfd_source, s.fairness), (rx::Mode::Window, 20, rx::RfdSource::Tsecr, 0));
         assert!(s.clear_ce && s.rtt_min_creep && s.ss_exit == rx::SsExit::Hold);
         assert_eq!(s.rtt_scale, rx::RttScale::X8);
+        assert!(!s.tick_slack);
+        assert!(parse(&["enable", "--netns", "rcv", "--dev", "eth0", "--tick-slack", "maybe"]).is_err());
     }
 
     #[test]

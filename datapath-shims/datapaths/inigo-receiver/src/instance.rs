@@ -579,7 +579,11 @@ pub struct ConnStatus {
     pub rtt_min_us: u32,
     /// The last raw `rcv_rtt_est.rtt_us` (×8).
     pub rtt_raw: u32,
+    /// What D_total was last compared with (late above it): RTT_min · pct / 100, plus `tick_us`
+    /// when tick slack is on and the peer has no µs timestamps (`tick_us` > 1).
     pub threshold_us: u32,
+    /// µs per TSval tick of the peer: 1 with µs timestamps, else `--ts-tick-us`.
+    pub tick_us: u32,
     /// D_total, µs.
     pub rfd_total_us: i64,
     pub late_segments: u64,
@@ -611,6 +615,7 @@ impl ConnStatus {
             rtt_min_us: c.rtt_min_us,
             rtt_raw: c.rtt_raw,
             threshold_us: c.thresh_us,
+            tick_us: c.tick_us,
             rfd_total_us: c.rfd_total_us,
             late_segments: c.segs_late,
             alpha: c.alpha,

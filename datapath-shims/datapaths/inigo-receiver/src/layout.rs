@@ -4,7 +4,8 @@
 /// `INIGO_MAGIC`: written into the settings entry last; until then the programs pass everything.
 pub const MAGIC: u32 = 0x494e_4731;
 /// `INIGO_LAYOUT`: an instance pinned with another layout is refused, not reinterpreted.
-pub const LAYOUT: u32 = 1;
+/// 2: `F_NO_TICK_SLACK` (layout 1's programs have no tick slack and would ignore the flag).
+pub const LAYOUT: u32 = 2;
 
 pub const MODE_MARK: u32 = 0;
 pub const MODE_WINDOW: u32 = 1;
@@ -14,6 +15,7 @@ pub const F_CLEAR_CE: u32 = 1 << 0;
 pub const F_RTT_CREEP: u32 = 1 << 1;
 pub const F_SS_HOLD: u32 = 1 << 2;
 pub const F_RTT_X8: u32 = 1 << 3;
+pub const F_NO_TICK_SLACK: u32 = 1 << 4;
 
 pub const C_HAVE_REF: u8 = 1 << 0;
 pub const C_USEC_TS: u8 = 1 << 1;
@@ -158,7 +160,7 @@ pub const COUNTERS: [(&str, &str); 21] = [
     ("no_socket", "no established socket for the 4-tuple: passed untouched"),
     ("init", "references saved, nothing judged: a connection's first segment, or no receive RTT estimate yet (T-R1)"),
     ("zero_delta", "the timestamps had not advanced: no RFD sample (T-R2)"),
-    ("late", "judged late: D_total > RTT_min * pct / 100"),
+    ("late", "judged late: D_total > RTT_min * pct / 100 (+ one tick with tick slack)"),
     ("ce_set", "marking mode: CE set"),
     ("ce_already", "marking mode: late and already CE (a switch's mark), left as is"),
     ("ce_cleared", "marking mode with clear_ce: CE cleared on a segment that was not late"),

@@ -54,7 +54,7 @@ pub enum RttScale {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Settings {
     pub mode: Mode,
-    /// Late when D_total > RTT_min · pct / 100 (strict). Default 17.
+    /// Late when D_total > RTT_min · pct / 100 (strict), plus the tick slack. Default 17.
     pub threshold_pct: u32,
     pub rfd_source: RfdSource,
     /// Window mode: α and the cap are updated every `fairness` · MSS bytes (0: every rcv_cwnd
@@ -69,6 +69,12 @@ pub struct Settings {
     pub ss_exit: SsExit,
     /// µs per TSval tick for connections without µs timestamps (Linux: 1 ms). Default 1000.
     pub ts_tick_us: u32,
+    /// Add one TSval tick to the late threshold of connections without µs timestamps (ours, on
+    /// by default). Their TSvals round the send time down to the tick, so D_total runs up to a
+    /// tick above the queueing delay; with the slack, late means a queue above RTT_min · pct/100.
+    /// Off: the spec's rule, which at small RTTs (threshold below a tick) judges segments late
+    /// with no queue at all.
+    pub tick_slack: bool,
     /// Window mode: multiply rcv_cwnd by rebase/1024 (floor 2·MSS) whenever D_total would go
     /// negative; 0 = off (the patch's default).
     pub rebase: u32,
@@ -86,6 +92,7 @@ impl Default for Settings {
             rtt_scale: RttScale::Actual,
             ss_exit: SsExit::Halve,
             ts_tick_us: 1000,
+            tick_slack: true,
             rebase: 0,
         }
     }
@@ -138,7 +145,8 @@ impl Settings {
         raw.flags = (if self.clear_ce { layout::F_CLEAR_CE } else { 0 })
             | (if self.rtt_min_creep { layout::F_RTT_CREEP } else { 0 })
             | (if self.ss_exit == SsExit::Hold { layout::F_SS_HOLD } else { 0 })
-            | (if self.rtt_scale == RttScale::X8 { layout::F_RTT_X8 } else { 0 });
+            | (if self.rtt_scale == RttScale::X8 { layout::F_RTT_X8 } else { 0 })
+            | (if self.tick_slack { 0 } else { layout::F_NO_TICK_SLACK });
         raw.ts_tick_us = self.ts_tick_us;
         raw.rebase = self.rebase;
     }
@@ -154,6 +162,7 @@ impl Settings {
             rtt_scale: if raw.flags & layout::F_RTT_X8 != 0 { RttScale::X8 } else { RttScale::Actual },
             ss_exit: if raw.flags & layout::F_SS_HOLD != 0 { SsExit::Hold } else { SsExit::Halve },
             ts_tick_us: raw.ts_tick_us,
+            tick_slack: raw.flags & layout::F_NO_TICK_SLACK == 0,
             rebase: raw.rebase,
         }
     }
@@ -165,7 +174,7 @@ impl Settings {
         a.iter().zip(b.iter()).filter(|(x, y)| x.1 != y.1).map(|(new, old)| format!("{} {} -> {}", new.0, old.1, new.1)).collect()
     }
 
-    fn fields(&self) -> [(&'static str, String); 10] {
+    fn fields(&self) -> [(&'static str, String); 11] {
         [
             ("mode", format!("{:?}", self.mode).to_lowercase()),
             ("threshold-pct", self.threshold_pct.to_string()),
@@ -176,6 +185,7 @@ impl Settings {
             ("rtt-scale", format!("{:?}", self.rtt_scale).to_lowercase()),
             ("ss-exit", format!("{:?}", self.ss_exit).to_lowercase()),
             ("ts-tick-us", self.ts_tick_us.to_string()),
+            ("tick-slack", (if self.tick_slack { "on" } else { "off" }).to_string()),
             ("rebase", self.rebase.to_string()),
         ]
     }
@@ -204,6 +214,7 @@ mod tests {
             rtt_scale: RttScale::X8,
             ss_exit: SsExit::Hold,
             ts_tick_us: 1,
+            tick_slack: false,
             rebase: 512,
         };
         let mut raw = RawSettings::default();
@@ -212,6 +223,8 @@ mod tests {
         let mut raw = RawSettings::default();
         Settings::default().to_raw(&mut raw);
         assert_eq!(Settings::from_raw(&raw), Settings::default());
+        assert!(Settings::default().tick_slack);
+        assert_eq!(raw.flags, 0, "the defaults set no flag: each flag is a departure from them");
     }
 
     #[test]
@@ -220,6 +233,8 @@ mod tests {
         let new = Settings { mode: Mode::Window, threshold_pct: 25, ..Settings::default() };
         assert_eq!(new.changes_from(&old), vec!["mode mark -> window", "threshold-pct 17 -> 25"]);
         assert!(old.changes_from(&old).is_empty());
+        let literal = Settings { tick_slack: false, ..Settings::default() };
+        assert_eq!(literal.changes_from(&old), vec!["tick-slack on -> off"]);
     }
 
     #[test]

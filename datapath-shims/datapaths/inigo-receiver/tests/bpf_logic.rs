@@ -1,5 +1,6 @@
 //! The receiver's BPF logic under BPF_PROG_TEST_RUN, on crafted IPv4 and IPv6 segments: the
-//! spec's receiver vectors (specs/inigo.md §14.2) that apply to the programs.
+//! spec's receiver vectors (specs/inigo.md §14.2) that apply to the programs, played with the
+//! spec's rule for lateness ([`spec`]), then the tick slack the receiver adds by default.
 //!
 //! The clock and the receiving socket are injected through the object's test hooks (a `.bss`
 //! struct honoured only when the object is loaded for tests): `rtt_raw` is what
@@ -21,6 +22,13 @@ const MSS: u32 = 1448;
 /// 10 ms RTT: the threshold at 17 % is 1700 µs.
 const RTT_US: u32 = 10_000;
 const T0_NS: u64 = 1_000_000_000;
+
+/// The default settings with the spec's rule for lateness, D_total > RTT_min · pct / 100: the
+/// spec's vectors are written for it. The tick slack the receiver adds by default has its own
+/// tests at the end.
+fn spec() -> Settings {
+    Settings { tick_slack: false, ..Settings::default() }
+}
 
 /// One connection's arriving segments, with the clock and the socket injected.
 struct Rig {
@@ -48,8 +56,9 @@ impl Rig {
         rig
     }
 
+    /// Marking mode, the spec's rule.
     fn mark() -> Rig {
-        Rig::new(Settings::default(), false)
+        Rig::new(spec(), false)
     }
 
     fn hooks(&mut self, f: impl FnOnce(&mut TestHooks)) {
@@ -149,7 +158,7 @@ fn t_r2_zero_delta_keeps_the_references() {
         return;
     }
     // TsecrLiteral ([R]): dS = dR = 0 changes nothing at all, not even bytes_total.
-    let mut r = Rig::new(Settings { rfd_source: RfdSource::Tsecr, ..Settings::default() }, false);
+    let mut r = Rig::new(Settings { rfd_source: RfdSource::Tsecr, ..spec() }, false);
     r.arrive(0, 100, 500, ECT0);
     r.arrive(100, 101, 502, ECT0); // dS 1, dR 2 ticks: D = +1000
     let before = r.conn();
@@ -181,7 +190,7 @@ fn t_r3_rfd_accumulates_and_clamps_at_zero() {
         return;
     }
     for v6 in [false, true] {
-        let mut r = Rig::new(Settings::default(), v6);
+        let mut r = Rig::new(spec(), v6);
         r.arrive(0, 100, 500, ECT0);
         r.arrive(1500, 101, 500, ECT0);
         assert_eq!(r.conn().rfd_total_us, 500, "v6 {v6}");
@@ -193,7 +202,7 @@ fn t_r3_rfd_accumulates_and_clamps_at_zero() {
         assert_eq!(r.conn().rfd_total_us, 400);
     }
     // TsecrLiteral: D = (dTSecr - dTSval) ticks.
-    let mut r = Rig::new(Settings { rfd_source: RfdSource::Tsecr, ..Settings::default() }, false);
+    let mut r = Rig::new(Settings { rfd_source: RfdSource::Tsecr, ..spec() }, false);
     r.arrive(0, 100, 500, ECT0);
     r.arrive(1, 101, 503, ECT0);
     assert_eq!(r.conn().rfd_total_us, 2000);
@@ -201,7 +210,7 @@ fn t_r3_rfd_accumulates_and_clamps_at_zero() {
     assert_eq!(r.conn().rfd_total_us, 0, "2000 - 3000 clamps");
 
     // Window mode with rebase = 512: a clamp halves rcv_cwnd, floor 2 MSS.
-    let s = Settings { mode: Mode::Window, rebase: 512, ..Settings::default() };
+    let s = Settings { mode: Mode::Window, rebase: 512, ..spec() };
     let mut r = Rig::new(s, false);
     r.put(|c| {
         c.rcv_cwnd = 100_000;
@@ -221,7 +230,7 @@ fn t_r4_late_is_strictly_above_the_threshold() {
         return;
     }
     for v6 in [false, true] {
-        let mut r = Rig::new(Settings::default(), v6);
+        let mut r = Rig::new(spec(), v6);
         r.arrive(0, 100, 500, ECT0);
         // D_total = 1700 = 17 % of 10 ms: not late.
         let out = r.arrive(2700, 101, 500, ECT0);
@@ -238,7 +247,7 @@ fn t_r4_late_is_strictly_above_the_threshold() {
         assert_eq!(r.conn().segs_late, 1);
     }
     // Another percentage.
-    let mut r = Rig::new(Settings { threshold_pct: 50, ..Settings::default() }, false);
+    let mut r = Rig::new(Settings { threshold_pct: 50, ..spec() }, false);
     r.arrive(0, 100, 500, ECT0);
     r.arrive(6000, 101, 500, ECT0);
     assert_eq!((r.conn().thresh_us, r.count(Counter::InLate)), (5000, 0));
@@ -248,7 +257,7 @@ fn t_r4_late_is_strictly_above_the_threshold() {
     // Window mode: the first late segment in the receiver's slow start halves rcv_cwnd and sets
     // its ssthresh; [R4.2]'s "hold" only sets ssthresh. Late bytes accrue.
     for (exit, want) in [(SsExit::Halve, 50_000), (SsExit::Hold, 100_000)] {
-        let mut r = Rig::new(Settings { mode: Mode::Window, ss_exit: exit, ..Settings::default() }, false);
+        let mut r = Rig::new(Settings { mode: Mode::Window, ss_exit: exit, ..spec() }, false);
         r.put(|c| {
             c.rcv_cwnd = 100_000;
             c.rfd_total_us = 1701;
@@ -267,7 +276,7 @@ fn t_r5_alpha_and_window_updates() {
     if skip_without_root("t_r5") {
         return;
     }
-    let window = Settings { mode: Mode::Window, fairness: 10, ..Settings::default() };
+    let window = Settings { mode: Mode::Window, fairness: 10, ..spec() };
     // rcv_cwnd 144 800 B, fairness 10 -> interval 14 480 B; the segment below brings bytes_total
     // to exactly the interval. ssthresh below rcv_cwnd: congestion avoidance.
     let run = |alpha: u32, late_before: u64, late_now: bool, ssthresh: u32, cwnd: u32| -> (Conn, u64) {
@@ -326,7 +335,7 @@ fn t_r6_window_mode_caps_the_advertised_window_on_egress() {
         return;
     }
     for v6 in [false, true] {
-        let r = Rig::new(Settings { mode: Mode::Window, ..Settings::default() }, v6);
+        let r = Rig::new(Settings { mode: Mode::Window, ..spec() }, v6);
         r.put(|c| c.rcv_cwnd = 144_348);
         let (me, peer) = (r.dst, r.src);
         // 2000 << 7 = 256 000 B advertised: capped to ceil(144 348 / 128) = 1128.
@@ -367,7 +376,7 @@ fn t_r7_marking_only_on_ecn_capable_segments() {
         return;
     }
     for v6 in [false, true] {
-        let mut r = Rig::new(Settings::default(), v6);
+        let mut r = Rig::new(spec(), v6);
         r.arrive(0, 100, 500, ECT0);
         r.arrive(5000, 101, 500, ECT0); // D_total 4000 > 1700: late from here on
         assert_eq!(r.count(Counter::InCeSet), 1);
@@ -395,7 +404,7 @@ fn t_r7_marking_only_on_ecn_capable_segments() {
     }
     // With clear_ce (the published patch): CE on a segment that is not late becomes ECT(0).
     for v6 in [false, true] {
-        let mut r = Rig::new(Settings { clear_ce: true, ..Settings::default() }, v6);
+        let mut r = Rig::new(Settings { clear_ce: true, ..spec() }, v6);
         r.arrive(0, 100, 500, ECT0);
         let out = r.arrive(1000, 101, 500, CE);
         assert_eq!(ecn_of(&out.frame), ECT0, "v6 {v6}");
@@ -403,7 +412,7 @@ fn t_r7_marking_only_on_ecn_capable_segments() {
         assert_eq!(r.count(Counter::InCeCleared), 1);
     }
     // Window mode runs on Not-ECT segments and never touches ECN.
-    let mut r = Rig::new(Settings { mode: Mode::Window, ..Settings::default() }, false);
+    let mut r = Rig::new(Settings { mode: Mode::Window, ..spec() }, false);
     r.arrive(0, 100, 500, NOT_ECT);
     let seg = r.seg(101, 500).ecn(ECT0);
     let out = r.arrive_seg(5000, seg.clone());
@@ -419,7 +428,7 @@ fn t_r8_the_rfd_source_decides_what_a_forward_queue_ramp_looks_like() {
     // Sent every 1 ms, arriving every 1.2 ms (a growing forward queue), TSecr advancing 1 ms
     // per segment (a constant reverse path).
     let totals = |source| {
-        let mut r = Rig::new(Settings { rfd_source: source, ..Settings::default() }, false);
+        let mut r = Rig::new(Settings { rfd_source: source, ..spec() }, false);
         for i in 0..6u32 {
             r.arrive(u64::from(i) * 1200, 100 + i, 500 + i, ECT0);
         }
@@ -438,7 +447,7 @@ fn t_r9_timestamps_wrap_around() {
     r.arrive(0, u32::MAX - 1, 500, ECT0);
     r.arrive(3200, 1, 500, ECT0); // 3 ticks later across the wrap
     assert_eq!(r.conn().rfd_total_us, 200);
-    let mut r = Rig::new(Settings { rfd_source: RfdSource::Tsecr, ..Settings::default() }, false);
+    let mut r = Rig::new(Settings { rfd_source: RfdSource::Tsecr, ..spec() }, false);
     r.arrive(0, 100, u32::MAX, ECT0);
     r.arrive(1, 101, 2, ECT0); // dR = 3 ticks across the wrap, dS = 1
     assert_eq!(r.conn().rfd_total_us, 2000);
@@ -450,7 +459,7 @@ fn rtt_min_is_a_min_filter_with_an_optional_creep() {
         return;
     }
     for (creep, want) in [(false, 10_000), (true, 10_002)] {
-        let mut r = Rig::new(Settings { rtt_min_creep: creep, ..Settings::default() }, false);
+        let mut r = Rig::new(Settings { rtt_min_creep: creep, ..spec() }, false);
         r.arrive(0, 100, 500, ECT0);
         r.hooks(|h| h.rtt_raw = 12_000 << 3);
         r.arrive(1000, 101, 500, ECT0);
@@ -470,7 +479,7 @@ fn rtt_scale_x8_reads_the_estimate_as_stored_like_the_patch() {
     // rcv_rtt_est.rtt_us holds 8 x 10 ms; the patch took it as RTT_min, so its threshold at 17 %
     // is 13.6 ms instead of 1.7 ms: an RFD of 5 ms is late with the actual scale only.
     for (scale, rtt_min, thresh, late) in [(RttScale::Actual, RTT_US, 1700, true), (RttScale::X8, RTT_US * 8, 13_600, false)] {
-        let mut r = Rig::new(Settings { rtt_scale: scale, ..Settings::default() }, false);
+        let mut r = Rig::new(Settings { rtt_scale: scale, ..spec() }, false);
         r.arrive(0, 100, 500, ECT0);
         let out = r.arrive(6000, 101, 500, ECT0); // R = 6 ms of arrival, S = 1 tick: RFD 5 ms
         let c = r.conn();
@@ -530,7 +539,7 @@ fn new_settings_restart_connection_state() {
     r.arrive(0, 100, 500, ECT0);
     r.arrive(3000, 101, 500, ECT0);
     assert_eq!(r.conn().rfd_total_us, 2000);
-    r.bench.set_settings(&Settings { threshold_pct: 20, ..Settings::default() }).unwrap();
+    r.bench.set_settings(&Settings { threshold_pct: 20, ..spec() }).unwrap();
     r.arrive(4000, 102, 500, ECT0);
     let c = r.conn();
     assert_eq!((c.rfd_total_us, c.ref_tsval, c.generation), (0, 102, r.bench.generation()), "T-R1 again");
@@ -560,4 +569,72 @@ fn state_goes_with_syn_rst_and_fin() {
     let out = r.arrive_seg(9000, fin);
     assert_eq!(ecn_of(&out.frame), CE, "D_total 4000 us > 1700: late");
     assert!(gone(&r));
+}
+
+#[test]
+fn tick_slack_judges_ms_peers_late_only_a_whole_tick_above_the_threshold() {
+    if skip_without_root("tick_slack") {
+        return;
+    }
+    // The default: a peer with 1 ms TSvals at RTT_min 10 ms is late above 1700 + 1000 µs.
+    let mut r = Rig::new(Settings::default(), false);
+    r.arrive(0, 100, 500, ECT0);
+    let out = r.arrive(2701, 101, 500, ECT0); // R 2701 - S 1000
+    let c = r.conn();
+    assert_eq!((c.tick_us, c.thresh_us, c.rfd_total_us), (1000, 2700, 1701));
+    assert_eq!(ecn_of(&out.frame), ECT0, "above pct of RTT_min, but by less than a tick: not late");
+    let out = r.arrive(4701, 102, 500, ECT0); // R 2000 - S 1000
+    assert_eq!(r.conn().rfd_total_us, 2701);
+    assert_eq!(ecn_of(&out.frame), CE, "more than a tick above: late");
+    assert_eq!(r.count(Counter::InLate), 1);
+
+    // Both modes, strict at threshold + tick, and the spec's rule when off. D_total is set and
+    // judged by a segment of the reference's tick (no new sample).
+    for mode in [Mode::Mark, Mode::Window] {
+        for (slack, d, late) in [(true, 1701, false), (true, 2700, false), (true, 2701, true), (false, 1701, true)] {
+            let mut r = Rig::new(Settings { mode, tick_slack: slack, ..Settings::default() }, false);
+            r.put(|c| {
+                c.rcv_cwnd = 100_000;
+                c.rfd_total_us = d;
+            });
+            let out = r.arrive(500, 100, 500, ECT0);
+            let c = r.conn();
+            let what = format!("{mode:?}, tick slack {slack}, D_total {d}");
+            assert_eq!(c.thresh_us, if slack { 2700 } else { 1700 }, "{what}");
+            assert_eq!(r.count(Counter::InLate), u64::from(late), "{what}");
+            match mode {
+                Mode::Mark => assert_eq!(ecn_of(&out.frame) == CE, late, "{what}"),
+                Mode::Window => assert_eq!(c.bytes_late, if late { 1448 } else { 0 }, "{what}"),
+            }
+        }
+    }
+
+    // The slack is the peer's tick as configured (--ts-tick-us).
+    let mut r = Rig::new(Settings { ts_tick_us: 4000, ..Settings::default() }, false);
+    r.arrive(0, 100, 500, ECT0);
+    let out = r.arrive(9700, 101, 500, ECT0); // R 9700 - S 4000
+    assert_eq!((r.conn().thresh_us, r.conn().rfd_total_us), (1700 + 4000, 5700));
+    assert_eq!(ecn_of(&out.frame), ECT0);
+    let out = r.arrive(13_701, 102, 500, ECT0); // R 4001 - S 4000
+    assert_eq!(ecn_of(&out.frame), CE);
+}
+
+#[test]
+fn tick_slack_leaves_microsecond_peers_alone() {
+    if skip_without_root("tick_slack_usec") {
+        return;
+    }
+    // µs timestamps (tick 1) carry no phase noise: no slack, the spec's verdicts either way.
+    for slack in [true, false] {
+        let mut r = Rig::new(Settings { tick_slack: slack, ..Settings::default() }, false);
+        r.hooks(|h| h.usec_ts = 1);
+        r.arrive(0, 100_000, 500, ECT0);
+        let out = r.arrive(2700, 101_000, 500, ECT0); // R 2700 - S 1000
+        let c = r.conn();
+        assert_eq!((c.tick_us, c.thresh_us, c.rfd_total_us), (1, 1700, 1700), "tick slack {slack}");
+        assert_eq!(ecn_of(&out.frame), ECT0, "tick slack {slack}: at the threshold is not late");
+        let out = r.arrive(2702, 101_001, 500, ECT0); // R 2 - S 1
+        assert_eq!(r.conn().rfd_total_us, 1701);
+        assert_eq!(ecn_of(&out.frame), CE, "tick slack {slack}: 1 µs above is late");
+    }
 }

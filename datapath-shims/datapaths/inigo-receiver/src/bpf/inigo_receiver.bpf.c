@@ -4,7 +4,8 @@
  * (TCX) programs on the receiving host's device.
  *
  * ingress: every arriving TCP data segment with the Timestamps option updates its connection's
- *   RFD total D_total (clamped at 0) and is judged late when D_total > RTT_min · pct / 100.
+ *   RFD total D_total (clamped at 0) and is judged late when D_total > RTT_min · pct / 100,
+ *   plus one TSval tick for peers without µs timestamps (tick slack; off: the spec's rule).
  *   Marking mode sets CE on late ECN-capable segments before TCP sees them (and, with
  *   clear_ce, clears it on the others, as the published patch did); window mode keeps α_RFD and
  *   the receiver's window cap rcv_cwnd (spec §4.3).
@@ -444,6 +445,12 @@ static __always_inline enum verdict rfd_step(struct inigo_conn *c, const struct 
 
 	__u32 thresh = (__u32)((__u64)c->rtt_min_us * s->threshold_pct / 100);
 
+	/* Tick slack (ours, README): a TSval is the sender's clock rounded down to its tick, so
+	 * D_total = queueing + φ, φ ∈ [0, tick) the phase at which a sample's tick began: one-sided
+	 * noise up to a whole tick, more than the threshold itself at small RTTs (0.68 ms at 4 ms).
+	 * Above threshold + tick, late means a real queue above the threshold. µs peers: no noise. */
+	if (!(s->flags & INIGO_F_NO_TICK_SLACK) && c->tick_us > 1)
+		thresh += c->tick_us;
 	c->thresh_us = thresh;
 	c->bytes_total += g->payload;
 	bool late = c->rfd_total_us > (__s64)thresh; /* strict, as [K] and [R] */

@@ -9,8 +9,9 @@
 
 /* settings.magic: user space writes it last; until then every packet passes untouched. */
 #define INIGO_MAGIC 0x494e4731u /* "ING1" */
-/* Bumped whenever a struct below changes: an instance pinned by another layout is refused. */
-#define INIGO_LAYOUT 1
+/* Bumped whenever a struct below, or what one of its fields or flags means, changes: an instance
+ * pinned by another layout is refused (its programs would misread the settings). */
+#define INIGO_LAYOUT 2
 
 enum inigo_mode {
 	INIGO_MODE_MARK = 0,   /* set CE on late ECN-capable data segments (spec §4.4) */
@@ -26,6 +27,7 @@ enum inigo_rfd_source {
 #define INIGO_F_RTT_CREEP (1u << 1) /* RTT_min += 1 µs per segment whose sample exceeds it ([R]) */
 #define INIGO_F_SS_HOLD (1u << 2)   /* receiver slow-start exit without halving ([R4.2]) */
 #define INIGO_F_RTT_X8 (1u << 3)    /* RTT_min from rcv_rtt_est unshifted (x8), as the patch ([R], A-3) */
+#define INIGO_F_NO_TICK_SLACK (1u << 4) /* late above RTT_min · pct / 100 alone: the spec's rule, no tick slack */
 
 /* The one entry of the `settings` array. */
 struct inigo_settings {
@@ -33,7 +35,7 @@ struct inigo_settings {
 	__u32 layout;
 	__u32 mode;          /* enum inigo_mode */
 	__u32 rfd_source;    /* enum inigo_rfd_source */
-	__u32 threshold_pct; /* late when D_total > RTT_min · pct / 100 */
+	__u32 threshold_pct; /* late when D_total > RTT_min · pct / 100 (+ one tick: tick slack) */
 	__u32 fairness;      /* window mode: sub-window of fairness · MSS bytes; 0 = whole window */
 	__u32 flags;         /* INIGO_F_* */
 	__u32 ts_tick_us;    /* µs per TSval tick when the connection has no µs timestamps */
@@ -73,7 +75,7 @@ struct inigo_conn {
 	__u32 ref_tsecr;      /* TSecr of the reference segment (TsecrLiteral) */
 	__u32 rtt_min_us;     /* the receiver's RTT_min */
 	__u32 rtt_raw;        /* the last tcp_sock.rcv_rtt_est.rtt_us read (the kernel keeps it ×8) */
-	__u32 thresh_us;      /* the last threshold used */
+	__u32 thresh_us;      /* the last threshold used, tick slack included */
 	__u32 alpha;          /* α_RFD, 0..1024 */
 	__u32 rcv_cwnd;       /* window mode: the window cap, bytes; 0 = unset */
 	__u32 rcv_ssthresh;   /* window mode: the receiver's own ssthresh; ~0 = infinity */
