@@ -12,7 +12,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
+use ccp_qdisc::abc::{AbcParams, Capacity, Credit, DelayMeasure};
 use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
@@ -322,10 +322,16 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
             token_limit,
             delay,
             delay_window_ms,
+            credit,
             capacity,
             lookahead_ms,
             coexist,
         } => {
+            let credit = match credit.as_str() {
+                "window" => Credit::Window,
+                "per_opportunity" => Credit::PerOpportunity,
+                other => return Err(("credit".into(), format!("{other:?}: use \"window\" or \"per_opportunity\""))),
+            };
             let delay_measure = match (delay.as_str(), delay_window_ms) {
                 ("queue_mean", Some(w)) => {
                     DelayMeasure::QueueOverMeanCapacity { window: non_negative_ms("delay_window_ms", *w)? }
@@ -367,6 +373,7 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
                 token_limit: *token_limit,
                 delay_measure,
                 capacity,
+                credit,
                 ..AbcParams::default()
             };
             p.validate().map_err(|e| (qdisc_field("abc", e.param), e.message))?;
@@ -482,13 +489,17 @@ pub fn describe_qdisc(q: &QdiscKind) -> String {
                 Capacity::Past => String::new(),
                 Capacity::Future { lookahead } => format!(" capacity future +{} ms (PK-ABC)", ms(lookahead)),
             };
+            let credit = match p.credit {
+                Credit::Window => "",
+                Credit::PerOpportunity => " credit per opportunity",
+            };
             let delay = match p.delay_measure {
                 DelayMeasure::QueueOverCapacity => String::new(),
                 DelayMeasure::QueueOverMeanCapacity { window } => format!(" delay backlog/mean capacity over {} ms", ms(window)),
                 DelayMeasure::Sojourn => " delay sojourn".into(),
             };
             format!(
-                "abc eta {} delta {} ms d_t {} ms window {} ms{delay}{capacity}{coexist}",
+                "abc eta {} delta {} ms d_t {} ms window {} ms{delay}{credit}{capacity}{coexist}",
                 p.eta,
                 ms(p.delta),
                 ms(p.delay_threshold),
@@ -585,6 +596,7 @@ mod tests {
             token_limit: 5.0,
             delay: "queue".into(),
             delay_window_ms: None,
+            credit: "window".into(),
             capacity: capacity.into(),
             lookahead_ms,
             coexist: None,
@@ -662,6 +674,25 @@ mod tests {
         assert_eq!(with("queue_mean", Some(0.0)).unwrap_err().0, "delay_window_ms");
         assert_eq!(with("queue", Some(200.0)).unwrap_err().0, "delay_window_ms");
         assert_eq!(with("backlog", None).unwrap_err().0, "delay");
+    }
+
+    #[test]
+    fn abc_credit_is_the_thesis_window_by_default_or_the_artifacts_per_opportunity() {
+        let credit = |text: &str| {
+            let spec: SchemeSpec =
+                toml::from_str(&format!("name = \"abc\"\ncc = \"agent:abc\"\nqdisc = {{ kind = \"abc\"{text} }}\n")).unwrap();
+            router_qdisc(&spec.qdisc)
+        };
+        let of = |q: QdiscKind| match q {
+            QdiscKind::Abc(p) => p.credit,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(of(credit("").unwrap()), Credit::Window);
+        assert_eq!(of(credit(", credit = \"per_opportunity\"").unwrap()), Credit::PerOpportunity);
+        assert_eq!(credit(", credit = \"banked\"").unwrap_err().0, "credit");
+        // It counts opportunities as they happen: not with PK-ABC's future window.
+        let e = credit(", credit = \"per_opportunity\", capacity = \"future\", lookahead_ms = 100").unwrap_err();
+        assert_eq!(e.0, "credit");
     }
 
     #[test]

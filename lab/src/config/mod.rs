@@ -287,6 +287,11 @@ pub enum QdiscSpec {
         /// With delay = "queue_mean" (required there, refused otherwise), ms.
         #[serde(default)]
         delay_window_ms: Option<f64>,
+        /// How the capacity term becomes accelerate credit: "window" (Eq. 2.2, the default) or
+        /// "per_opportunity" (the authors' artifact: η/2 banked per opportunity the queue leaves
+        /// unused; trace-driven links).
+        #[serde(default = "abc_credit")]
+        credit: String,
         /// The trace window μ(t) is counted over: "past" (ABC) or "future" (PK-ABC, the
         /// oracle: the window ending `lookahead_ms` ahead, one RTT).
         #[serde(default = "abc_capacity")]
@@ -361,6 +366,10 @@ fn abc_window() -> f64 {
 fn abc_token_limit() -> f64 {
     5.0
 }
+fn abc_credit() -> String {
+    "window".into()
+}
+
 fn abc_capacity() -> String {
     "past".into()
 }

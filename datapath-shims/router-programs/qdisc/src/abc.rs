@@ -44,6 +44,25 @@ pub enum DelayMeasure {
     Sojourn,
 }
 
+/// How the capacity term of Eq. 2.1 turns into accelerate credit (abc.md §6.4 [A]). Both forms
+/// give η·μ/2 of credit per unit of time; they differ in *when*, which matters on links whose
+/// opportunities come in bursts between gaps (issue 32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Credit {
+    /// Eq. 2.2 as the thesis writes it: each departing ABC packet gets f = tr/(2·cr) with
+    /// tr = η·μ(t) − (μ/δ)(x − d_t)^+. An opportunity the queue left unused raises μ(t), so it
+    /// is credited to the packets dequeued in the T that follows — and lost if none is, as after
+    /// a burst that found the queue empty and a gap longer than T.
+    #[default]
+    Window,
+    /// The authors' artifact (`cellular_packet_queue.cc`): each departing ABC packet gets
+    /// (η·cr − (μ/δ)(x − d_t)^+)/(2·cr), and each opportunity that finds the queue empty banks
+    /// η/2 of credit at once (the bucket's cap applies at the next packet). The next burst then
+    /// starts with the accelerates the last one left unused, whatever the gap. Trace-driven links
+    /// only: a fixed-rate link has no opportunities to count, and keeps Eq. 2.2.
+    PerOpportunity,
+}
+
 /// Where μ(t) on a trace-driven link comes from (abc.md §14 item 6). On a fixed-rate link both
 /// are the link rate: its capacity ahead is the capacity now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -87,6 +106,7 @@ pub struct AbcParams {
     pub delay_measure: DelayMeasure,
     /// μ(t) from the trace's past (ABC, the default) or future window (PK-ABC).
     pub capacity: Capacity,
+    pub credit: Credit,
 }
 
 impl Default for AbcParams {
@@ -100,6 +120,7 @@ impl Default for AbcParams {
             initial_token: 0.0,
             delay_measure: DelayMeasure::QueueOverCapacity,
             capacity: Capacity::Past,
+            credit: Credit::Window,
         }
     }
 }
@@ -129,6 +150,12 @@ impl AbcParams {
         }
         if !(self.initial_token >= 0.0 && self.initial_token <= self.token_limit) {
             return Err(ParamError::new("initial_token", format!("must be in [0, token_limit], got {}", self.initial_token)));
+        }
+        if self.credit == Credit::PerOpportunity && self.capacity != Capacity::Past {
+            return Err(ParamError::new(
+                "credit",
+                "per-opportunity credit counts opportunities as they happen: it needs the past capacity (not PK-ABC's future one)",
+            ));
         }
         if self.capacity == (Capacity::Future { lookahead: 0 }) {
             return Err(ParamError::new(
@@ -166,6 +193,12 @@ pub struct TokenBucket {
 impl TokenBucket {
     pub fn new(initial: f64, limit: f64) -> TokenBucket {
         TokenBucket { token: initial, limit }
+    }
+
+    /// Adds credit that no packet takes yet (the artifact's unused opportunity): uncapped until
+    /// the next packet's [`TokenBucket::on_packet`].
+    pub fn bank(&mut self, credit: f64) {
+        self.token += credit;
     }
 
     /// Adds f for a departing ABC packet; if the packet could be an accelerate, returns whether it
@@ -245,6 +278,14 @@ impl AbcMarker {
         }
     }
 
+    /// An opportunity at `at` that the queue leaves unused (nothing had arrived by then): with
+    /// [`Credit::PerOpportunity`] it banks η/2 of accelerate credit.
+    pub fn on_idle_opportunity(&mut self, _at: Nanos) {
+        if self.params.credit == Credit::PerOpportunity {
+            self.bucket.bank(self.params.eta / 2.0);
+        }
+    }
+
     /// How long before an opportunity the marker needs to hear of it.
     pub fn lookahead(&self) -> Nanos {
         self.params.capacity.lookahead()
@@ -314,10 +355,19 @@ impl AbcMarker {
             }
             DelayMeasure::Sojourn => secs(sojourn),
         };
-        let tr = if mu > 0.0 {
-            target_rate(self.params.eta, mu, secs(self.params.delta), x, secs(self.params.delay_threshold))
-        } else {
-            0.0
+        let tr = match self.params.credit {
+            // The capacity term's share of this packet is η·cr: the rest of η·μ was banked by
+            // the opportunities that found the queue empty.
+            Credit::PerOpportunity if self.trace_driven => {
+                let brake = if mu > 0.0 {
+                    target_rate(0.0, mu, secs(self.params.delta), x, secs(self.params.delay_threshold))
+                } else {
+                    f64::NEG_INFINITY
+                };
+                self.params.eta * cr + brake
+            }
+            _ if mu > 0.0 => target_rate(self.params.eta, mu, secs(self.params.delta), x, secs(self.params.delay_threshold)),
+            _ => 0.0,
         };
         let f = accelerate_fraction(tr, cr);
         self.last_fraction = f;
@@ -369,6 +419,11 @@ impl<P: Packet> Qdisc<P> for Abc<P> {
 
     fn on_opportunity(&mut self, at: Nanos, bytes: u32) {
         self.marker.on_opportunity(at, bytes);
+        // Without a lookahead the link reports each opportunity just before the dequeue it
+        // allows: one that no packet had arrived for goes unused.
+        if self.marker.lookahead() == 0 && self.fifo.head_enqueued_at().is_none_or(|h| h > at) {
+            self.marker.on_idle_opportunity(at);
+        }
     }
 
     fn capacity_lookahead(&self) -> Nanos {
@@ -603,30 +658,42 @@ mod tests {
     /// x = q/μ(t) over T = 20 ms finds the window all but empty at the start of every burst (the
     /// opportunity closing a 100 ms gap counts a fifth of a packet) and brakes the first packets
     /// outright, so the window shrinks every burst although the link is far from full. Over the
-    /// mean capacity of 1 s, x = 12/0.26 ≈ 46 ms, below d_t: half or more accelerate.
+    /// mean capacity of 1 s, x = 12/0.26 ≈ 46 ms, below d_t: half or more accelerate. With the
+    /// artifact's per-opportunity credit the 14 opportunities each burst leaves unused bank
+    /// 14 × 0.49 (capped at 5) for the next burst, whose first packets then accelerate despite
+    /// the brake term: more than half.
     #[test]
     fn a_burst_after_a_gap_brakes_a_flow_below_capacity_on_the_window_capacity_not_on_the_mean() {
         const BACKLOG: u64 = 12;
         let burst_at = |k: u64| (k * 100 + 1) * NANOS_PER_MS;
-        let accelerates = |delay_measure| {
-            let mut m = AbcMarker::new(AbcParams { delay_measure, ..AbcParams::default() }).unwrap();
+        let accelerates = |params: AbcParams| {
+            let mut q: Abc<TestPacket> = Abc::new(Limit::Packets(250), params).unwrap();
+            let mut out = Outputs::default();
             let mut marks = Vec::new();
             for k in 0..20 {
-                for i in 0..26u64 {
-                    m.on_opportunity(burst_at(k), MTU_BYTES);
-                    if i < BACKLOG {
-                        let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
-                        marks.push(m.on_dequeue(burst_at(k), &mut p, (BACKLOG - 1 - i) * u64::from(MTU_BYTES), 0));
+                for _ in 0..BACKLOG {
+                    q.enqueue(burst_at(k) - NANOS_PER_MS, TestPacket::new(MTU_BYTES, Ecn::Ect0), &mut out);
+                }
+                for _ in 0..26u64 {
+                    q.on_opportunity(burst_at(k), MTU_BYTES);
+                    if let Some(d) = q.dequeue(burst_at(k), &mut out) {
+                        marks.push(d.packet.ecn() == Ecn::Ect0);
                     }
                 }
             }
-            marks[marks.len() - BACKLOG as usize..].iter().filter(|&&a| a == AbcMark::Accelerate).count()
+            marks[marks.len() - BACKLOG as usize..].iter().filter(|&&a| a).count()
         };
         let half = BACKLOG as usize / 2;
-        let paper = accelerates(DelayMeasure::QueueOverCapacity);
+        let paper = accelerates(AbcParams::default());
         assert!(paper < half, "the paper's x brakes the flow down: {paper} accelerates of {BACKLOG}");
-        let mean = accelerates(DelayMeasure::QueueOverMeanCapacity { window: 1000 * NANOS_PER_MS });
+        let delay_measure = DelayMeasure::QueueOverMeanCapacity { window: 1000 * NANOS_PER_MS };
+        let mean = accelerates(AbcParams { delay_measure, ..AbcParams::default() });
         assert!(mean >= half, "the mean's holds it: {mean} accelerates of {BACKLOG}");
+        let banked = accelerates(AbcParams { credit: Credit::PerOpportunity, ..AbcParams::default() });
+        assert!(banked > half, "the artifact's credit grows it: {banked} accelerates of {BACKLOG}");
+        let pk =
+            AbcParams { credit: Credit::PerOpportunity, capacity: Capacity::Future { lookahead: 1 }, ..AbcParams::default() };
+        assert_eq!(pk.validate().unwrap_err().param, "credit");
         let e = AbcParams { delay_measure: DelayMeasure::QueueOverMeanCapacity { window: 0 }, ..AbcParams::default() };
         assert_eq!(e.validate().unwrap_err().param, "delay_window");
     }

@@ -6,14 +6,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use ccp_cnm_wire::DEFAULT_CNM_PORT;
-use ccp_qdisc::abc::{AbcParams, Capacity, DelayMeasure};
+use ccp_qdisc::abc::{AbcParams, Capacity, Credit, DelayMeasure};
 use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
 
-use crate::cli::{CapacityArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
+use crate::cli::{CapacityArg, CreditArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
 use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RandomLoss, RouterConfig};
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
@@ -129,6 +129,7 @@ impl LinkArgs {
             ("--abc-token-limit", self.abc_token_limit.is_some(), &[QdiscArg::Abc]),
             ("--abc-delay", self.abc_delay.is_some(), &[QdiscArg::Abc]),
             ("--abc-delay-window-ms", self.abc_delay_window_ms.is_some(), &[QdiscArg::Abc]),
+            ("--abc-credit", self.abc_credit.is_some(), &[QdiscArg::Abc]),
             ("--abc-capacity", self.abc_capacity.is_some(), &[QdiscArg::Abc]),
             ("--abc-lookahead-ms", self.abc_lookahead_ms.is_some(), &[QdiscArg::Abc]),
             ("--abc-coexist", self.abc_coexist.is_some(), &[QdiscArg::Abc]),
@@ -205,6 +206,10 @@ impl LinkArgs {
                     initial_token: d.initial_token,
                     delay_measure: self.abc_delay_measure()?,
                     capacity: self.abc_capacity()?,
+                    credit: match self.abc_credit {
+                        Some(CreditArg::PerOpportunity) => Credit::PerOpportunity,
+                        None | Some(CreditArg::Window) => Credit::Window,
+                    },
                 };
                 match &self.abc_coexist {
                     None => QdiscKind::Abc(abc),
@@ -529,6 +534,21 @@ mod tests {
         assert!(e(&["--abc-delay", "queue-mean"]).starts_with("--abc-delay-window-ms: --abc-delay queue-mean needs"));
         assert!(e(&["--abc-delay-window-ms", "500"]).starts_with("--abc-delay-window-ms: only applies"));
         assert!(e(&["--abc-delay", "queue-mean", "--abc-delay-window-ms", "0"]).starts_with("--abc-delay-window-ms: must be > 0"));
+    }
+
+    #[test]
+    fn abc_credit_is_window_by_default_or_per_opportunity() {
+        let credit = |extra: &[&str]| {
+            let mut a = vec!["--rate-mbps", "10", "--qdisc", "abc"];
+            a.extend_from_slice(extra);
+            match parse(&a).link.qdisc_kind(Limit::Packets(250)).unwrap() {
+                QdiscKind::Abc(p) => p.credit,
+                other => panic!("{other:?}"),
+            }
+        };
+        assert_eq!(credit(&[]), Credit::Window);
+        assert_eq!(credit(&["--abc-credit", "per-opportunity"]), Credit::PerOpportunity);
+        assert!(err(&["--rate-mbps", "10", "--abc-credit", "window"]).starts_with("--abc-credit: does not apply"));
     }
 
     #[test]

@@ -52,6 +52,14 @@ pub enum DelayArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CreditArg {
+    /// Eq. 2.2: f = tr/(2·cr) per departing packet, μ(t) counting the unused opportunities.
+    Window,
+    /// The authors' artifact: η/2 of credit banked per opportunity that finds the queue empty.
+    PerOpportunity,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CapacityArg {
     /// μ = opportunities in the last T (ABC).
     Past,
@@ -139,6 +147,9 @@ pub struct LinkArgs {
     /// ABC: with --abc-delay queue-mean, the window of the mean capacity, ms.
     #[arg(long, help_heading = "ABC (--qdisc abc)")]
     pub abc_delay_window_ms: Option<f64>,
+    /// ABC: how the capacity term becomes accelerate credit (trace-driven links; default window).
+    #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
+    pub abc_credit: Option<CreditArg>,
     /// ABC: the trace window μ(t) is counted over (default past; future is PK-ABC and needs
     /// --abc-lookahead-ms; on a fixed-rate link both are the rate).
     #[arg(long, value_enum, help_heading = "ABC (--qdisc abc)")]
