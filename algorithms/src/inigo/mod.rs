@@ -63,7 +63,7 @@ use ccp_contract::{
 pub use literal::{dctcp_per_ack, per_window_cut, sub_window_cut, Batch, Literal};
 pub use sender::{
     alpha_min, clamp_w_sub, ecn_ssthresh, late_threshold_us, rtt_ssthresh, update_alpha, Ack, CaState, Fallback, Mode, Sender,
-    SenderConfig, Trigger, ALPHA_MAX, MARKTHRESH, SHIFT_G, SS_OBS_NEEDED, W_SUB_DEFAULT,
+    SenderConfig, Trigger, ZeroCut, ALPHA_MAX, MARKTHRESH, SHIFT_G, SS_OBS_NEEDED, W_SUB_DEFAULT,
 };
 
 param_choice! {
@@ -106,6 +106,10 @@ declare_params! {
         pub markthresh: u32 = Param::int(MARKTHRESH as i64, 0, 1024, "/1024", "late when RTT > RTT_min·(1 + markthresh/1024) (174 ≈ 0.17)"),
         pub ss_obs_needed: u32 = Param::int(SS_OBS_NEEDED as i64, 1, 1000, "samples", "RTT samples before the slow-start check (8, as HyStart)"),
         pub clamp_alpha_on_loss: bool = Param::bool(false, "ECN mode: α = 1 on a retransmission timeout (inigo_clamp_alpha_on_loss)"),
+        pub zero_cut: ZeroCut = Param::choice(
+            "hold",
+            "RTT mode, α > 0 but a cut of zero packets: \"hold\" enters CWR anyway, as the module (growth freezes ~1 RTT per update until α decays); \"skip\" ends slow start only (the thesis's no-op; not the module's)",
+        ),
         pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
 }
@@ -140,6 +144,7 @@ impl From<&InigoParams> for InigoConfig {
                 fallback: p.fallback,
                 trigger: p.trigger,
                 clamp_alpha_on_loss: p.clamp_alpha_on_loss,
+                zero_cut: p.zero_cut,
             },
             init_cwnd_pkts: p.init_cwnd_pkts,
         }

@@ -69,6 +69,19 @@ ccp_contract::param_choice! {
     }
 }
 
+ccp_contract::param_choice! {
+    /// What an RTT-mode update does when α > 0 but the sub-window reduction rounds to zero
+    /// packets (α below ≈ 2048/W_sub; §3.5 edge behaviour 3, A-11).
+    pub enum ZeroCut {
+        /// Enter CWR anyway, as [K] (`inigo_enter_cwr` tests only α): growth holds for about
+        /// an RTT per update until α decays to 0 — the freeze that produced the published numbers.
+        Hold = "hold",
+        /// Treat it as the no-op the thesis's formula makes it (§3.10): end slow start
+        /// (ssthresh ≤ cwnd) but no CWR, no hold, counters kept as for α = 0. Not the module's.
+        Skip = "skip",
+    }
+}
+
 /// Congestion state, after Linux's: a reduction holds growth and responses until the data in
 /// flight when it began is acknowledged; after a timeout the flow grows but does not reduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,6 +102,7 @@ pub struct SenderConfig {
     pub trigger: Trigger,
     /// ECN mode: α = 1024 on a retransmission timeout ([K] `inigo_clamp_alpha_on_loss`).
     pub clamp_alpha_on_loss: bool,
+    pub zero_cut: ZeroCut,
 }
 
 impl Default for SenderConfig {
@@ -101,6 +115,7 @@ impl Default for SenderConfig {
             fallback: Fallback::Intended,
             trigger: Trigger::ExactMultiple,
             clamp_alpha_on_loss: false,
+            zero_cut: ZeroCut::Hold,
         }
     }
 }
@@ -280,6 +295,11 @@ impl Sender {
             Mode::Rtt => rtt_ssthresh(self.cwnd, self.alpha, self.cfg.w_sub),
             Mode::Ecn => ecn_ssthresh(self.cwnd, self.alpha),
         };
+        if self.mode == Mode::Rtt && self.cfg.zero_cut == ZeroCut::Skip && ss >= self.cwnd {
+            // Below cwnd, or slow start (cwnd ≤ ssthresh, as 4.3) would re-check α on every ACK.
+            self.ssthresh = self.ssthresh.min(self.cwnd.saturating_sub(1)).max(MIN_CWND_PKTS);
+            return;
+        }
         self.rtts_late = 0;
         self.rtts_observed = 0;
         self.reduce(ss, CaState::Cwr, inflight_pkts);
@@ -765,6 +785,35 @@ mod tests {
         assert_eq!(points(40, 3, 60, Trigger::ExactMultiple).0.len(), 4);
         assert_eq!(points(40, 7, 60, Trigger::ExactMultiple).0.len(), 0, "stretch ACKs skip every update point");
         assert!(!points(40, 7, 60, Trigger::Crossing).0.is_empty(), "crossing still fires");
+    }
+
+    /// `zero_cut = "skip"`: the slow-start exit of T-S7 with α = 64, a zero-packet cut, ends slow
+    /// start without CWR, and congestion avoidance grows the window on at once (where "hold"
+    /// holds it for the 40 packets in flight, T-S7); a cut of a packet or more is taken as with
+    /// "hold".
+    #[test]
+    fn zero_cuts_can_skip_the_hold() {
+        let skip = SenderConfig { zero_cut: ZeroCut::Skip, ..SenderConfig::default() };
+        let mut s = Sender::new(skip, Mode::Rtt, 40);
+        s.rtt_min_us = 1000;
+        for _ in 0..8 {
+            s.rtt_sample(5000);
+        }
+        s.on_ack(&Ack { inflight_pkts: 40, ..one(1) });
+        assert_eq!((s.alpha, s.ssthresh, s.cwnd, s.ca_state, s.reductions), (64, 39, 40, CaState::Open, 0));
+        assert_eq!((s.rtts_late, s.rtts_observed), (8, 8), "counters kept, as when α = 0");
+        for _ in 0..45 {
+            s.rtt_sample(1000);
+            s.on_ack(&Ack { inflight_pkts: 40, ..one(1) });
+        }
+        assert_eq!((s.ca_state, s.reductions), (CaState::Open, 0), "no CWR while α decays");
+        assert!(s.cwnd >= 42, "congestion avoidance from the first ACK: +2 per window, cwnd {}", s.cwnd);
+        // α = 1024 at cwnd 40 cuts half a sub-window's share: a real reduction, held as with "hold".
+        let mut s = Sender::new(skip, Mode::Rtt, 40);
+        s.ssthresh = 1;
+        s.alpha = 1024;
+        s.enter_cwr(40);
+        assert!(s.cwnd < 40 && s.ca_state == CaState::Cwr, "{} {:?}", s.cwnd, s.ca_state);
     }
 
     #[test]
