@@ -12,13 +12,12 @@ use std::fmt;
 
 use ccp_router::Trace;
 
+use crate::link::MBPS_PER_OPPORTUNITY_PER_MS;
 use crate::metrics::quantile_type7;
 
 /// The window the ABC router measures its capacity over (T, abc.md §6.4 [A]), over which the
 /// issue's statistics were taken.
 pub const WINDOW_MS: u64 = 20;
-/// Mbit/s carried by one delivery opportunity per millisecond (1500 bytes · 8 / 1 ms).
-const MBPS_PER_OPPORTUNITY_PER_MS: f64 = 12.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Signature {

@@ -279,31 +279,58 @@ fn report_cmd(a: ReportArgs) -> ExitCode {
     }
 }
 
+/// A directory for generated traces that only this process uses: created new (never an existing
+/// path, so nothing planted there is followed — ccp-lab runs as root) with mode 0700, and removed
+/// with everything in it when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(what: &str) -> Result<Scratch, Error> {
+        use std::os::unix::fs::DirBuilderExt;
+        // The time as well as the pid: a directory a crashed run left under a reused pid is
+        // not ours, and creating it must not fail for that.
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+        let path = std::env::temp_dir().join(format!("ccp-lab-{what}-{}-{nanos}", std::process::id()));
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .map_err(|e| Error::io(format!("creating the scratch directory {}", path.display()), e))?;
+        Ok(Scratch(path))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 fn burstiness_cmd(a: &BurstinessArgs) -> Result<(), Error> {
     use crate::burstiness::Signature;
     let span_ms = a.first_s.map(|s| s.saturating_mul(1000));
-    let scratch = std::env::temp_dir().join(format!("ccp-lab-burstiness-{}", std::process::id()));
-    let mut traces = Vec::new();
+    let describe = |t: &ccp_router::Trace| match Signature::of(t, span_ms) {
+        Some(s) => s.to_string(),
+        None => "no opportunity in the span".to_string(),
+    };
+    let scratch = Scratch::new("burstiness")?;
+    let mut rows = Vec::new();
     for f in &a.files {
         if f.extension().is_some_and(|e| e == "toml") {
             let loaded = config::load(f)?;
-            let links = crate::link::resolve(&loaded.experiment.links, &loaded.dir, &scratch);
-            for l in links? {
-                if let ccp_router::LinkShape::Trace(t) = &l.shape {
-                    traces.push((l.name.clone(), ccp_router::Trace::clone(t)));
-                }
+            for l in crate::link::resolve(&loaded.experiment.links, &loaded.dir, &scratch.0.join("traces"))? {
+                let text = match &l.shape {
+                    ccp_router::LinkShape::Trace(t) => describe(t),
+                    _ => format!("{} (no trace: no gaps, no bursts)", l.source),
+                };
+                rows.push((l.name, text));
             }
         } else {
-            traces.push((f.display().to_string(), ccp_router::Trace::load(f)?));
+            rows.push((f.display().to_string(), describe(&ccp_router::Trace::load(f)?)));
         }
     }
-    let _ = std::fs::remove_dir_all(&scratch);
     println!("{:<36} {}", "trace", Signature::HEADER);
-    for (name, t) in &traces {
-        match Signature::of(t, span_ms) {
-            Some(s) => println!("{name:<36} {s}"),
-            None => println!("{name:<36} no opportunity in the span"),
-        }
+    for (name, text) in &rows {
+        println!("{name:<36} {text}");
     }
     Ok(())
 }
@@ -314,13 +341,16 @@ fn check_cmd(a: CheckArgs) -> ExitCode {
         Err(e) => return fail(&e),
     };
     // Generated traces go to a scratch directory: checking writes nothing else.
-    let scratch = std::env::temp_dir().join(format!("ccp-lab-check-{}", std::process::id()));
-    let o = match options(&a.matrix, scratch.clone()) {
+    let scratch = match Scratch::new("check") {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let o = match options(&a.matrix, scratch.0.clone()) {
         Ok(o) => o,
         Err(e) => return fail(&e),
     };
     let plan = run::plan::Plan::new(&loaded, &o);
-    let _ = std::fs::remove_dir_all(&scratch);
+    drop(scratch);
     let plan = match plan {
         Ok(p) => p,
         Err(e) => return fail(&e),

@@ -12,7 +12,7 @@ use crate::config::{is_safe_name, LinkSpec};
 use crate::error::{Error, Result};
 
 /// Mbit/s carried by one delivery opportunity per millisecond (1500 bytes · 8 / 1 ms).
-const MBPS_PER_OPPORTUNITY_PER_MS: f64 = 12.0;
+pub const MBPS_PER_OPPORTUNITY_PER_MS: f64 = 12.0;
 /// The random loss's seed when a link gives none.
 const DEFAULT_LOSS_SEED: u64 = 1;
 

@@ -139,3 +139,28 @@ fn with_traces_present(config: &std::path::Path) -> std::path::PathBuf {
     std::fs::write(&out, copy).unwrap();
     out
 }
+
+/// `burstiness` describes trace files and an experiment's links (synthetic ones generated into a
+/// scratch directory it removes), says a fixed rate has no trace, and names a missing file.
+#[test]
+fn burstiness_prints_the_signature_of_traces_and_of_an_experiments_links() {
+    let dir = common::scratch("cli-burstiness");
+    let trace = dir.join("bursty.trace");
+    // 10 opportunities at ms 5, none until ms 60: one 20 ms window of three holds them all.
+    std::fs::write(&trace, "5\n5\n5\n5\n5\n5\n5\n5\n5\n5\n60\n60\n").unwrap();
+    let experiment = dir.join("bg.toml");
+    let links = "[[links]]\nkind = \"burst_gap\"\nname = \"bg\"\nrate_mbps = 7.75\nburst_pkts = 6.3\nmax_burst_pkts = 26\nidle_pct = 50\nidle_ms = 100\nseed = 1\n";
+    std::fs::write(&experiment, format!("{GOOD}{links}")).unwrap();
+    let out = Command::new(BIN).arg("burstiness").arg(&trace).arg(&experiment).args(["--first-s", "65"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    let line =
+        |name: &str| text.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} in {text}")).to_string();
+    assert!(line(&trace.display().to_string()).contains("2.40 · 33.3 % · 10 · 6.0"), "{text}");
+    assert!(line("bg ").contains(" · 26 · "), "the generated link's largest burst: {text}");
+    assert!(line("fixed-10mbps").contains("no trace"), "{text}");
+    let out = Command::new(BIN).arg("burstiness").arg(dir.join("missing.trace")).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing.trace"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
