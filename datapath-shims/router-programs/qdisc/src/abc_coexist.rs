@@ -40,7 +40,7 @@
 //! short flow left, the lower bound leaves the remainder with the short aggregate, which is not
 //! inflated.
 
-use crate::abc::{AbcMark, AbcMarker, AbcParams};
+use crate::abc::{AbcMark, AbcMarker, AbcParams, Credit};
 use crate::space_saving::SpaceSaving;
 use crate::window::SlidingWindow;
 use crate::{secs, Departure, Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc, MTU_BYTES, NANOS_PER_MS};
@@ -214,6 +214,11 @@ impl<P: Packet> AbcCoexist<P> {
     /// Each queue holds up to `limit` (the ABC queue is not charged for the other's backlog).
     pub fn new(limit: Limit, abc: AbcParams, params: CoexistParams) -> Result<AbcCoexist<P>, ParamError> {
         params.validate()?;
+        if abc.credit == Credit::PerOpportunity {
+            // An opportunity the ABC queue leaves unused may go to the other queue: not ABC's
+            // credit to bank. Not wired here.
+            return Err(ParamError::new("credit", "per-opportunity credit is not available with a second (non-ABC) queue"));
+        }
         let rates = FlowRates { flows: SpaceSaving::new(params.top_k), total: 0.0 };
         Ok(AbcCoexist {
             queues: [Fifo::new(limit), Fifo::new(limit)],
@@ -410,6 +415,14 @@ mod tests {
         }
         assert!((abc - 15.0).abs() < 0.3 && (cubic - 15.0).abs() < 0.3, "{abc} {cubic}");
         assert!((w - 45.0 / 96.0).abs() <= 0.02 * 45.0 / 96.0, "weight {w}");
+    }
+
+    #[test]
+    fn per_opportunity_credit_is_refused_beside_a_second_queue() {
+        let abc = AbcParams { credit: Credit::PerOpportunity, ..AbcParams::default() };
+        let e = AbcCoexist::<TestPacket>::new(Limit::Packets(10), abc, CoexistParams::default()).unwrap_err();
+        assert_eq!(e.param, "credit");
+        assert!(AbcCoexist::<TestPacket>::new(Limit::Packets(10), AbcParams::default(), CoexistParams::default()).is_ok());
     }
 
     #[test]
