@@ -135,4 +135,11 @@ pub trait Algorithm: Send {
 pub trait AlgorithmFactory: Send + Sync {
     fn name(&self) -> &'static str;
     fn create(&self) -> Box<dyn Algorithm>;
+
+    /// The algorithm that replaces this one on a flow where it keeps faulting, when it names its
+    /// own (a learned policy's manifest names the classic algorithm it hands flows to); `None`
+    /// leaves the choice to the caller's configured fallback.
+    fn fallback(&self) -> Option<crate::Choice> {
+        None
+    }
 }

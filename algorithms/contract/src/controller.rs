@@ -10,7 +10,8 @@
 //! - a panic rebuilds the algorithm, seeded from the flow's last sane state;
 //! - a hosted algorithm's failed call ([`CallError`]: it raised, returned the wrong type, ran past
 //!   its time budget) is a fault too; one that was abandoned mid-call is rebuilt like a panic;
-//! - more than `max_faults` faults within `fault_window_us` replace the algorithm with the fallback;
+//! - more than `max_faults` faults within `fault_window_us` replace the algorithm with the fallback
+//!   (the one its factory names, else the caller's);
 //! - a window that does not limit the flow is held to twice what the flow has in flight
 //!   ([`crate::ceiling`]), so no algorithm can build a window nobody uses and release it at once.
 //!
@@ -337,8 +338,9 @@ impl Controller {
             while self.faults.front().is_some_and(|t| now_us.saturating_sub(*t) > self.limits.fault_window_us) {
                 self.faults.pop_front();
             }
-            if self.faults.len() as u32 > self.limits.max_faults && self.choice.algorithm() != self.fallback.algorithm() {
-                let fallback = self.fallback.clone();
+            // The algorithm's own fallback, where it names one, else the caller's.
+            let fallback = self.choice.factory.fallback().unwrap_or_else(|| self.fallback.clone());
+            if self.faults.len() as u32 > self.limits.max_faults && self.choice.algorithm() != fallback.algorithm() {
                 outcome.fell_back_to = Some(fallback.algorithm());
                 outcome.clamped += self.swap(fallback, now_us).clamped;
             }
