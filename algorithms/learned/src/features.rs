@@ -206,7 +206,14 @@ mod tests {
             acked_bytes: acked_pkts * 1000,
             acked_pkts,
             lost_pkts: lost,
-            rtt: Some(RttStats { min_us: mean_rtt_us, max_us: mean_rtt_us, last_us: mean_rtt_us, srtt_us: mean_rtt_us, mean_us: mean_rtt_us, samples: 1 }),
+            rtt: Some(RttStats {
+                min_us: mean_rtt_us,
+                max_us: mean_rtt_us,
+                last_us: mean_rtt_us,
+                srtt_us: mean_rtt_us,
+                mean_us: mean_rtt_us,
+                samples: 1,
+            }),
             cwnd_bytes: 20_000,
             inflight_bytes: 10_000,
             ..Report::default()

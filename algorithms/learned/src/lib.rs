@@ -141,7 +141,7 @@ pub fn load_policy(model_file: &Path) -> Result<Policy, String> {
     let manifest = Manifest::load(&manifest_file)?;
     let shape = manifest.observation.shape();
     let plan = model::load(model_file, &shape)?;
-    let mut runner = model::Runner::new(&plan, &shape).map_err(|e| format!("{}: {e}", model_file.display()))?;
+    let mut runner = model::Runner::new(&plan, &shape);
     let zeros = vec![0.0f32; manifest.observation.len()];
     let mut costs = Vec::with_capacity(LOAD_RUNS);
     for _ in 0..LOAD_RUNS {

@@ -231,7 +231,10 @@ impl Manifest {
             return Err(at("budget_us", format!("{budget_us} is outside 1..=1000000 µs")));
         }
         if raw.fallback.contains(':') {
-            return Err(at("fallback", format!("{:?}: the fallback must be a built-in algorithm (it takes over when the policy fails)", raw.fallback)));
+            return Err(at(
+                "fallback",
+                format!("{:?}: the fallback must be a built-in algorithm (it takes over when the policy fails)", raw.fallback),
+            ));
         }
         if ccp_algorithms::registry::find(&raw.fallback).is_none() {
             return Err(at("fallback", format!("{:?} is not a known algorithm", raw.fallback)));
@@ -275,7 +278,10 @@ impl Manifest {
                 }
                 positive("action.clip", clip)?;
                 if !(min_cwnd_pkts >= ccp_contract::MIN_CWND_PKTS && min_cwnd_pkts.is_finite()) {
-                    return Err(at("action.min_cwnd_pkts", format!("{min_cwnd_pkts} is below the floor {}", ccp_contract::MIN_CWND_PKTS)));
+                    return Err(at(
+                        "action.min_cwnd_pkts",
+                        format!("{min_cwnd_pkts} is below the floor {}", ccp_contract::MIN_CWND_PKTS),
+                    ));
                 }
                 if !(max_cwnd_pkts.is_finite() && max_cwnd_pkts >= min_cwnd_pkts) {
                     return Err(at("action.max_cwnd_pkts", format!("{max_cwnd_pkts} is below min_cwnd_pkts {min_cwnd_pkts}")));

@@ -45,25 +45,27 @@ fn chain(e: &TractError) -> String {
     e.chain().map(|c| c.to_string()).collect::<Vec<_>>().join(": ")
 }
 
-/// One flow's runner of a plan: its own tract state (the plan's scratch, kept between reports).
+/// One flow's runner of a plan.
+///
+/// Every run starts from a fresh tract state: an op may keep state between runs of one state
+/// (tract's recurrent ops carry their hidden state over), and a policy must answer a function of
+/// the observation it is given, as it did in training and as the reference evaluator does.
 #[derive(Debug)]
 pub struct Runner {
-    state: TypedSimpleState,
+    plan: Plan,
     shape: Vec<usize>,
 }
 
 impl Runner {
-    pub fn new(plan: &Plan, shape: &[usize]) -> Result<Runner, String> {
-        let state = plan.spawn().map_err(|e| chain(&e))?;
-        Ok(Runner { state, shape: shape.to_vec() })
+    pub fn new(plan: &Plan, shape: &[usize]) -> Runner {
+        Runner { plan: plan.clone(), shape: shape.to_vec() }
     }
 
     /// Runs the model on `observation` (as many values as the shape holds); the first value of
-    /// its first output. The input tensor is the one allocation of ours per call: tract takes it
-    /// by value.
+    /// its first output.
     pub fn run(&mut self, observation: &[f32]) -> Result<f32, String> {
         let input = Tensor::from_shape(&self.shape, observation).map_err(|e| chain(&e))?;
-        let outputs = self.state.run(tvec!(input.into_tvalue())).map_err(|e| chain(&e))?;
+        let outputs = self.plan.run(tvec!(input.into_tvalue())).map_err(|e| chain(&e))?;
         let first = outputs.first().ok_or("the model returned no output")?;
         let value = first
             .to_plain_array_view::<f32>()

@@ -35,9 +35,9 @@ pub struct Policy {
 
 impl Policy {
     /// A fresh observer, action map and runner for one flow.
-    pub fn parts(&self) -> Result<(Observer, ActionMap, Runner), String> {
+    pub fn parts(&self) -> (Observer, ActionMap, Runner) {
         let m = &self.manifest;
-        Ok((Observer::new(&m.observation), ActionMap::new(m.action, m.report), Runner::new(&self.plan, &m.observation.shape())?))
+        (Observer::new(&m.observation), ActionMap::new(m.action, m.report), Runner::new(&self.plan, &m.observation.shape()))
     }
 }
 
@@ -53,8 +53,16 @@ impl AlgorithmFactory for OnnxFactory {
     }
 
     fn create(&self) -> Box<dyn Algorithm> {
-        let parts = self.policy.parts();
-        Box::new(OnnxAlgorithm { name: self.name, policy: self.policy.clone(), parts, last_output: 0.0, last_cost_us: 0.0 })
+        let (observer, map, runner) = self.policy.parts();
+        Box::new(OnnxAlgorithm {
+            name: self.name,
+            policy: self.policy.clone(),
+            observer,
+            map,
+            runner,
+            last_output: 0.0,
+            last_cost_us: 0.0,
+        })
     }
 
     fn fallback(&self) -> Option<Choice> {
@@ -65,9 +73,9 @@ impl AlgorithmFactory for OnnxFactory {
 pub struct OnnxAlgorithm {
     name: &'static str,
     policy: Arc<Policy>,
-    /// The flow's observer, action map and runner; the error when a runner could not be made
-    /// (every call then fails, and the controller falls back).
-    parts: Result<(Observer, ActionMap, Runner), String>,
+    observer: Observer,
+    map: ActionMap,
+    runner: Runner,
     last_output: f32,
     last_cost_us: f64,
 }
@@ -86,19 +94,17 @@ impl Algorithm for OnnxAlgorithm {
     }
 
     fn try_init(&mut self, start: &FlowStart) -> Result<Action, CallError> {
-        let (observer, map, _) = self.parts.as_mut().map_err(|e| CallError::Unavailable(e.clone()))?;
-        observer.clear();
+        self.observer.clear();
         if let Some(r) = start.seed.as_ref().and_then(|s| s.last_report.as_ref()) {
-            observer.push(r);
+            self.observer.push(r);
         }
-        Ok(map.init(start))
+        Ok(self.map.init(start))
     }
 
     fn try_on_report(&mut self, report: &Report) -> Result<Action, CallError> {
-        let (observer, map, runner) = self.parts.as_mut().map_err(|e| CallError::Unavailable(e.clone()))?;
-        observer.push(report);
+        self.observer.push(report);
         let t0 = Instant::now();
-        let output = runner.run(observer.values()).map_err(CallError::Raised)?;
+        let output = self.runner.run(self.observer.values()).map_err(CallError::Raised)?;
         let cost = t0.elapsed();
         self.last_cost_us = cost.as_secs_f64() * 1e6;
         let budget_us = self.policy.manifest.budget_us;
@@ -106,17 +112,16 @@ impl Algorithm for OnnxAlgorithm {
             return Err(CallError::TimedOut { budget_us });
         }
         self.last_output = output;
-        map.apply(report, output).ok_or_else(|| CallError::WrongType(format!("the model's output is {output}, not a number")))
+        self.map
+            .apply(report, output)
+            .ok_or_else(|| CallError::WrongType(format!("the model's output is {output}, not a number")))
     }
 
     fn state(&self) -> Vec<StateVar> {
-        let mut v = vec![
+        vec![
             StateVar { name: "output", value: f64::from(self.last_output) },
             StateVar { name: "inference_us", value: self.last_cost_us },
-        ];
-        if let Ok((_, map, _)) = &self.parts {
-            v.push(StateVar { name: "cwnd_bytes", value: map.cwnd_bytes() });
-        }
-        v
+            StateVar { name: "cwnd_bytes", value: self.map.cwnd_bytes() },
+        ]
     }
 }
