@@ -20,8 +20,8 @@ pub fn algorithms_text() -> String {
 /// The algorithm `name` (native, or `py:` relative to the working directory) as the one entry of
 /// the catalogue's JSON or text; `Err` says why it cannot be found or loaded.
 pub fn algorithm(name: &str, json: bool) -> anyhow::Result<String> {
-    let name =
-        ccp_python::loader::absolute_name(name, &std::env::current_dir().unwrap_or_default()).map_err(anyhow::Error::msg)?;
+    let name = ccp_algorithms::registry::absolute_name(name, &std::env::current_dir().unwrap_or_default())
+        .map_err(anyhow::Error::msg)?;
     let info = registry::resolve(&name)?;
     Ok(match json {
         true => serde_json::to_string_pretty(&serde_json::Value::Array(vec![algorithm_json(info)]))? + "\n",

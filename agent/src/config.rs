@@ -276,7 +276,7 @@ impl Source<'_> {
 
     /// `name` with a `py:` path made absolute against `base`; other names as they are.
     fn absolute(&self, name: &str, span: std::ops::Range<usize>) -> Result<String, ConfigError> {
-        ccp_python::loader::absolute_name(name, self.base).map_err(|e| {
+        ccp_algorithms::registry::absolute_name(name, self.base).map_err(|e| {
             self.err(span, format!("algorithm {name:?}: {e} (a relative path is relative to {})", self.base.display()))
         })
     }

@@ -118,6 +118,11 @@ pub fn check_python_file(path: &Path) -> Result<(), String> {
     open_trusted(path, "Python algorithm file").map(drop)
 }
 
+/// The check of a learned policy's model and manifest (`onnx:`), as of a Python file.
+pub fn check_algorithm_file(path: &Path) -> Result<(), String> {
+    open_trusted(path, "learned policy file").map(drop)
+}
+
 /// [`open_trusted_file`] for a file of `kind` ("configuration file"), as errors name it.
 fn open_trusted(path: &Path, kind: &str) -> Result<std::fs::File, String> {
     use std::os::unix::fs::OpenOptionsExt;

@@ -53,6 +53,49 @@ fn scheme_of(name: &str) -> Option<SchemeProvider> {
     schemes().read().unwrap_or_else(|e| e.into_inner()).iter().find(|(s, _)| *s == scheme).map(|(_, p)| *p)
 }
 
+/// The path inside a name that carries a file, with what comes before and after it:
+/// `py:PATH:Class` (a Python class) and `onnx:PATH` (a learned policy; its manifest is the same
+/// path with `.toml`). Other names carry none.
+fn split_path(name: &str) -> Option<(&str, &str, &str)> {
+    if let Some(rest) = name.strip_prefix("py:") {
+        let (path, _) = rest.rsplit_once(':')?;
+        return Some(("py:", path, &rest[path.len()..]));
+    }
+    let path = name.strip_prefix("onnx:")?;
+    Some(("onnx:", path, ""))
+}
+
+/// Whether `name` names an algorithm kept in files (a Python class, a learned policy), which a
+/// changed file gives a new version of.
+pub fn file_backed(name: &str) -> bool {
+    split_path(name).is_some()
+}
+
+/// The files `name`'s algorithm is read from: the Python file; the model and its manifest.
+pub fn files_of(name: &str) -> Vec<std::path::PathBuf> {
+    match split_path(name) {
+        Some(("onnx:", path, _)) => {
+            let model = std::path::PathBuf::from(path);
+            vec![model.with_extension("toml"), model]
+        }
+        Some((_, path, _)) => vec![path.into()],
+        None => Vec::new(),
+    }
+}
+
+/// `name` with the path it carries made absolute against `base` (the directory a relative path
+/// is relative to: a client's working directory, a configuration's folder) and canonical, so
+/// that the same file reached through different paths is one algorithm; any other name as it is.
+pub fn absolute_name(name: &str, base: &std::path::Path) -> Result<String, String> {
+    let Some((scheme, path, rest)) = split_path(name) else { return Ok(name.to_string()) };
+    if path.is_empty() {
+        return Err(format!("{name:?} names no file"));
+    }
+    let full = base.join(path);
+    let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
+    Ok(format!("{scheme}{}{rest}", full.display()))
+}
+
 /// Looks `name` up: a native algorithm, or one a registered scheme provides.
 pub fn resolve(name: &str) -> Result<&'static AlgorithmInfo, ParamError> {
     if let Some(info) = all().iter().find(|a| a.name == name) {
@@ -183,6 +226,23 @@ mod tests {
             let (first, last) = run(name, true);
             assert!(last > first, "{name}: {first} -> {last} with the window limiting");
         }
+    }
+
+    #[test]
+    fn file_backed_names_are_made_absolute_and_list_their_files() {
+        let dir = std::env::temp_dir();
+        let base = dir.canonicalize().unwrap();
+        let file = base.join(format!("registry-test-{}.onnx", std::process::id()));
+        std::fs::write(&file, b"").unwrap();
+        let name = file.file_name().unwrap().to_str().unwrap();
+        assert_eq!(absolute_name(&format!("onnx:{name}"), &dir), Ok(format!("onnx:{}", file.display())));
+        assert_eq!(absolute_name(&format!("py:./{name}:My_CC"), &dir), Ok(format!("py:{}:My_CC", file.display())));
+        assert_eq!(absolute_name("cubic", &dir), Ok("cubic".into()));
+        assert!(absolute_name("onnx:missing.onnx", &dir).unwrap_err().contains("missing.onnx"));
+        assert_eq!(files_of("onnx:/m/p.onnx"), vec![std::path::PathBuf::from("/m/p.toml"), "/m/p.onnx".into()]);
+        assert_eq!(files_of("py:/m/a.py:X"), vec![std::path::PathBuf::from("/m/a.py")]);
+        assert!(files_of("reno").is_empty() && !file_backed("reno") && file_backed("onnx:x.onnx"));
+        std::fs::remove_file(&file).unwrap();
     }
 
     #[test]

@@ -144,6 +144,10 @@ fn main() -> ExitCode {
     // (a hand-off to the interpreter's thread would cost about twice the CPU each).
     ccp_python::register();
     ccp_python::set_isolation(ccp_python::Isolation::Inline);
+    // And learned policies, `onnx:path/to/model.onnx`, without their inference deadline: a
+    // simulation's results must not depend on how busy the host is (docs/learned.md).
+    ccp_learned::register();
+    ccp_learned::set_deadline(false);
     let cli = Cli::parse();
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,

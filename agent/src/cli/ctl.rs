@@ -102,7 +102,7 @@ fn table(pairs: Vec<(String, toml::Value)>) -> toml::Table {
 /// runs elsewhere (as a service, from `/`), so a relative path would mean another file there.
 fn absolute(algorithm: String) -> anyhow::Result<String> {
     let cwd = std::env::current_dir().unwrap_or_default();
-    ccp_python::loader::absolute_name(&algorithm, &cwd).map_err(|e| anyhow::anyhow!("{algorithm}: {e}"))
+    ccp_algorithms::registry::absolute_name(&algorithm, &cwd).map_err(|e| anyhow::anyhow!("{algorithm}: {e}"))
 }
 
 fn request(cmd: CtlCommand) -> anyhow::Result<Request> {

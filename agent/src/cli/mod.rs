@@ -237,7 +237,7 @@ fn init_logging(filter: Option<&str>, format: LogFormat) {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_level.as_deref(), cli.log_format);
-    enable_python();
+    enable_file_algorithms();
     let result = match cli.command {
         Command::Run(args) => run(args),
         Command::Ctl(args) => ctl::ctl(args),
@@ -265,12 +265,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// Makes `py:file.py:Class` names resolve wherever an algorithm is named. The agent usually runs
-/// as root and loading a class executes its file, so each file must first pass the check a
-/// configuration file does (`permissions::check_python_file`).
-fn enable_python() {
+/// Makes `py:file.py:Class` and `onnx:model.onnx` names resolve wherever an algorithm is named.
+/// The agent usually runs as root and loading a class executes its file, so each file must first
+/// pass the check a configuration file does (`permissions::check_python_file`); a learned
+/// policy's model and manifest too, since they decide every window of the flows they steer.
+fn enable_file_algorithms() {
     ccp_python::loader::set_file_check(crate::permissions::check_python_file);
     ccp_python::register();
+    ccp_learned::set_file_check(crate::permissions::check_algorithm_file);
+    ccp_learned::register();
 }
 
 /// The configuration file in use: the one given, else the default path if it exists.
@@ -302,7 +305,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
     // configuration's own are relative to its folder (`AgentConfig::load`).
     let algorithm = match args.algorithm {
         Some(a) => Some(
-            ccp_python::loader::absolute_name(&a, &std::env::current_dir().unwrap_or_default())
+            ccp_algorithms::registry::absolute_name(&a, &std::env::current_dir().unwrap_or_default())
                 .map_err(|e| anyhow::anyhow!("--algorithm {a}: {e}"))?,
         ),
         None => None,

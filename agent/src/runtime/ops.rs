@@ -25,7 +25,7 @@ use ccp_contract::Choice;
 pub(super) fn python_versions(policy: &Policy) -> std::collections::BTreeMap<&'static str, usize> {
     let choices = [&policy.default, &policy.fallback].into_iter().chain(policy.rules.iter().map(|r| &r.choice));
     choices
-        .filter(|c| ccp_python::loader::is_python(c.algorithm()))
+        .filter(|c| ccp_algorithms::registry::file_backed(c.algorithm()))
         .filter_map(|c| {
             let info = ccp_algorithms::registry::resolve(c.algorithm()).ok()?;
             Some((c.algorithm(), info as *const ccp_contract::AlgorithmInfo as usize))
@@ -36,7 +36,7 @@ pub(super) fn python_versions(policy: &Policy) -> std::collections::BTreeMap<&'s
 /// `policy` with every Python algorithm's choice made again from its file as it is now.
 fn reresolve_python(policy: &Policy) -> Result<Policy, String> {
     let again = |c: &Choice| -> Result<Choice, String> {
-        if !ccp_python::loader::is_python(c.algorithm()) {
+        if !ccp_algorithms::registry::file_backed(c.algorithm()) {
             return Ok(c.clone());
         }
         ccp_algorithms::registry::choose(c.algorithm(), c.params.clone(), c.origin.clone())

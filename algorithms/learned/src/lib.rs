@@ -93,17 +93,6 @@ pub fn parse(name: &str) -> Result<&str, String> {
     Ok(path)
 }
 
-/// `name` made canonical: an `onnx:PATH` with its path absolute against `base`; any other name
-/// as it is.
-pub fn absolute_name(name: &str, base: &Path) -> Result<String, String> {
-    if !is_learned(name) {
-        return Ok(name.to_string());
-    }
-    let full = base.join(parse(name)?);
-    let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
-    Ok(format!("{SCHEME}:{}", full.display()))
-}
-
 struct Version {
     hash: u64,
     info: &'static AlgorithmInfo,
@@ -228,6 +217,5 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         assert!(is_learned("onnx:x.onnx") && !is_learned("py:x.py:X") && !is_learned("onnxfoo"));
-        assert_eq!(absolute_name("cubic", Path::new("/nowhere")).as_deref(), Ok("cubic"));
     }
 }

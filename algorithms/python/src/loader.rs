@@ -59,19 +59,6 @@ pub fn is_python(name: &str) -> bool {
     name.strip_prefix(crate::SCHEME).is_some_and(|r| r.starts_with(':'))
 }
 
-/// `name` made canonical: a `py:PATH:CLASS` with its path absolute against `base` (the directory
-/// a relative path is relative to: a client's working directory, a configuration's folder); any
-/// other name as it is.
-pub fn absolute_name(name: &str, base: &Path) -> Result<String, String> {
-    if !is_python(name) {
-        return Ok(name.to_string());
-    }
-    let (path, class) = parse(name)?;
-    let full = base.join(path);
-    let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
-    Ok(format!("{}:{}:{class}", crate::SCHEME, full.display()))
-}
-
 struct Version {
     hash: u64,
     info: &'static AlgorithmInfo,
@@ -165,6 +152,5 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         assert!(is_python("py:a.py:X") && !is_python("reno") && !is_python("python:a.py:X"));
-        assert_eq!(absolute_name("cubic", Path::new("/nowhere")).as_deref(), Ok("cubic"), "native names as they are");
     }
 }

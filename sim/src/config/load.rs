@@ -158,7 +158,7 @@ fn absolute_python_names(l: &mut Loaded) -> Result<(), ConfigError> {
     }
     let mut failed = None;
     for (table, name) in names {
-        match ccp_python::loader::absolute_name(name, &base) {
+        match ccp_algorithms::registry::absolute_name(name, &base) {
             Ok(abs) => *name = abs,
             Err(e) => {
                 failed = Some((table, format!("{name}: {e}")));

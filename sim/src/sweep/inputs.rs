@@ -1,5 +1,6 @@
 //! The files a run reads: its scenario and every file the scenario references once the run's
-//! overrides are applied (the random workload's CDF, Python algorithms' files), as written.
+//! overrides are applied (the random workload's CDF, Python algorithms' files, learned policies'
+//! models and manifests), as written.
 //!
 //! [`Layout`] places a sweep's files under their common ancestor so that a copy of that tree on
 //! another machine (a Ray worker's temporary directory) resolves every reference, relative to the
@@ -36,9 +37,9 @@ impl Inputs {
         if let Some(r) = &loaded.scenario.workload.random {
             references.push(Reference { key: "workload.random.cdf".into(), path: r.cdf.clone() });
         }
-        // Python algorithms' names are absolute once loaded; the table keeps them as written.
+        // File-backed algorithms' names are absolute once loaded; the table keeps them as written.
         let table = config::load::overridden_table(scenario, &loaded.text, overrides).map_err(|e| e.to_string())?;
-        python_files(&toml::Value::Table(table), "", &mut references)?;
+        algorithm_files(&toml::Value::Table(table), "", &mut references)?;
         Ok(Inputs { base: loaded.base_dir(), text: loaded.text, references })
     }
 
@@ -48,24 +49,28 @@ impl Inputs {
     }
 }
 
-/// Every `py:PATH:CLASS` under a key named `algorithm`.
-fn python_files(v: &toml::Value, key: &str, out: &mut Vec<Reference>) -> Result<(), String> {
+/// The files of every file-backed algorithm (`py:PATH:CLASS`, `onnx:PATH`) under a key named
+/// `algorithm`.
+fn algorithm_files(v: &toml::Value, key: &str, out: &mut Vec<Reference>) -> Result<(), String> {
     match v {
         toml::Value::Table(t) => {
             for (k, v) in t {
                 let key = if key.is_empty() { k.clone() } else { format!("{key}.{k}") };
-                python_files(v, &key, out)?;
+                algorithm_files(v, &key, out)?;
             }
         }
         toml::Value::Array(a) => {
             for (i, v) in a.iter().enumerate() {
-                python_files(v, &format!("{key}[{i}]"), out)?;
+                algorithm_files(v, &format!("{key}[{i}]"), out)?;
             }
         }
-        toml::Value::String(s) if (key == "algorithm" || key.ends_with(".algorithm")) && ccp_python::loader::is_python(s) => {
-            let (path, _) = ccp_python::loader::parse(s).map_err(|e| format!("{key}: {e}"))?;
-            if !out.iter().any(|r| r.path == Path::new(path)) {
-                out.push(Reference { key: key.to_string(), path: path.into() });
+        toml::Value::String(s)
+            if (key == "algorithm" || key.ends_with(".algorithm")) && ccp_algorithms::registry::file_backed(s) =>
+        {
+            for path in ccp_algorithms::registry::files_of(s) {
+                if !out.iter().any(|r| r.path == path) {
+                    out.push(Reference { key: key.to_string(), path });
+                }
             }
         }
         _ => {}
