@@ -75,7 +75,8 @@ pub const STRUCT_OPS: &str = "bpf:";
 /// An agent parameter's value replaced by the link's mean rate in Mbit/s ([`Scheme::params_for`]).
 pub const LINK_MBPS: &str = "\"{link_mbps}\"";
 
-/// Scheme kinds whose algorithm may be a Python class, `<kind>:py:path/to/file.py:Class`.
+/// Scheme kinds whose algorithm may be a Python class, `<kind>:py:path/to/file.py:Class`, or a
+/// learned policy, `<kind>:onnx:path/to/model.onnx`.
 const PYTHON_KINDS: [&str; 3] = ["agent", "quic", "quic-embedded"];
 
 /// `py:PATH:Class`'s path and class, checked as far as the lab can: the agent (started with
@@ -93,8 +94,8 @@ fn python_parts(name: &str) -> Result<(&str, &str), String> {
     Ok((path, class))
 }
 
-/// A scheme's `cc` with a Python algorithm's relative path made absolute against `dir` (the
-/// experiment file's directory): the agent runs with another working directory. Other `cc`
+/// A scheme's `cc` with a Python algorithm's or a learned policy's relative path made absolute
+/// against `dir` (the experiment file's directory): the agent runs with another working directory. Other `cc`
 /// values are returned as they are.
 pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
     if let Some(name) = cc.strip_prefix(STRUCT_OPS) {
@@ -102,6 +103,14 @@ pub fn absolute_agent_cc(cc: &str, dir: &Path) -> Result<String, String> {
         // experiment can still be checked on a machine without it.
         let (path, map) = crate::anchor::parse(name)?;
         return Ok(format!("{STRUCT_OPS}{}:{map}", dir.join(path).display()));
+    }
+    if let Some((kind, path)) =
+        cc.split_once(':').and_then(|(k, n)| Some((k, n.strip_prefix("onnx:")?))).filter(|(k, _)| PYTHON_KINDS.contains(k))
+    {
+        // A learned policy: its manifest sits beside the model, so one path carries both.
+        let full = dir.join(path);
+        let full = full.canonicalize().map_err(|e| format!("{}: {e}", full.display()))?;
+        return Ok(format!("{kind}:onnx:{}", full.display()));
     }
     let Some((kind, name)) = cc.split_once(':').filter(|(k, n)| PYTHON_KINDS.contains(k) && n.starts_with("py:")) else {
         return Ok(cc.to_string());
@@ -127,13 +136,17 @@ impl Cc {
         if python {
             python_parts(name)?;
         }
+        let learned = PYTHON_KINDS.contains(&kind) && name.starts_with("onnx:");
+        if learned && !name.ends_with(".onnx") {
+            return Err(format!("{s:?}: write {kind}:onnx:path/to/model.onnx (its manifest beside it, model.toml)"));
+        }
         if kind == "portus" {
             return crate::portus::check_binary_name(name).map(|()| Cc::Portus(name.to_string()));
         }
         if kind == "quic-native" && !QUIC_NATIVE.contains(&name) {
             return Err(format!("{s:?}: quinn's own controllers are {}", QUIC_NATIVE.join(", ")));
         }
-        if !python {
+        if !python && !learned {
             check_cc_name("", name).map_err(|(_, m)| m)?;
         }
         match kind {
@@ -736,6 +749,24 @@ mod tests {
         assert_eq!(s.params, vec!["init_cwnd_pkts=10".to_string()]);
         assert_eq!(s.sender_sysctls, vec![("net.ipv4.tcp_ecn".to_string(), "1".to_string())]);
         assert!(s.describe().contains("agent abc") && s.describe().contains("abc eta 0.98"));
+    }
+
+    #[test]
+    fn a_learned_policy_is_made_absolute_against_the_experiment_directory() {
+        let dir = std::env::temp_dir().join(format!("ccp-lab-onnx-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("p")).unwrap();
+        std::fs::write(dir.join("p/pol.onnx"), b"").unwrap();
+        let abs = dir.canonicalize().unwrap().join("p/pol.onnx");
+        for kind in ["agent", "quic", "quic-embedded"] {
+            let want = format!("{kind}:onnx:{}", abs.display());
+            assert_eq!(absolute_agent_cc(&format!("{kind}:onnx:p/./pol.onnx"), &dir), Ok(want.clone()));
+            assert_eq!(absolute_agent_cc(&want, Path::new("/elsewhere")), Ok(want), "absolute stays");
+        }
+        assert_eq!(Cc::parse(&format!("agent:onnx:{}", abs.display())), Ok(Cc::Agent(format!("onnx:{}", abs.display()))));
+        let e = absolute_agent_cc("agent:onnx:p/none.onnx", &dir).unwrap_err();
+        assert!(e.contains("p/none.onnx"), "{e}");
+        assert_eq!(absolute_agent_cc("kernel:onnx:p/pol.onnx", &dir).as_deref(), Ok("kernel:onnx:p/pol.onnx"), "not a kind that hosts one");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -61,6 +61,8 @@ fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     #[cfg(feature = "python")]
     ccp_python::register();
+    #[cfg(feature = "learned")]
+    ccp_learned::register();
     bulk::block_on("ccp-quic", &cli.log_level, async move {
         match cli.cmd {
             Cmd::Recv(a) => recv::run(a).await,
