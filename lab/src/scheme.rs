@@ -765,7 +765,11 @@ mod tests {
         assert_eq!(Cc::parse(&format!("agent:onnx:{}", abs.display())), Ok(Cc::Agent(format!("onnx:{}", abs.display()))));
         let e = absolute_agent_cc("agent:onnx:p/none.onnx", &dir).unwrap_err();
         assert!(e.contains("p/none.onnx"), "{e}");
-        assert_eq!(absolute_agent_cc("kernel:onnx:p/pol.onnx", &dir).as_deref(), Ok("kernel:onnx:p/pol.onnx"), "not a kind that hosts one");
+        assert_eq!(
+            absolute_agent_cc("kernel:onnx:p/pol.onnx", &dir).as_deref(),
+            Ok("kernel:onnx:p/pol.onnx"),
+            "not a kind that hosts one"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

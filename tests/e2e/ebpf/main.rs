@@ -7,6 +7,7 @@ mod flood;
 mod hardening;
 mod hotswap;
 mod inigo;
+mod learned;
 mod nimbus;
 mod python;
 mod seccomp;
