@@ -68,6 +68,9 @@ pub enum CallError {
     WrongType(String),
     /// The call ran past its time budget and was abandoned; the instance is rebuilt.
     TimedOut { budget_us: u64 },
+    /// The call finished, after its time budget: its answer was discarded (the instance is
+    /// intact). A learned policy's inference, timed on the caller's thread.
+    Late { budget_us: u64, took_us: u64 },
     /// The host could not run the call now (its interpreter is still busy with an abandoned call).
     Unavailable(String),
 }
@@ -78,6 +81,9 @@ impl std::fmt::Display for CallError {
             CallError::Raised(m) => write!(f, "raised: {m}"),
             CallError::WrongType(m) => write!(f, "returned the wrong type: {m}"),
             CallError::TimedOut { budget_us } => write!(f, "ran past its {budget_us} µs budget and was abandoned"),
+            CallError::Late { budget_us, took_us } => {
+                write!(f, "answered after {took_us} µs, past its {budget_us} µs budget; the answer was discarded")
+            }
             CallError::Unavailable(m) => write!(f, "could not run: {m}"),
         }
     }

@@ -47,25 +47,34 @@ fn chain(e: &TractError) -> String {
 
 /// One flow's runner of a plan.
 ///
-/// Every run starts from a fresh tract state: an op may keep state between runs of one state
-/// (tract's recurrent ops carry their hidden state over), and a policy must answer a function of
-/// the observation it is given, as it did in training and as the reference evaluator does.
+/// A policy must answer a function of the observation it is given, as it did in training and as
+/// the reference evaluator does; but some tract ops keep state between runs of one tract state
+/// (its recurrent ops carry their hidden state over). So a model with such ops runs each time
+/// from a fresh state; a model without (an MLP) reuses one, which saves its set-up per report.
 #[derive(Debug)]
 pub struct Runner {
     plan: Plan,
+    state: TypedSimpleState,
+    /// Whether an op of the model keeps state between runs.
+    stateful: bool,
     shape: Vec<usize>,
 }
 
 impl Runner {
-    pub fn new(plan: &Plan, shape: &[usize]) -> Runner {
-        Runner { plan: plan.clone(), shape: shape.to_vec() }
+    pub fn new(plan: &Plan, shape: &[usize]) -> Result<Runner, String> {
+        let state = plan.spawn().map_err(|e| chain(&e))?;
+        let stateful = state.op_states.iter().any(Option::is_some);
+        Ok(Runner { plan: plan.clone(), state, stateful, shape: shape.to_vec() })
     }
 
     /// Runs the model on `observation` (as many values as the shape holds); the first value of
     /// its first output.
     pub fn run(&mut self, observation: &[f32]) -> Result<f32, String> {
         let input = Tensor::from_shape(&self.shape, observation).map_err(|e| chain(&e))?;
-        let outputs = self.plan.run(tvec!(input.into_tvalue())).map_err(|e| chain(&e))?;
+        if self.stateful {
+            self.state = self.plan.spawn().map_err(|e| chain(&e))?;
+        }
+        let outputs = self.state.run(tvec!(input.into_tvalue())).map_err(|e| chain(&e))?;
         let first = outputs.first().ok_or("the model returned no output")?;
         let value = first
             .to_plain_array_view::<f32>()

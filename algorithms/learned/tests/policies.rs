@@ -66,8 +66,8 @@ fn the_mlp_and_the_gru_load_and_answer_deterministically() {
         let policy = ccp_learned::load_policy(&models().join(format!("{name}.onnx"))).unwrap();
         let shape = policy.manifest.observation.shape();
         let obs: Vec<f32> = (0..policy.manifest.observation.len()).map(|i| ((i * 37 % 11) as f32 - 5.0) / 5.0).collect();
-        let a = Runner::new(&policy.plan, &shape).run(&obs).unwrap();
-        let mut again = Runner::new(&policy.plan, &shape);
+        let a = Runner::new(&policy.plan, &shape).unwrap().run(&obs).unwrap();
+        let mut again = Runner::new(&policy.plan, &shape).unwrap();
         assert_eq!(again.run(&obs).unwrap(), a, "{name}: a fresh runner answers the same");
         assert_eq!(again.run(&obs).unwrap(), a, "{name}: a runner keeps no state between reports");
         let zeros = again.run(&vec![0.0; obs.len()]).unwrap();
@@ -156,14 +156,38 @@ fn a_policy_past_its_budget_keeps_the_last_window_then_hands_the_flow_to_the_man
             fell_back = Some((i, to));
             break;
         }
-        assert_eq!(out.fault, Some(Fault::Call(CallError::TimedOut { budget_us })), "report {i}");
+        // The first late answer is skipped as a possible hiccup of the host; the next are faults.
+        match (i, &out.fault) {
+            (1, None) => {}
+            (2.., Some(Fault::Call(CallError::Late { budget_us: b, took_us }))) if *b == budget_us && *took_us > budget_us => {}
+            (_, f) => panic!("report {i}: {f:?}"),
+        }
         assert_eq!(c.cwnd_bytes(), before, "report {i}: a late answer changes nothing");
     }
     let limits = Limits::default();
-    assert_eq!(fell_back, Some((u64::from(limits.max_faults) + 1, "cubic")), "the manifest's fallback, not the caller's reno");
+    assert_eq!(fell_back, Some((u64::from(limits.max_faults) + 2, "cubic")), "the manifest's fallback, not the caller's reno");
     assert_eq!(c.algorithm_name(), "cubic");
     let out = c.on_report(&report(20), 400_000);
     assert_eq!(out.fault, None, "the fallback runs the flow");
+}
+
+#[test]
+fn a_lone_late_answer_skips_its_report_and_is_no_fault() {
+    // Alternate the slow model's budget between met and missed by swapping the flow's policy: a
+    // simpler way to get one late answer among timely ones is a budget the model meets except
+    // once, which no test can arrange; so this checks the rule on the algorithm directly.
+    let budget_us = ((slow_cost_us() / 5.0) as u64).max(1);
+    let (_dir, model) = copy_model("slow", |m| m.replace("budget_us = 200", &format!("budget_us = {budget_us}")));
+    let factory = choose(&model).factory;
+    let mut alg = factory.create();
+    alg.try_init(&FlowStart::new(1448, 10 * 1448)).unwrap();
+    assert_eq!(alg.try_on_report(&report(1)), Ok(ccp_contract::Action::default()), "the first late answer is skipped");
+    assert!(
+        matches!(alg.try_on_report(&report(2)), Err(CallError::Late { budget_us: b, .. }) if b == budget_us),
+        "the second in a row is a fault"
+    );
+    let late = alg.state().into_iter().find(|v| v.name == "late_answers").unwrap().value;
+    assert_eq!(late, 2.0);
 }
 
 #[test]
