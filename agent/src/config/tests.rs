@@ -284,6 +284,32 @@ fn python_algorithms_in_a_config_are_relative_to_its_folder() {
 }
 
 #[test]
+fn learned_policies_in_a_config_are_relative_to_its_folder() {
+    ccp_learned::register();
+    let dir = tempfile::tempdir().unwrap();
+    let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/learned/tests/models");
+    std::fs::create_dir(dir.path().join("p")).unwrap();
+    for f in ["mlp.onnx", "mlp.toml"] {
+        std::fs::copy(models.join(f), dir.path().join("p").join(f)).unwrap();
+    }
+    let name = format!("onnx:{}", dir.path().join("p/mlp.onnx").canonicalize().unwrap().display());
+    let cfg = dir.path().join("agent.toml");
+    std::fs::write(
+        &cfg,
+        "[default]\nalgorithm = \"onnx:p/mlp.onnx\"\n\
+         [[rules]]\nname = \"web\"\nmatch = { dst_port = 80 }\nalgorithm = \"onnx:./p/mlp.onnx\"\n",
+    )
+    .unwrap();
+    let c = AgentConfig::load(&cfg, &Overrides::default()).unwrap();
+    assert_eq!(c.policy.default.algorithm(), name);
+    assert_eq!(c.policy.rules[0].choice.algorithm(), name, "one policy whatever the spelling");
+
+    std::fs::write(&cfg, "[default]\nalgorithm = \"onnx:p/missing.onnx\"\n").unwrap();
+    let e = AgentConfig::load(&cfg, &Overrides::default()).unwrap_err().to_string();
+    assert!(e.contains(&format!("{}:2", cfg.display())) && e.contains("missing.onnx"), "file, line and path: {e}");
+}
+
+#[test]
 fn a_python_class_declared_parameter_is_validated() {
     let dir = tempfile::tempdir().unwrap();
     let name = format!("py:{}:Reno", python_reno_in(dir.path()).display());
