@@ -346,3 +346,108 @@ pub fn manifest_spaces<'py>(py: Python<'py>, manifest_toml: &str, manifest_file:
     d.set_item("action_high", high)?;
     Ok(d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 30 Mbit/s, 20 ms dumbbell with 2 BDP of buffer and a competing Cubic flow; the learner
+    /// is entry 0, run by `learner_cc` when given.
+    fn scenario(learner_cc: Option<&str>) -> Loaded {
+        let cc = learner_cc.map_or(String::new(), |a| format!("cc = {{ algorithm = \"{a}\" }}\n"));
+        let text = format!(
+            r#"
+            duration_ms = 1500
+            [topology]
+            kind = "dumbbell"
+            senders = 2
+            receivers = 2
+            host_gbps = 1.0
+            host_delay_us = 1.0
+            bottleneck_gbps = 0.03
+            bottleneck_delay_us = 9998.0
+            [switch]
+            admission = "static"
+            port_buffer_bytes = 150_000
+            loss_pct = 0.1
+            [transport]
+            ecn = false
+            [cc]
+            algorithm = "cubic"
+            reporting = "interval"
+            initial_rtt_us = 20000.0
+            [[workload.flows]]
+            src = 0
+            dst = 2
+            {cc}
+            [[workload.flows]]
+            src = 1
+            dst = 3
+            start_us = 300000.0
+            "#
+        );
+        ccp_sim::config::load_str(Path::new("equivalence.toml"), &text, &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The point of the environment: a policy trained in it is given the same observations and
+    /// has the same effect as when the agent runs it as `onnx:` (here in ccp-sim, through the
+    /// same registry). The environment's learner, answered by the model, must give every flow
+    /// the same reports as the deployed policy.
+    #[test]
+    fn the_learner_answered_by_a_model_runs_exactly_as_the_deployed_onnx_policy() {
+        ccp_learned::register();
+        ccp_learned::set_deadline(false);
+        let model = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../learned/tests/models/mlp.onnx").canonicalize().unwrap();
+        let dir = std::env::temp_dir().join(format!("ccp-env-equivalence-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+
+        let deployed = scenario(Some(&format!("onnx:{}", model.display())));
+        let mut sim = Sim::new(&deployed).unwrap();
+        sim.record = Some(ccp_sim::record::ReportRecord::create(&dir.join("deployed.jsonl")).unwrap());
+        sim.run(|_, _| {});
+        sim.record.as_mut().unwrap().finish().unwrap();
+
+        let policy = ccp_learned::load_policy(&model).unwrap();
+        let (to_python, messages) = mpsc::channel();
+        let (actions, from_python) = mpsc::sync_channel(1);
+        let link = Arc::new(Link { to_python, actions: Mutex::new(from_python), released: Arc::new(AtomicBool::new(false)) });
+        let factory = Arc::new(LearnerFactory { manifest: policy.manifest.clone(), link });
+        let answered = std::thread::scope(|s| {
+            let policy = &policy;
+            let model_side = s.spawn(move || {
+                let mut runner = ccp_learned::model::Runner::new(&policy.plan, &policy.manifest.observation.shape());
+                let mut n = 0;
+                while let Ok(Message::Report { observation, .. }) = messages.recv() {
+                    if actions.send(runner.run(&observation).unwrap()).is_err() {
+                        break;
+                    }
+                    n += 1;
+                }
+                n
+            });
+            let mut sim = Sim::with_entry_algorithm(&scenario(None), 0, factory).unwrap();
+            sim.record = Some(ccp_sim::record::ReportRecord::create(&dir.join("trained.jsonl")).unwrap());
+            sim.run(|_, _| {});
+            sim.record.as_mut().unwrap().finish().unwrap();
+            drop(sim);
+            model_side.join().unwrap()
+        });
+
+        let deployed = std::fs::read_to_string(dir.join("deployed.jsonl")).unwrap();
+        let trained = std::fs::read_to_string(dir.join("trained.jsonl")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let learner_reports = deployed.lines().filter(|l| l.starts_with("{\"flow\":0,")).count();
+        assert!(learner_reports > 50 && answered == learner_reports, "{answered} answers, {learner_reports} reports");
+        assert!(deployed.lines().any(|l| l.starts_with("{\"flow\":1,")), "the competing flow ran");
+        let mut windows: Vec<u64> = deployed
+            .lines()
+            .filter_map(|l| serde_json::from_str::<ccp_contract::RecordedReport>(l).ok())
+            .filter(|r| r.flow == 0)
+            .map(|r| r.report.cwnd_bytes)
+            .collect();
+        windows.sort_unstable();
+        windows.dedup();
+        assert!(windows.len() > 20, "the policy moved the window: {windows:?}");
+        assert!(deployed == trained, "the two runs' reports differ");
+    }
+}
