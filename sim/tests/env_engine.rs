@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use ccp_contract::{Action, Algorithm, AlgorithmFactory, FlowStart, Report};
 use ccp_sim::time::PS_PER_US;
@@ -88,54 +88,12 @@ fn the_base_path_is_the_bottleneck_and_the_empty_queue_round_trip() {
     assert_eq!(path.rtt, expected_ps);
 }
 
-/// Counts the reports it is given, and stops asking for more after `stop_after`.
-struct Counting(Arc<std::sync::atomic::AtomicU64>);
-
-impl Algorithm for Counting {
-    fn name(&self) -> &'static str {
-        "counting"
-    }
-    fn init(&mut self, _: &FlowStart) -> Action {
-        Action::cwnd(20_000.0)
-    }
-    fn on_report(&mut self, _: &Report) -> Action {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Action::default()
-    }
-}
-
-struct CountingFactory(Arc<std::sync::atomic::AtomicU64>);
-
-impl AlgorithmFactory for CountingFactory {
-    fn name(&self) -> &'static str {
-        "counting"
-    }
-    fn create(&self) -> Box<dyn Algorithm> {
-        Box::new(Counting(self.0.clone()))
-    }
-}
-
-#[test]
-fn one_entry_runs_a_given_algorithm_and_a_run_stops_when_asked() {
-    let two = format!("{LOSSY_LINK}\n[[workload.flows]]\nsrc = 1\ndst = 3\ncc = {{ algorithm = \"reno\" }}\n");
-    let loaded = common::scenario(&two);
-    let reports = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let mut sim = Sim::with_entry_algorithm(&loaded, 0, Arc::new(CountingFactory(reports.clone()))).unwrap();
-    let finished = sim.run_while(|_, _| {}, |_| reports.load(std::sync::atomic::Ordering::Relaxed) < 10);
-    assert!(!finished);
-    assert_eq!(reports.load(std::sync::atomic::Ordering::Relaxed), 10, "stopped at the event that gave the 10th report");
-    assert!(sim.now() < sim.end);
-    let names: Vec<_> = sim.flows.iter().map(|f| f.state.as_ref().map(|s| s.cc.name())).collect();
-    assert_eq!(names, [Some("counting"), Some("reno")], "entry 1 keeps its own algorithm");
-    assert!(Sim::with_entry_algorithm(&loaded, 2, Arc::new(CountingFactory(reports))).is_err());
-}
-
 /// Asks for a report per RTT and notes when each comes.
-struct PerRtt(Arc<std::sync::Mutex<Vec<u64>>>);
+struct Noting(Arc<Mutex<Vec<u64>>>);
 
-impl Algorithm for PerRtt {
+impl Algorithm for Noting {
     fn name(&self) -> &'static str {
-        "per-rtt"
+        "noting"
     }
     fn init(&mut self, _: &FlowStart) -> Action {
         Action::cwnd(20_000.0).with_report(ccp_contract::ReportPolicy::PerRtt { rtts: 1.0 })
@@ -146,15 +104,30 @@ impl Algorithm for PerRtt {
     }
 }
 
-struct PerRttFactory(Arc<std::sync::Mutex<Vec<u64>>>);
+struct NotingFactory(Arc<Mutex<Vec<u64>>>);
 
-impl AlgorithmFactory for PerRttFactory {
+impl AlgorithmFactory for NotingFactory {
     fn name(&self) -> &'static str {
-        "per-rtt"
+        "noting"
     }
     fn create(&self) -> Box<dyn Algorithm> {
-        Box::new(PerRtt(self.0.clone()))
+        Box::new(Noting(self.0.clone()))
     }
+}
+
+#[test]
+fn one_entry_runs_a_given_algorithm_and_a_run_stops_when_asked() {
+    let two = format!("{LOSSY_LINK}\n[[workload.flows]]\nsrc = 1\ndst = 3\ncc = {{ algorithm = \"reno\" }}\n");
+    let loaded = common::scenario(&two);
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let mut sim = Sim::with_entry_algorithm(&loaded, 0, Arc::new(NotingFactory(reports.clone()))).unwrap();
+    let finished = sim.run_while(|_, _| {}, |_| reports.lock().unwrap().len() < 10);
+    assert!(!finished);
+    assert_eq!(reports.lock().unwrap().len(), 10, "stopped at the event that gave the 10th report");
+    assert!(sim.now() < sim.end);
+    let names: Vec<_> = sim.flows.iter().map(|f| f.state.as_ref().map(|s| s.cc.name())).collect();
+    assert_eq!(names, [Some("noting"), Some("reno")], "entry 1 keeps its own algorithm");
+    assert!(Sim::with_entry_algorithm(&loaded, 2, Arc::new(NotingFactory(reports))).is_err());
 }
 
 #[test]
@@ -164,8 +137,8 @@ fn before_the_first_rtt_sample_a_per_rtt_interval_counts_the_initial_rtt() {
         if let Some(us) = initial {
             text = text.replace("reporting = \"interval\"", &format!("reporting = \"interval\"\ninitial_rtt_us = {us}"));
         }
-        let times = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut sim = Sim::with_entry_algorithm(&common::scenario(&text), 0, Arc::new(PerRttFactory(times.clone()))).unwrap();
+        let times = Arc::new(Mutex::new(Vec::new()));
+        let mut sim = Sim::with_entry_algorithm(&common::scenario(&text), 0, Arc::new(NotingFactory(times.clone()))).unwrap();
         sim.run(|_, _| {});
         let t = times.lock().unwrap().clone();
         t
