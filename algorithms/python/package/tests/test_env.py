@@ -8,10 +8,11 @@ import time
 
 import numpy as np
 import pytest
+import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
 import ccp_agent
-from ccp_agent.env import DEFAULT_MANIFEST, BasePath, CcEnv, Links, Reward, terms
+from ccp_agent.env import DEFAULT_MANIFEST, ENV_ID, BasePath, CcEnv, Links, Reward, terms
 
 # Short episodes on the environment's default links (20–50 Mbit/s, 20–100 ms).
 SHORT = dict(episode_s=2.0)
@@ -24,6 +25,11 @@ def actions(n, seed=5):
 def test_passes_gymnasiums_checker():
     env = CcEnv(seed=0, **SHORT)
     check_env(env, skip_render_check=True)
+    env.close()
+    env = gym.make(ENV_ID, scenario=Links(cross_flows=1), **SHORT)
+    check_env(env.unwrapped)
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
     env.close()
 
 

@@ -16,7 +16,9 @@ Links: each ``reset`` draws one from a :class:`Links` distribution (bottleneck r
 buffer, random loss, competing Cubic/Reno flows) with the environment's seeded generator, or
 runs a ccp-sim scenario file whose first ``[[workload.flows]]`` entry is the learner.
 
-Needs ``gymnasium`` and ``numpy`` (``pip install ccp-agent[env]``).
+Needs ``gymnasium`` and ``numpy`` (``pip install ccp-agent[env]``). Importing this module
+registers the environment as ``ccp_agent/CcEnv-v0`` for ``gymnasium.make`` (whose keyword
+arguments are :class:`CcEnv`'s).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import numpy as np
 
 from ccp_agent import Report, _ccp_agent
 
-__all__ = ["CcEnv", "Links", "Link", "CrossFlow", "BasePath", "Reward", "terms", "DEFAULT_MANIFEST"]
+__all__ = ["CcEnv", "Links", "Link", "CrossFlow", "BasePath", "Reward", "terms", "DEFAULT_MANIFEST", "ENV_ID"]
 
 #: The manifest the environment uses when given none: Aurora's observation (Jay et al., ICML
 #: 2019, §4: latency gradient, latency ratio and sending ratio over the last 10 reports, one
@@ -412,6 +414,11 @@ class CcEnv(gym.Env):
             self._core.close()
             self._core = None
 
+
+#: The id ``gymnasium.make`` knows the environment by.
+ENV_ID = "ccp_agent/CcEnv-v0"
+if ENV_ID not in gym.registry:
+    gym.register(id=ENV_ID, entry_point="ccp_agent.env:CcEnv")
 
 _WIRE_BYTES = 1500
 
