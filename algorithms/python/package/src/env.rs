@@ -249,7 +249,7 @@ impl SimCore {
     /// to the learner's next report: `(observation, report)`, or `None` once the episode is over.
     #[pyo3(signature = (action=None))]
     fn next(&self, py: Python<'_>, action: Option<f32>) -> PyResult<Option<(Py<PyBytes>, ccp_python::api::PyReport)>> {
-        let mut guard = self.episode.lock().map_err(|_| PyRuntimeError::new_err("a previous call panicked"))?;
+        let mut guard = self.lock()?;
         let episode = &mut *guard;
         if episode.finished {
             return Ok(None);
@@ -291,11 +291,22 @@ impl SimCore {
     }
 
     /// Ends the episode now (the simulator thread stops at its next event and is joined).
-    fn close(&self, py: Python<'_>) {
-        if let Ok(mut guard) = self.episode.lock() {
-            let episode: &mut Episode = &mut guard;
-            py.detach(move || episode.release());
-        }
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.lock()?;
+        let episode: &mut Episode = &mut guard;
+        py.detach(move || episode.release());
+        Ok(())
+    }
+}
+
+impl SimCore {
+    /// The episode, for one caller at a time. Never waits: a caller waiting here would hold the
+    /// GIL that the call in progress needs to return.
+    fn lock(&self) -> PyResult<std::sync::MutexGuard<'_, Episode>> {
+        self.episode.try_lock().map_err(|e| match e {
+            std::sync::TryLockError::WouldBlock => PyRuntimeError::new_err("another thread is stepping this environment"),
+            std::sync::TryLockError::Poisoned(_) => PyRuntimeError::new_err("a previous call panicked"),
+        })
     }
 }
 
