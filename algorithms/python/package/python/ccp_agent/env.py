@@ -297,7 +297,9 @@ class CcEnv(gym.Env):
             entry (with ``count = 1``) is the learner and whose ``[cc] reporting`` is
             ``"interval"`` (as the agent reports); its other flows keep their algorithms. Each
             episode replaces the scenario's ``seed`` with one drawn from the environment's
-            generator.
+            generator. On a WAN path, set ``[cc] initial_rtt_us`` to about the path's RTT (what
+            a handshake would have measured): the default, a datacenter's 100 µs, has a per-RTT
+            policy called every 100 µs until the first ACK.
         seed: the generator's seed for the first ``reset`` that names none.
         manifest: the policy's manifest (``ccp_learned``'s format): a path to a ``.toml`` file,
             or its text; default :data:`DEFAULT_MANIFEST`. It declares the observation (shape,
