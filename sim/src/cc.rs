@@ -26,7 +26,8 @@ use ccp_contract::{
 
 use crate::time::{to_us, Time, PS_PER_SEC, PS_PER_US};
 
-/// Report interval used for `PerRtt` policies before the first RTT sample, ps.
+/// Report interval used for `PerRtt` policies before the first RTT sample, ps, unless the
+/// scenario says otherwise (`[cc] initial_rtt_us`).
 pub const FALLBACK_RTT: Time = 100 * PS_PER_US;
 
 /// What the simulated datapath can carry: windows up to 1 GB, rates up to 8 Pbit/s, pacing that
@@ -118,6 +119,8 @@ pub struct FlowCc {
     pub timer_armed: bool,
     pub last_report: Time,
     pub reports: u64,
+    /// The RTT `PerRtt` report intervals count before the flow's first sample.
+    pub initial_rtt: Time,
 }
 
 fn urgency(u: Urgent) -> u8 {
@@ -143,6 +146,7 @@ impl FlowCc {
             timer_armed: false,
             last_report: now,
             reports: 0,
+            initial_rtt: FALLBACK_RTT,
         };
         (cc, outcome)
     }
@@ -263,7 +267,7 @@ impl FlowCc {
     pub fn interval(&self, srtt: Option<Time>) -> Time {
         match self.report {
             ReportPolicy::EveryUs(us) => us.max(1) * PS_PER_US,
-            ReportPolicy::PerRtt { rtts } => ((rtts * srtt.unwrap_or(FALLBACK_RTT) as f64) as Time).max(PS_PER_US),
+            ReportPolicy::PerRtt { rtts } => ((rtts * srtt.unwrap_or(self.initial_rtt) as f64) as Time).max(PS_PER_US),
         }
     }
 

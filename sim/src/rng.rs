@@ -18,6 +18,8 @@ pub enum Stream {
     /// queue ids are added). Named for its first user: renaming it would not change a draw.
     Qcn = 5,
     Ecmp = 6,
+    /// Base of the per-port random-loss streams (`switch.loss_pct`; the port id is added).
+    RandomLoss = 7,
 }
 
 /// A deterministic generator with the distributions the workloads need.

@@ -12,7 +12,7 @@ use crate::hook::{HashQueues, HookPacket, QueueControl, SwitchHook};
 use crate::packet::{Arena, Kind, PacketId, Queued};
 use crate::rng::{Rng, Stream};
 use crate::stats::{Counters, Samples};
-use crate::switch::{make_qdisc, BufferPolicy, EgressQueue, Port, SwitchState};
+use crate::switch::{make_qdisc, BufferPolicy, EgressQueue, LinkLoss, Port, SwitchState};
 use crate::time::{from_us, to_ns, tx_time, Time, PS_PER_MS};
 use crate::topology::{NodeId, NodeKind, PortId, Routes, Topology};
 use crate::transport::{Flow, FlowId, HostState, TransportParams};
@@ -33,6 +33,8 @@ pub struct CcParams {
     pub limits: Limits,
     pub agent_delay: Time,
     pub urgent_on_ece: bool,
+    /// The RTT per-RTT report intervals count before a flow's first sample.
+    pub initial_rtt: Time,
 }
 
 /// Congestion controls that replace `[cc]`'s for some flows (`cc = {…}` on a
@@ -116,6 +118,15 @@ pub struct Sim {
     pub record: Option<crate::record::ReportRecord>,
 }
 
+/// A flow's path with every queue empty ([`Sim::base_path`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BasePath {
+    /// The slowest link's rate on the data's way, bit/s.
+    pub bottleneck_bps: u64,
+    /// The round trip, ps.
+    pub rtt: Time,
+}
+
 /// 64-bit mix (the SplitMix64 finalizer), for hashing flows onto ECMP paths and queues.
 pub fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -127,9 +138,24 @@ impl Sim {
     /// Builds a simulation from a loaded scenario: topology, switches, hosts and every flow.
     pub fn new(loaded: &Loaded) -> Result<Sim, String> {
         let s = &loaded.scenario;
-        let choice =
-            ccp_algorithms::registry::choose(&s.cc.algorithm, s.cc.params.clone(), "scenario").map_err(|e| e.to_string())?;
-        Sim::with_choice(loaded, choice, FlowOverrides::from_scenario(s)?)
+        Sim::with_choice(loaded, Sim::scenario_choice(s)?, FlowOverrides::from_scenario(s)?)
+    }
+
+    /// `[cc]`'s algorithm.
+    fn scenario_choice(s: &Scenario) -> Result<Choice, String> {
+        ccp_algorithms::registry::choose(&s.cc.algorithm, s.cc.params.clone(), "scenario").map_err(|e| e.to_string())
+    }
+
+    /// As [`Sim::new`], with the flows of `[[workload.flows]]` entry `entry` controlled by
+    /// `factory`'s algorithm; every other flow keeps its own (its `cc` override, else `[cc]`'s).
+    /// The Gymnasium environment runs its learner so, beside the scenario's other traffic.
+    pub fn with_entry_algorithm(loaded: &Loaded, entry: usize, factory: Arc<dyn AlgorithmFactory>) -> Result<Sim, String> {
+        let s = &loaded.scenario;
+        let mut overrides = FlowOverrides::from_scenario(s)?;
+        let n = overrides.explicit_cc.len();
+        let slot = overrides.explicit_cc.get_mut(entry).ok_or_else(|| format!("workload.flows has {n} entries, no [{entry}]"))?;
+        *slot = Some(Choice::new(factory, toml::Table::new(), format!("workload.flows[{entry}]")));
+        Sim::with_choice(loaded, Sim::scenario_choice(s)?, overrides)
     }
 
     /// As [`Sim::new`], with every flow controlled by `factory`'s algorithm instead of the
@@ -161,6 +187,7 @@ impl Sim {
             limits: crate::cc::limits(ReportPolicy::EveryUs((s.cc.report_interval_us.round() as u64).max(1))),
             agent_delay: from_us(s.cc.agent_delay_us),
             urgent_on_ece: s.cc.urgent_on_ece,
+            initial_rtt: from_us(s.cc.initial_rtt_us),
         };
         let mut sim = Sim::assemble(topo, loaded, tp, ccp, choice, overrides, end)?;
         if let Some(b) = s.switch.bfc.as_ref().filter(|b| b.enabled) {
@@ -194,6 +221,7 @@ impl Sim {
             node_ports[l.b as usize].push((pb, l.a));
         }
         let mss_wire = tp.mss + tp.header;
+        let peers: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
         for (id, port) in ports.iter_mut().enumerate() {
             if let NodeKind::Switch(_) = topo.nodes[port.node as usize] {
                 let queues = (0..s.switch.queues_per_port)
@@ -203,6 +231,11 @@ impl Sim {
                     })
                     .collect();
                 port.set_queues(queues);
+                let to_host = matches!(topo.nodes[peers[port.peer as usize] as usize], NodeKind::Host(_));
+                if s.switch.loss_pct > 0.0 && to_host {
+                    let rng = Rng::stream(s.seed, Stream::RandomLoss, id as u64);
+                    port.loss = Some(LinkLoss::new(s.switch.loss_pct / 100.0, rng));
+                }
             }
         }
         let routes = Routes::compute(&topo, &node_ports);
@@ -288,6 +321,37 @@ impl Sim {
         over.unwrap_or(&self.choice)
     }
 
+    /// The path flow `f`'s data takes and the one its ACKs take back: the data's slowest link
+    /// and the round trip with every queue empty (propagation, and one data packet's and one
+    /// ACK's serialisation at each hop), as the flow's ECMP hash routes them.
+    pub fn base_path(&self, f: FlowId) -> BasePath {
+        let flow = &self.flows[f as usize];
+        let data_bytes = self.tp.mss + self.tp.header + self.tp.int_overhead;
+        let mut bottleneck_bps = u64::MAX;
+        let mut rtt = 0;
+        let legs = [(flow.spec.src, flow.spec.dst, data_bytes, true), (flow.spec.dst, flow.spec.src, self.tp.ack_bytes, false)];
+        for (from, to, bytes, forward) in legs {
+            let mut port = self.hosts[from as usize].nic;
+            for _ in 0..self.ports.len() {
+                let p = &self.ports[port as usize];
+                if forward {
+                    bottleneck_bps = bottleneck_bps.min(p.rate_bps);
+                }
+                rtt += p.delay + tx_time(bytes, p.rate_bps);
+                let s = match self.topo.nodes[self.ports[p.peer as usize].node as usize] {
+                    NodeKind::Host(_) => break,
+                    NodeKind::Switch(s) => s,
+                };
+                let hops = self.routes.next_hops(s, to);
+                if hops.is_empty() {
+                    break;
+                }
+                port = hops[(mix64(u64::from(flow.hash) ^ u64::from(s)) % hops.len() as u64) as usize];
+            }
+        }
+        BasePath { bottleneck_bps, rtt }
+    }
+
     /// An explicit flow's label.
     pub fn label_of(&self, spec: &FlowSpec) -> Option<&str> {
         spec.entry.and_then(|i| self.overrides.labels.get(i as usize)).and_then(|l| l.as_deref())
@@ -324,22 +388,35 @@ impl Sim {
 
     /// Runs to the end time (or until every sized flow completed, with `stop_when_done`).
     /// `progress` is called every 65,536 events with the simulated time and the events so far.
-    pub fn run(&mut self, mut progress: impl FnMut(Time, u64)) {
+    pub fn run(&mut self, progress: impl FnMut(Time, u64)) {
+        self.run_while(progress, |_| true);
+    }
+
+    /// As [`Sim::run`], asking `go_on` after every event whether to continue: when it answers
+    /// false the run returns there, its clock where that event left it (the Gymnasium
+    /// environment ends an episode it no longer needs this way). True when the run went to its
+    /// end.
+    pub fn run_while(&mut self, mut progress: impl FnMut(Time, u64), mut go_on: impl FnMut(&Sim) -> bool) -> bool {
         if self.samples.interval > 0 {
             self.q.schedule(self.q.now(), Event::Sample);
         }
         const PROGRESS_EVERY: u64 = 1 << 16;
+        let mut halted = false;
         while let Some(ev) = self.q.pop_until(self.end) {
             self.dispatch(ev);
             if self.stop_when_done && self.unfinished == 0 && !self.has_unbounded {
                 self.stopped_early = true;
                 break;
             }
+            if !go_on(self) {
+                halted = true;
+                break;
+            }
             if self.q.processed().is_multiple_of(PROGRESS_EVERY) {
                 progress(self.q.now(), self.q.processed());
             }
         }
-        if !self.stopped_early {
+        if !self.stopped_early && !halted {
             self.q.advance_to(self.end);
         }
         let now = self.q.now();
@@ -350,6 +427,7 @@ impl Sim {
             }
         }
         progress(now, self.q.processed());
+        !halted
     }
 
     fn dispatch(&mut self, ev: Event) {
@@ -564,9 +642,15 @@ impl Sim {
         p.busy = true;
         p.stats.tx_bytes += u64::from(wire);
         p.stats.tx_packets += 1;
+        let lost = kind == Kind::Data && p.loss.as_mut().is_some_and(|l| l.lose());
         let (peer, delay) = (p.peer, p.delay);
         self.q.after(t, Event::TxDone { port });
-        self.q.after(t + delay, Event::Arrive { port: peer, packet: id });
+        if lost {
+            self.counters.dropped_random += 1;
+            self.arena.free(id);
+        } else {
+            self.q.after(t + delay, Event::Arrive { port: peer, packet: id });
+        }
     }
 
     /// Takes the next packet from a switch port's queues, writing back what the discipline

@@ -10,13 +10,16 @@ use crate::topology::{NodeKind, PortId};
 use crate::workload::FlowClass;
 
 /// Whole-run counters. Conservation: every packet injected by a host is delivered to a host,
-/// dropped, or still alive in the network when the run stops.
+/// dropped (by a switch or at random on a link), or still alive in the network when the run stops.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, Eq)]
 pub struct Counters {
     pub injected: u64,
     pub delivered: u64,
     pub dropped_buffer: u64,
     pub dropped_aqm: u64,
+    /// Data packets lost on a link at random (`switch.loss_pct`); absent from the output when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub dropped_random: u64,
     pub data_packets: u64,
     pub acks: u64,
     pub retransmits: u64,
@@ -33,6 +36,10 @@ pub struct Counters {
     pub fallbacks: u64,
     /// Algorithm outputs clamped to the controllers' limits.
     pub clamped_values: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Periodic samples of monitored ports and switch buffers.

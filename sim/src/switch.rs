@@ -20,6 +20,7 @@ use ccp_qdisc::{Departure, Limit, Outputs, Qdisc};
 use crate::config::{Admission, QdiscConfig, SwitchConfig};
 use crate::hook::SwitchHook;
 use crate::packet::Queued;
+use crate::rng::Rng;
 use crate::time::{from_us, to_ns, Time, BITS_PER_BYTE, PS_PER_NS};
 use crate::topology::{NodeId, PortId};
 
@@ -130,6 +131,27 @@ pub struct Port {
     /// PFC, as an ingress: a PAUSE is in force upstream.
     pub pause_sent: bool,
     pub stats: PortStats,
+    /// Random loss on this port's link (`switch.loss_pct`), where it has any.
+    pub loss: Option<LinkLoss>,
+}
+
+/// Random loss on a link: each data packet sent on it is lost with `probability`, drawn from the
+/// port's own stream.
+#[derive(Debug, Clone)]
+pub struct LinkLoss {
+    pub probability: f64,
+    rng: Rng,
+}
+
+impl LinkLoss {
+    pub fn new(probability: f64, rng: Rng) -> LinkLoss {
+        LinkLoss { probability, rng }
+    }
+
+    /// Draws whether the next data packet is lost.
+    pub fn lose(&mut self) -> bool {
+        self.rng.uniform() < self.probability
+    }
 }
 
 impl Port {
@@ -151,6 +173,7 @@ impl Port {
             ingress_bytes: 0,
             pause_sent: false,
             stats: PortStats::default(),
+            loss: None,
         }
     }
 

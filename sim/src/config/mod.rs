@@ -119,6 +119,16 @@ pub struct SwitchConfig {
     /// Bytes the INT header adds to every data packet on the wire when `int` is on (charged once
     /// per packet, whatever the hop count; ACKs carry the echo uncharged). 80: specs/bfc.md §15.
     pub int_overhead_bytes: u32,
+    /// Random (non-congestion) loss, percent: every data packet a switch sends to a host (its
+    /// last hop, which every path has exactly once) is lost on that link with this probability,
+    /// after using it, as a corrupted frame is. Drawn from a seeded stream per port; 0 (the
+    /// default) draws nothing. Counted as `dropped_random`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub loss_pct: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 /// Default INT header overhead per data packet, bytes (specs/bfc.md §15's HPCC baseline).
@@ -164,6 +174,7 @@ impl Default for SwitchConfig {
             bfc: None,
             int: false,
             int_overhead_bytes: DEFAULT_INT_OVERHEAD_BYTES,
+            loss_pct: 0.0,
         }
     }
 }
@@ -365,6 +376,10 @@ pub struct CcConfig {
     /// Send an urgent report on the first ECN-Echo of a congestion window (the datapath entering
     /// CWR; dc.md §9.5).
     pub urgent_on_ece: bool,
+    /// The RTT a flow's per-RTT report interval counts before its first RTT sample, µs: 100 (a
+    /// datacenter's) by default; on a WAN path, what a TCP handshake would have measured
+    /// (without it a policy reporting per RTT is called every 100 µs until the first ACK).
+    pub initial_rtt_us: f64,
 }
 
 impl Default for CcConfig {
@@ -376,9 +391,13 @@ impl Default for CcConfig {
             report_interval_us: 10_000.0,
             agent_delay_us: 0.0,
             urgent_on_ece: true,
+            initial_rtt_us: DEFAULT_INITIAL_RTT_US,
         }
     }
 }
+
+/// Default `[cc] initial_rtt_us` (`cc::FALLBACK_RTT`).
+pub const DEFAULT_INITIAL_RTT_US: f64 = 100.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -133,6 +133,9 @@ fn validate_switch(l: &Loaded, sw: &SwitchConfig, transport: &TransportConfig) -
         return Err(l.invalid("switch.int_overhead_bytes", "must be ≤ 1000"));
     }
     positive(l, "switch.dt_alpha", sw.dt_alpha)?;
+    if !(0.0..100.0).contains(&sw.loss_pct) {
+        return Err(l.invalid("switch.loss_pct", format!("must be in [0, 100) %, got {}", sw.loss_pct)));
+    }
     if sw.admission == Admission::Static && sw.port_buffer_bytes.is_none() {
         return Err(l.invalid("switch.admission", "static admission needs switch.port_buffer_bytes"));
     }
@@ -271,6 +274,10 @@ fn validate_transport(l: &Loaded, t: &TransportConfig) -> Result<(), ConfigError
 fn validate_cc(l: &Loaded, cc: &CcConfig) -> Result<(), ConfigError> {
     check_algorithm(l, "cc", &cc.algorithm, &cc.params)?;
     positive(l, "cc.report_interval_us", cc.report_interval_us)?;
+    positive(l, "cc.initial_rtt_us", cc.initial_rtt_us)?;
+    if cc.initial_rtt_us > MAX_HOST_DELAY_US {
+        return Err(l.invalid("cc.initial_rtt_us", format!("{} µs is above {MAX_HOST_DELAY_US} µs (10 s)", cc.initial_rtt_us)));
+    }
     non_negative(l, "cc.agent_delay_us", cc.agent_delay_us)
 }
 

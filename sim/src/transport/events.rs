@@ -22,7 +22,8 @@ impl Sim {
         let snd = Sender::new(&flow.spec, &tp, now);
         let start =
             FlowStart { now_us: to_us(now), mss_bytes: tp.mss, init_cwnd_bytes: snd.cwnd_bytes, ecn: Some(tp.ecn), seed: None };
-        let (cc, init) = FlowCc::start(choice, self.fallback.clone(), self.ccp.limits.clone(), &start, now);
+        let (mut cc, init) = FlowCc::start(choice, self.fallback.clone(), self.ccp.limits.clone(), &start, now);
+        cc.initial_rtt = self.ccp.initial_rtt;
         let nic_queue = self.free_nic_queue(src);
         let flow = &mut self.flows[f as usize];
         let host = &mut self.hosts[src as usize];
