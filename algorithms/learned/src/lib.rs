@@ -10,6 +10,8 @@
 //! - [`action_map`]: the model's output made an `Action` (Aurora's multiplicative window rule, or
 //!   a target rate).
 //! - [`model`]: the ONNX model loaded and optimised once (tract), run per report.
+//! - [`steering`]: the observer and the action map of one flow, the model left out: what the
+//!   agent's algorithm and the Gymnasium environment's learner share.
 //! - [`policy`]: the algorithm the controller drives: timed inference, faults as
 //!   `CallError`s, the manifest's fallback through the factory.
 //!
@@ -21,6 +23,7 @@ pub mod features;
 pub mod manifest;
 pub mod model;
 pub mod policy;
+pub mod steering;
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -35,6 +38,7 @@ pub use action_map::ActionMap;
 pub use features::{Feature, Observer};
 pub use manifest::Manifest;
 pub use policy::{OnnxAlgorithm, OnnxFactory, Policy};
+pub use steering::Steering;
 
 /// The scheme prefix of learned policies' names.
 pub const SCHEME: &str = "onnx";

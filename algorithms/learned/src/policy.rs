@@ -26,10 +26,9 @@ use std::sync::Arc;
 
 use ccp_contract::{Action, Algorithm, AlgorithmFactory, CallError, Choice, FlowStart, Report, StateVar};
 
-use crate::action_map::ActionMap;
-use crate::features::Observer;
 use crate::manifest::Manifest;
 use crate::model::{Plan, Runner};
+use crate::steering::Steering;
 
 /// One model version with its manifest, shared by every flow that runs it.
 pub struct Policy {
@@ -52,14 +51,11 @@ impl AlgorithmFactory for OnnxFactory {
 
     fn create(&self) -> Box<dyn Algorithm> {
         let m = &self.policy.manifest;
-        let (observer, map) = (Observer::new(&m.observation), ActionMap::new(m.action, m.report));
-        let runner = Runner::new(&self.policy.plan, &m.observation.shape());
         Box::new(OnnxAlgorithm {
             name: self.name,
             policy: self.policy.clone(),
-            observer,
-            map,
-            runner,
+            steering: Steering::new(m),
+            runner: Runner::new(&self.policy.plan, &m.observation.shape()),
             last_output: 0.0,
             last_cost_us: 0.0,
             late_streak: 0,
@@ -75,8 +71,7 @@ impl AlgorithmFactory for OnnxFactory {
 pub struct OnnxAlgorithm {
     name: &'static str,
     policy: Arc<Policy>,
-    observer: Observer,
-    map: ActionMap,
+    steering: Steering,
     /// The flow's runner; the error when tract could not make one (every report then fails,
     /// and the controller hands the flow to the fallback).
     runner: Result<Runner, String>,
@@ -101,18 +96,14 @@ impl Algorithm for OnnxAlgorithm {
     }
 
     fn try_init(&mut self, start: &FlowStart) -> Result<Action, CallError> {
-        self.observer.clear();
-        if let Some(r) = start.seed.as_ref().and_then(|s| s.last_report.as_ref()) {
-            self.observer.push(r);
-        }
-        Ok(self.map.init(start))
+        Ok(self.steering.init(start))
     }
 
     fn try_on_report(&mut self, report: &Report) -> Result<Action, CallError> {
-        self.observer.push(report);
-        let t0 = crate::cpu_now();
+        let observation = self.steering.observe(report);
         let runner = self.runner.as_mut().map_err(|e| CallError::Unavailable(e.clone()))?;
-        let output = runner.run(self.observer.values()).map_err(CallError::Raised)?;
+        let t0 = crate::cpu_now();
+        let output = runner.run(observation).map_err(CallError::Raised)?;
         let cost = crate::cpu_now().saturating_sub(t0);
         self.last_cost_us = cost.as_secs_f64() * 1e6;
         let budget_us = self.policy.manifest.budget_us;
@@ -126,9 +117,7 @@ impl Algorithm for OnnxAlgorithm {
         }
         self.late_streak = 0;
         self.last_output = output;
-        self.map
-            .apply(report, output)
-            .ok_or_else(|| CallError::WrongType(format!("the model's output is {output}, not a number")))
+        self.steering.act(report, output)
     }
 
     fn state(&self) -> Vec<StateVar> {
@@ -136,7 +125,7 @@ impl Algorithm for OnnxAlgorithm {
             StateVar { name: "output", value: f64::from(self.last_output) },
             StateVar { name: "inference_us", value: self.last_cost_us },
             StateVar { name: "late_answers", value: self.late_total as f64 },
-            StateVar { name: "cwnd_bytes", value: self.map.cwnd_bytes() },
+            StateVar { name: "cwnd_bytes", value: self.steering.cwnd_bytes() },
         ]
     }
 }

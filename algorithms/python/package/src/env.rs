@@ -21,7 +21,7 @@ use std::thread::JoinHandle;
 
 use ccp_contract::{Action, Algorithm, AlgorithmFactory, CallError, FlowStart, Report};
 use ccp_learned::manifest::ActionSpec;
-use ccp_learned::{ActionMap, Manifest, Observer};
+use ccp_learned::{Manifest, Steering};
 use ccp_sim::config::{Loaded, Reporting};
 use ccp_sim::time::{to_secs, Time};
 use ccp_sim::Sim;
@@ -66,33 +66,24 @@ impl AlgorithmFactory for LearnerFactory {
     }
 
     fn create(&self) -> Box<dyn Algorithm> {
-        let m = &self.manifest;
-        Box::new(Learner {
-            observer: Observer::new(&m.observation),
-            map: ActionMap::new(m.action, m.report),
-            link: self.link.clone(),
-        })
+        Box::new(Learner { steering: Steering::new(&self.manifest), link: self.link.clone() })
     }
 }
 
 /// The learner's algorithm: `OnnxAlgorithm` with Python in the model's place.
 struct Learner {
-    observer: Observer,
-    map: ActionMap,
+    steering: Steering,
     link: Arc<Link>,
 }
 
 impl Learner {
-    /// The action value Python chose for the observation now in the observer; `None` once
-    /// Python has let go of the episode.
-    fn ask(&self, report: &Report) -> Option<f32> {
-        let link = &self.link;
+    /// The action value Python chose for `observation`; `None` once Python has let go of the
+    /// episode.
+    fn ask(link: &Link, observation: &[f32], report: &Report) -> Option<f32> {
         if link.released.load(Ordering::Relaxed) {
             return None;
         }
-        let sent = link
-            .to_python
-            .send(Message::Report { observation: self.observer.values().to_vec(), report: Box::new(report.clone()) });
+        let sent = link.to_python.send(Message::Report { observation: observation.to_vec(), report: Box::new(report.clone()) });
         let answer = sent.ok().and_then(|_| link.actions.lock().ok()?.recv().ok());
         if answer.is_none() {
             link.released.store(true, Ordering::Relaxed);
@@ -115,18 +106,14 @@ impl Algorithm for Learner {
     }
 
     fn try_init(&mut self, start: &FlowStart) -> Result<Action, CallError> {
-        self.observer.clear();
-        if let Some(r) = start.seed.as_ref().and_then(|s| s.last_report.as_ref()) {
-            self.observer.push(r);
-        }
-        Ok(self.map.init(start))
+        Ok(self.steering.init(start))
     }
 
     fn try_on_report(&mut self, report: &Report) -> Result<Action, CallError> {
-        self.observer.push(report);
+        let observation = self.steering.observe(report);
         // An episode Python let go of changes nothing more: the simulator is stopping.
-        let Some(a) = self.ask(report) else { return Ok(Action::default()) };
-        self.map.apply(report, a).ok_or_else(|| CallError::WrongType(format!("the action is {a}, not a number")))
+        let Some(a) = Learner::ask(&self.link, observation, report) else { return Ok(Action::default()) };
+        self.steering.act(report, a)
     }
 }
 
@@ -426,7 +413,7 @@ mod tests {
         let answered = std::thread::scope(|s| {
             let policy = &policy;
             let model_side = s.spawn(move || {
-                let mut runner = ccp_learned::model::Runner::new(&policy.plan, &policy.manifest.observation.shape());
+                let mut runner = ccp_learned::model::Runner::new(&policy.plan, &policy.manifest.observation.shape()).unwrap();
                 let mut n = 0;
                 while let Ok(Message::Report { observation, .. }) = messages.recv() {
                     if actions.send(runner.run(&observation).unwrap()).is_err() {

@@ -60,7 +60,9 @@ pub fn infer(py: Python<'_>, model_path: &str, observation: Vec<f32>) -> PyResul
                 observed.features.len()
             ));
         }
-        Runner::new(&policy.plan, &observed.shape()).run(&observation).map_err(|e| format!("{model_path}: {e}"))
+        Runner::new(&policy.plan, &observed.shape())
+            .and_then(|mut r| r.run(&observation))
+            .map_err(|e| format!("{model_path}: {e}"))
     })
     .map_err(PyValueError::new_err)
 }
