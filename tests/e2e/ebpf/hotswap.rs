@@ -49,10 +49,6 @@ fn swap_rounds(socket: &Path, rounds: usize, expect_flows: usize) -> Vec<Duratio
         .collect()
 }
 
-fn trace_lines(trace: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(trace).expect("flow trace").lines().map(|l| serde_json::from_str(l).expect("trace line")).collect()
-}
-
 /// Per flow, the longest stretch of reports (datapath time) with a window below two packets,
 /// and whether any command went below two packets. A retransmission timeout sets the window to
 /// one packet in the stack itself, and it stays there until an ACK lets the datapath apply the

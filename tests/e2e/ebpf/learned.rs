@@ -8,10 +8,7 @@
 //! manifests here are copies with a budget set from the model's cost measured in this process.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
-
-use ccp_agent::control::client::call;
-use ccp_agent::control::protocol::Request;
+use std::time::Duration;
 
 use super::support::*;
 
@@ -45,20 +42,6 @@ fn private_dir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     dir
-}
-
-fn trace_lines(trace: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(trace).expect("flow trace").lines().map(|l| serde_json::from_str(l).expect("trace line")).collect()
-}
-
-/// The lines of the flow that carried the most data (iperf3's data connection).
-fn data_flow(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
-    let mut acked: std::collections::BTreeMap<u64, u64> = Default::default();
-    for l in lines {
-        *acked.entry(l["flow"].as_u64().unwrap()).or_default() += l["acked_bytes"].as_u64().unwrap();
-    }
-    let flow = acked.iter().max_by_key(|(_, a)| **a).map(|(f, _)| *f).expect("no flow in the trace");
-    lines.iter().filter(|l| l["flow"].as_u64() == Some(flow)).collect()
 }
 
 #[test]
@@ -117,14 +100,7 @@ fn a_policy_past_its_deadline_leaves_the_flow_on_the_manifests_fallback_and_the_
     let socket = setup.control_socket();
     let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
     let client = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name);
-    let mut slowest = Duration::ZERO;
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(4) {
-        let t = Instant::now();
-        assert!(call(&socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status").ok);
-        slowest = slowest.max(t.elapsed());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let slowest = slowest_status(&socket, Duration::from_secs(4));
     let iv = client.finish();
     let stopped = agent.stop();
     assert!(stopped.status.success(), "clean shutdown:\n{}", stopped.log);

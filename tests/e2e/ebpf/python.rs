@@ -6,7 +6,7 @@
 //! holds up neither a native flow nor the control socket.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ccp_agent::control::client::call;
 use ccp_agent::control::protocol::{Request, Target};
@@ -18,34 +18,6 @@ const RATE_MBPS: f64 = 50.0;
 fn example(file: &str, class: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../algorithms/python/examples").join(file);
     format!("py:{}:{class}", path.canonicalize().unwrap().display())
-}
-
-fn trace_lines(trace: &Path) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(trace).expect("flow trace").lines().map(|l| serde_json::from_str(l).expect("trace line")).collect()
-}
-
-/// The lines of the flow that carried the most data (iperf3's data connection).
-fn data_flow(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
-    let mut acked: std::collections::BTreeMap<u64, u64> = Default::default();
-    for l in lines {
-        *acked.entry(l["flow"].as_u64().unwrap()).or_default() += l["acked_bytes"].as_u64().unwrap();
-    }
-    let flow = acked.iter().max_by_key(|(_, a)| **a).map(|(f, _)| *f).expect("no flow in the trace");
-    lines.iter().filter(|l| l["flow"].as_u64() == Some(flow)).collect()
-}
-
-/// `ctl status` every 50 ms for `period`, each answered: the slowest answer.
-fn slowest_status(socket: &Path, period: Duration) -> Duration {
-    let mut slowest = Duration::ZERO;
-    let t0 = Instant::now();
-    while t0.elapsed() < period {
-        let t = Instant::now();
-        let r = call(socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
-        assert!(r.ok);
-        slowest = slowest.max(t.elapsed());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    slowest
 }
 
 fn u(l: &serde_json::Value, k: &str) -> u64 {

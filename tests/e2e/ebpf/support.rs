@@ -267,3 +267,33 @@ pub fn skip_without_root(test: &str) -> bool {
     }
     false
 }
+
+/// The lines of a flow trace (`--trace-flows`), one JSON object per report.
+pub fn trace_lines(trace: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(trace).expect("flow trace").lines().map(|l| serde_json::from_str(l).expect("trace line")).collect()
+}
+
+/// The lines of the flow that carried the most data (iperf3's data connection).
+pub fn data_flow(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    let mut acked: std::collections::BTreeMap<u64, u64> = Default::default();
+    for l in lines {
+        *acked.entry(l["flow"].as_u64().unwrap()).or_default() += l["acked_bytes"].as_u64().unwrap();
+    }
+    let flow = acked.iter().max_by_key(|(_, a)| **a).map(|(f, _)| *f).expect("no flow in the trace");
+    lines.iter().filter(|l| l["flow"].as_u64() == Some(flow)).collect()
+}
+
+/// `ctl status` every 50 ms for `period`, each answered: the slowest answer.
+pub fn slowest_status(socket: &Path, period: Duration) -> Duration {
+    use ccp_agent::control::{client::call, protocol::Request};
+    let mut slowest = Duration::ZERO;
+    let t0 = Instant::now();
+    while t0.elapsed() < period {
+        let t = Instant::now();
+        let r = call(socket, &Request::Status { summary: true, offset: None, limit: None }).expect("status");
+        assert!(r.ok);
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    slowest
+}
