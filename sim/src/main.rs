@@ -485,14 +485,15 @@ fn print_summary(r: &Results) {
     );
     let c = &r.counters;
     println!(
-        "flows {}/{} completed; packets: {} data, {} ACKs, {} dropped ({} buffer, {} AQM), {} marked, {} retransmitted, {} timeouts, {} alive at end; {} reports, {} CNMs, {} PFC frames",
+        "flows {}/{} completed; packets: {} data, {} ACKs, {} dropped ({} buffer, {} AQM, {} random), {} marked, {} retransmitted, {} timeouts, {} alive at end; {} reports, {} CNMs, {} PFC frames",
         r.flows_completed,
         r.flows_total,
         c.data_packets,
         c.acks,
-        c.dropped_buffer + c.dropped_aqm,
+        c.dropped_buffer + c.dropped_aqm + c.dropped_random,
         c.dropped_buffer,
         c.dropped_aqm,
+        c.dropped_random,
         c.marks,
         c.retransmits,
         c.timeouts,

@@ -359,7 +359,7 @@ fn run_job(p: &Planned, i: usize, progress: &(dyn Fn(Progress) + Sync)) -> Resul
         events_per_s: results.events_per_s,
         flows_total: results.flows_total,
         flows_completed: results.flows_completed,
-        drops: c.dropped_buffer + c.dropped_aqm,
+        drops: c.dropped_buffer + c.dropped_aqm + c.dropped_random,
         timeouts: c.timeouts,
         buckets: results.buckets,
     })

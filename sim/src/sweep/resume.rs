@@ -121,7 +121,10 @@ pub fn summary_from_json(text: &str) -> Result<RunSummary, String> {
         events_per_s: num(&v, "events_per_s")?,
         flows_total: int(&v, "flows_total")? as usize,
         flows_completed: int(&v, "flows_completed")? as usize,
-        drops: int(counters, "dropped_buffer")? + int(counters, "dropped_aqm")?,
+        // Random loss (`switch.loss_pct`) is written only where it dropped something.
+        drops: int(counters, "dropped_buffer")?
+            + int(counters, "dropped_aqm")?
+            + counters.get("dropped_random").and_then(Value::as_u64).unwrap_or(0),
         timeouts: int(counters, "timeouts")?,
         buckets,
     })
