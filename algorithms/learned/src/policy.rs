@@ -6,9 +6,9 @@
 //! is never applied (the flow keeps its settings for that report). A late answer right after
 //! another late one is reported as [`CallError::Late`]; a lone late answer among timely ones
 //! is the host's hiccup, not the model's cost, and only skips its report: on this virtual machine
-//! one run in about ten thousand of a 5–20 µs inference, or of plain arithmetic of the same
-//! length, takes over 200 µs of thread CPU time, which would otherwise send a busy agent's
-//! flows to the fallback every few minutes. An output that is not a number is
+//! one run in 4,000 to 20,000 of a 5–20 µs inference, and of plain arithmetic of 11 µs, takes
+//! over 200 µs of thread CPU time, which would otherwise send some of a busy agent's flows to the
+//! fallback every minute. An output that is not a number is
 //! [`CallError::WrongType`], a failed inference [`CallError::Raised`]. The one containment
 //! controller counts those as faults (the flow keeps its last sane settings) and, after repeated
 //! ones, hands the flow to the fallback the manifest names.
