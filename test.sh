@@ -21,7 +21,8 @@ fi
 export CARGO_INCREMENTAL=0
 df -h . | sed 's/^/test.sh: disk: /'
 cargo build --workspace --all-targets --locked
-cargo test --workspace --locked -- --test-threads=2
+# --no-fail-fast: one run reports every failing test target, not only the first.
+cargo test --workspace --locked --no-fail-fast -- --test-threads=2
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The ccp_agent Python package (maturin wheel) and its pytest suite.
 ./scripts/python-package.sh

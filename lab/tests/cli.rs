@@ -133,8 +133,10 @@ fn with_traces_present(config: &std::path::Path) -> std::path::PathBuf {
         let with = if kind == "trace" { traces.join("synthetic.down") } else { traces.clone() };
         copy = copy.replace(&key, &format!("path = \"{}\"", with.display()));
     }
-    // A Python scheme's file is relative to the experiment file: anchor it to the original's.
+    // A Python scheme's file, or a learned policy's, is relative to the experiment file: anchor
+    // it to the original's.
     let copy = copy.replace("\"agent:py:../", &format!("\"agent:py:{}/../", dir.display()));
+    let copy = copy.replace("\"agent:onnx:../", &format!("\"agent:onnx:{}/../", dir.display()));
     let out = tmp.join(config.file_name().unwrap());
     std::fs::write(&out, copy).unwrap();
     out
