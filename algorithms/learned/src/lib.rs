@@ -90,11 +90,6 @@ pub fn set_file_check(check: FileCheck) {
     let _ = FILE_CHECK.set(check);
 }
 
-/// Whether `name` names a learned policy (`onnx:…`).
-pub fn is_learned(name: &str) -> bool {
-    name.strip_prefix(SCHEME).is_some_and(|r| r.starts_with(':'))
-}
-
 /// The model path of `onnx:PATH`.
 pub fn parse(name: &str) -> Result<&str, String> {
     let path = name
@@ -230,6 +225,5 @@ mod tests {
         for bad in ["onnx:a/b.toml", "onnx:.onnx", "onnx:", "onnxa.onnx", "reno"] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        assert!(is_learned("onnx:x.onnx") && !is_learned("py:x.py:X") && !is_learned("onnxfoo"));
     }
 }
