@@ -58,6 +58,21 @@ const ROWS: &[(&str, &[(&str, bool)])] = &[
     ),
 ];
 
+/// The host part's rows: per path and flow count, CPU per Gbit and throughput of the agent's
+/// reno and cubic against the kernel's.
+fn host_rows() -> Vec<String> {
+    let mut keys = Vec::new();
+    for path in ["veth_held", "veth", "loopback"] {
+        for flows in [1, 100, 1000] {
+            for algo in ["reno", "cubic"] {
+                keys.push(format!("host.{path}.{flows}.cpu_per_gbit.{algo}"));
+                keys.push(format!("host.{path}.{flows}.gbps.{algo}"));
+            }
+        }
+    }
+    keys
+}
+
 fn check_figure(key: &str, what: &str, v: &Value, positive: bool) {
     let x = v.as_f64().unwrap_or_else(|| panic!("{key}: {what} is not a number: {v}"));
     assert!(x.is_finite(), "{key}: {what} is {x}");
@@ -86,12 +101,16 @@ fn ccp_bench_quick_produces_every_row() {
 
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON file")).expect("JSON");
     assert_eq!(doc["settings"]["quick"], true, "{}", doc["settings"]);
-    for (part, expected) in ROWS {
+    let host: Vec<(String, bool)> = host_rows().into_iter().map(|k| (k, true)).collect();
+    let host: Vec<(&str, bool)> = host.iter().map(|(k, p)| (k.as_str(), *p)).collect();
+    let parts: Vec<(&str, &[(&str, bool)])> =
+        std::iter::once(("host", host.as_slice())).chain(ROWS.iter().map(|(p, r)| (*p, *r))).collect();
+    for (part, expected) in parts {
         let p = &doc["parts"][part];
         assert_eq!(p["status"], "ran", "{part}: {p}");
         assert!(p["raw"].is_object() || p["raw"].is_array(), "{part}: everything measured is written");
         let rows = p["rows"].as_array().unwrap_or_else(|| panic!("{part} has no rows: {p}"));
-        for (key, positive) in *expected {
+        for (key, positive) in expected {
             let row = rows.iter().find(|r| r["key"] == *key).unwrap_or_else(|| panic!("{part}: no row {key} in {rows:?}"));
             check_figure(key, "ccp-agent's figure", &row["ccp_agent"], *positive);
             if !row["anchor"].is_null() {
@@ -106,6 +125,16 @@ fn ccp_bench_quick_produces_every_row() {
             assert!(stdout.contains(row["figure"].as_str().expect("figure")), "{key} is printed:\n{stdout}");
         }
         assert_eq!(rows.len(), expected.len(), "{part}: the rows are exactly the expected ones: {rows:?}");
+    }
+    // Every host figure rests on bytes moved and CPU counted in every run. The agent's share may
+    // read 0 in a --quick window: /proc counts its CPU in 10 ms ticks.
+    for cell in doc["parts"]["host"]["raw"]["host"]["cells"].as_array().expect("host cells") {
+        for run in cell["runs"].as_array().expect("host runs") {
+            for k in ["gbps", "cores_busy", "cpu_ms_per_gbit"] {
+                check_figure(k, "a host run's", &run[k], true);
+            }
+            check_figure("agent_share", "a host run's", &run["agent_share"], false);
+        }
     }
     // Every figure of the libccp part rests on reports and CPU actually measured.
     for run in doc["parts"]["libccp"]["raw"]["runs"].as_array().expect("libccp runs") {

@@ -1,5 +1,5 @@
-//! `ccp-agent` on the eBPF datapath as the benchmarks run it: Reno for every flow, under the
-//! benchmark's own congestion control name and pin directory, with its configuration, control
+//! `ccp-agent` on the eBPF datapath as the benchmarks run it: one algorithm for every flow (Reno
+//! unless a benchmark says otherwise), under the benchmark's own congestion control name and pin directory, with its configuration, control
 //! socket and attach state in a directory of its own, so it never meets a real agent's.
 
 use std::path::Path;
@@ -17,13 +17,18 @@ impl EbpfAgent {
     /// Starts `bin` registering congestion control `cc`, pinned at `pin_dir`, with `ebpf` as
     /// further `[datapath.ebpf]` lines, and waits until the congestion control is registered.
     pub fn start(bin: &Path, cc: &str, pin_dir: &Path, ebpf: &str) -> anyhow::Result<EbpfAgent> {
+        EbpfAgent::start_running(bin, cc, pin_dir, ebpf, "reno")
+    }
+
+    /// As [`EbpfAgent::start`], every flow on `algorithm`.
+    pub fn start_running(bin: &Path, cc: &str, pin_dir: &Path, ebpf: &str, algorithm: &str) -> anyhow::Result<EbpfAgent> {
         let dir = tempfile::tempdir()?;
         let config = dir.path().join("agent.toml");
         std::fs::write(
             &config,
             format!(
                 "[control]\nsocket = \"{}\"\n[datapath]\nkind = \"ebpf\"\n[datapath.ebpf]\nname = \"{cc}\"\n\
-                 pin_dir = \"{}\"\nstate_file = \"{}\"\n{ebpf}\n[default]\nalgorithm = \"reno\"\n",
+                 pin_dir = \"{}\"\nstate_file = \"{}\"\n{ebpf}\n[default]\nalgorithm = \"{algorithm}\"\n",
                 dir.path().join("ctl.sock").display(),
                 pin_dir.display(),
                 dir.path().join("attach.json").display()

@@ -8,7 +8,7 @@
 //! - [`process`]: a program under test with its log, CPU time and a clean stop.
 //! - [`agent`]: `ccp-agent` on the eBPF datapath, running Reno, kept apart from a real agent.
 //! - [`tcp`]: many TCP connections on a chosen congestion control.
-//! - [`figures`]: means and ratios that stay finite when a configuration measured nothing.
+//! - [`figures`]: means, medians and ratios that stay finite when a configuration measured nothing.
 //!
 //! A crate of its own rather than a module of `ccp-ebpf`: these helpers and the benchmarks run
 //! tools (`ip`, `tc`, `iperf3`) and parse their output, which has no place in the datapath

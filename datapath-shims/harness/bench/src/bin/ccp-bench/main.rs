@@ -3,6 +3,11 @@
 //! Every ratio is against an anchor measured in the same run, never against a number from
 //! another day or machine.
 //!
+//! - **host** (`ccp-ebpf-bench --part host`, first: the figure an operator decides on): 1, 100
+//!   and 1,000 bulk flows over a veth pair held at a rate, a veth pair at full speed and loopback,
+//!   on the kernel's own reno and cubic and on the eBPF datapath with the agent's: every CPU the
+//!   machine spends per Gbit moved (target ≤ 1.05× the kernel's at 1 and 100 flows, ≤ 1.15× at
+//!   1,000) and the throughput (≥ 0.97×), with the agent's share.
 //! - **libccp** (run here): `ccp-test-datapath` — the real libccp C library driving emulated
 //!   TCP-like flows over unix-socket IPC — with the same workload (`--flows 1000 --rtt-ms 20
 //!   --link-mbps 2 --duration-ms 10000`, a 2 Mbit/s bottleneck per flow) served in turn by
@@ -39,9 +44,9 @@
 //!
 //! ```sh
 //! cargo build --release -p ccp-agent -p ccp-test-datapath -p ccp-ebpf-libccp -p ccp-bench-harness
-//! sudo target/release/ccp-bench                       # everything, ~5 minutes
+//! sudo target/release/ccp-bench                       # everything, ~17 minutes (host: ~12)
 //! sudo target/release/ccp-bench --part libccp --json results/bench-libccp.json
-//! sudo target/release/ccp-bench --quick               # every row, short runs (CI): ~1-2 minutes
+//! sudo target/release/ccp-bench --quick               # every row, short runs (CI): ~3 minutes
 //! ```
 //!
 //! The binaries are looked up next to this one (`--bin-dir`), the portus binaries in
@@ -100,6 +105,13 @@ struct Args {
     /// Seconds of the eBPF many-flows run, the first two warm-up (default 10; --quick: 4).
     #[arg(long)]
     flow_seconds: Option<u32>,
+    /// Bulk flow counts of the host part (default 1,100,1000).
+    #[arg(long, value_delimiter = ',')]
+    host_flows: Option<Vec<usize>>,
+    /// Seconds of each host-part run's measured window (default 6; --quick: 1), after a warm-up
+    /// of a third of it (at least 1 s).
+    #[arg(long)]
+    host_window_s: Option<f64>,
     /// Length of the soak, minutes.
     #[arg(long, default_value_t = 60.0)]
     minutes: f64,
@@ -125,6 +137,8 @@ struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Part {
     All,
+    /// Host CPU per Gbit/s: bulk flows on ccp-agent vs the kernel's own congestion control.
+    Host,
     /// ccp-agent vs portus serving the libccp test datapath.
     Libccp,
     /// ccp-ebpf-bench: the eBPF datapath vs the kernel's congestion control.
@@ -145,6 +159,8 @@ struct Settings {
     duration_ms: u64,
     seconds: Option<u32>,
     flow_seconds: u32,
+    host_flows: Vec<usize>,
+    host_window_s: f64,
     bin_dir: PathBuf,
     portus_dir: PathBuf,
     soak: soak::Plan,
@@ -171,6 +187,8 @@ impl Settings {
             duration_ms: a.duration_ms.unwrap_or(if q { 2000 } else { 10_000 }),
             seconds: a.seconds.or(q.then_some(2)),
             flow_seconds: a.flow_seconds.unwrap_or(if q { 4 } else { 10 }),
+            host_flows: a.host_flows.clone().unwrap_or_else(|| vec![1, 100, 1000]),
+            host_window_s: a.host_window_s.unwrap_or(if q { 1.0 } else { 6.0 }),
             bin_dir,
             portus_dir,
             soak: soak::Plan {
@@ -184,6 +202,11 @@ impl Settings {
         };
         anyhow::ensure!((1..=1024).contains(&s.flows), "--flows must be 1..=1024 (ccp-test-datapath's limit)");
         anyhow::ensure!(s.duration_ms >= 500, "--duration-ms must be at least 500");
+        anyhow::ensure!(s.host_window_s > 0.0, "--host-window-s must be positive");
+        anyhow::ensure!(
+            !s.host_flows.is_empty() && s.host_flows.iter().all(|n| (1..=10_000).contains(n)),
+            "--host-flows must list flow counts of 1..=10000"
+        );
         Ok(s)
     }
 }
@@ -265,6 +288,30 @@ fn ebpf_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json:
     Ok((rows, notes, v))
 }
 
+fn host_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
+    let flows: Vec<String> = s.host_flows.iter().map(usize::to_string).collect();
+    let args = vec![
+        "--agent".to_string(),
+        s.bin_dir.join("ccp-agent").display().to_string(),
+        "--part".into(),
+        "host".into(),
+        "--repeat".into(),
+        s.repeat.to_string(),
+        "--host-flows".into(),
+        flows.join(","),
+        "--host-window-s".into(),
+        s.host_window_s.to_string(),
+        "--host-warmup-s".into(),
+        (s.host_window_s / 3.0).max(1.0).to_string(),
+    ];
+    // 3 paths x flow counts x 4 configurations, each the warm-up, the window and start-up.
+    let per_run = s.host_window_s + (s.host_window_s / 3.0).max(1.0) + 5.0;
+    let limit = Duration::from_secs_f64(per_run * 12.0 * s.host_flows.len() as f64 * f64::from(s.repeat) * 2.0 + 120.0);
+    let v = subbench::run(&s.bin_dir.join("ccp-ebpf-bench"), &args, limit)?;
+    let (rows, notes) = subbench::host_rows(&v)?;
+    Ok((rows, notes, v))
+}
+
 fn shim_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
     let mut args = vec![
         "--bin-dir".to_string(),
@@ -300,7 +347,18 @@ struct PartSpec {
     run: PartFn,
 }
 
-const PARTS: [PartSpec; 4] = [
+const PARTS: [PartSpec; 5] = [
+    PartSpec {
+        key: "host",
+        part: Part::Host,
+        in_all: true,
+        title: "host CPU per Gbit/s: bulk flows steered by ccp-agent (eBPF) vs the kernel's own",
+        anchor: "the kernel's reno and cubic",
+        prereq: |s| {
+            missing(s, true, &["ip", "tc"], &[("ccp-agent", "ccp-agent"), ("ccp-ebpf-bench", "ccp-bench-harness")], false)
+        },
+        run: host_part,
+    },
     PartSpec {
         key: "libccp",
         part: Part::Libccp,

@@ -30,6 +30,11 @@ impl Agent {
         Ok(Agent(EbpfAgent::start(bin, CC, &pin_dir(), ebpf)?))
     }
 
+    /// Starts the agent with every flow on `algorithm`.
+    pub fn start_running(bin: &Path, algorithm: &str, ebpf: &str) -> anyhow::Result<Agent> {
+        Ok(Agent(EbpfAgent::start_running(bin, CC, &pin_dir(), ebpf, algorithm)?))
+    }
+
     pub fn pid(&self) -> u32 {
         self.0.pid()
     }

@@ -13,11 +13,17 @@
 //! - Agent CPU with many concurrent flows at 10 ms reports, per report and per 1000 flows, and
 //!   as a share of the CPU the whole machine spent.
 //!
+//! - Host CPU per Gbit/s (`--part host`, not part of `all`): 1, 100 and 1,000 bulk flows on the
+//!   kernel's cubic and reno and on the eBPF datapath with the agent's, every CPU the machine
+//!   spends over the bytes moved (`host.rs`).
+//!
 //! Needs root, iperf3 and a build of `ccp-agent` (use `--release` for both).
 
 mod agent;
+mod bulk_flows;
 mod env;
 mod flows;
+mod host;
 mod scale;
 
 use std::path::PathBuf;
@@ -72,6 +78,21 @@ struct Args {
     /// Flows per shard process (each holds one end of its flows; the open-file limit bounds it).
     #[arg(long, default_value_t = 9_000)]
     shard_flows: usize,
+    /// Bulk flow counts of the host part, each run on every configuration.
+    #[arg(long, value_delimiter = ',', default_value = "1,100,1000")]
+    host_flows: Vec<usize>,
+    /// Seconds of the host part's warm-up, then of its measured window, per run.
+    #[arg(long, default_value_t = 2.0)]
+    host_warmup_s: f64,
+    #[arg(long, default_value_t = 6.0)]
+    host_window_s: f64,
+    /// The rate of the host part's held veth path, Mbit/s (below what every configuration
+    /// reaches, so all move the same bytes).
+    #[arg(long, default_value_t = 2000)]
+    host_rate_mbps: u32,
+    /// Paths of the host part.
+    #[arg(long, value_delimiter = ',', default_value = "veth-held,veth,loopback")]
+    host_paths: Vec<HostPath>,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -91,6 +112,25 @@ enum Part {
     /// `--scale-flows` concurrent flows in shards of their own namespaces (control slots,
     /// agent CPU and memory per flow); not part of `all`.
     Scale,
+    /// Host CPU per Gbit/s of many bulk flows, ccp against the kernel's own; not part of `all`.
+    Host,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum HostPath {
+    Loopback,
+    Veth,
+    VethHeld,
+}
+
+impl From<HostPath> for host::PathKind {
+    fn from(p: HostPath) -> Self {
+        match p {
+            HostPath::Loopback => host::PathKind::Loopback,
+            HostPath::Veth => host::PathKind::Veth,
+            HostPath::VethHeld => host::PathKind::VethHeld,
+        }
+    }
 }
 
 impl Args {
@@ -322,7 +362,23 @@ fn main() -> anyhow::Result<()> {
         out.insert("loopback".into(), serde_json::to_value(&lo)?);
         out.insert("veth".into(), serde_json::to_value(&veth)?);
     }
-    if args.part == Part::Scale {
+    if args.part == Part::Host {
+        anyhow::ensure!(
+            args.host_window_s > 0.0 && args.host_warmup_s >= 0.0 && !args.host_flows.is_empty() && args.repeat > 0,
+            "the host part needs a positive --host-window-s, flow counts and --repeat"
+        );
+        let plan = host::Plan {
+            flows: args.host_flows.clone(),
+            paths: args.host_paths.iter().map(|&p| p.into()).collect(),
+            warmup_s: args.host_warmup_s,
+            window_s: args.host_window_s,
+            repeat: args.repeat,
+            held_rate_mbps: args.host_rate_mbps,
+        };
+        let h = host::run(&bin, &args.ebpf(""), &plan)?;
+        host::print(&h);
+        out.insert("host".into(), serde_json::to_value(&h)?);
+    } else if args.part == Part::Scale {
         let s = scale::run(
             &bin,
             &scale::Plan {
