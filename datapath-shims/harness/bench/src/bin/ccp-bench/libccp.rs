@@ -44,17 +44,20 @@ enum Kind {
     Reno,
     /// ccp-agent's Reno with `[safety] min_cwnd_pkts = 10`, generic_cong_avoid's floor.
     RenoFloor10,
+    /// The same with `[reports] per_rtt = true`: one report per smoothed RTT, portus's clock.
+    RenoFloor10PerRtt,
     /// The anchor.
     Portus,
 }
 
-const KINDS: [Kind; 3] = [Kind::Reno, Kind::RenoFloor10, Kind::Portus];
+const KINDS: [Kind; 4] = [Kind::Reno, Kind::RenoFloor10, Kind::RenoFloor10PerRtt, Kind::Portus];
 
 impl Kind {
     fn key(self) -> &'static str {
         match self {
             Kind::Reno => "reno",
             Kind::RenoFloor10 => "reno_floor10",
+            Kind::RenoFloor10PerRtt => "reno_floor10_per_rtt",
             Kind::Portus => "portus",
         }
     }
@@ -63,6 +66,7 @@ impl Kind {
         match self {
             Kind::Reno => "reno",
             Kind::RenoFloor10 => "reno, 10-pkt floor",
+            Kind::RenoFloor10PerRtt => "reno, 10-pkt floor, per-RTT reports",
             Kind::Portus => "portus reno",
         }
     }
@@ -110,6 +114,8 @@ pub struct Summary {
     pub warn_lines_per_run: f64,
     pub datapath_wall_s: f64,
     pub datapath_cpu_s: f64,
+    /// Agent and datapath CPU together over the bytes the flows delivered, ms per MB.
+    pub cpu_ms_per_delivered_mb: f64,
 }
 
 fn write_private_dir(path: &Path) -> anyhow::Result<()> {
@@ -123,11 +129,15 @@ fn write_private_dir(path: &Path) -> anyhow::Result<()> {
 fn start_agent(kind: Kind, bins: &Bins, dir: &Path, ipc: &Path) -> anyhow::Result<Proc> {
     let sock = ipc.join("portus");
     let mut agent = match kind {
-        Kind::Reno | Kind::RenoFloor10 => {
-            // A configuration of our own for both, so /etc/ccp-agent/agent.toml never applies.
+        Kind::Reno | Kind::RenoFloor10 | Kind::RenoFloor10PerRtt => {
+            // A configuration of our own for each, so /etc/ccp-agent/agent.toml never applies.
             let config = dir.join("agent.toml");
-            let floor = if kind == Kind::RenoFloor10 { "[safety]\nmin_cwnd_pkts = 10\n" } else { "" };
-            std::fs::write(&config, floor)?;
+            let settings = match kind {
+                Kind::RenoFloor10 => "[safety]\nmin_cwnd_pkts = 10\n",
+                Kind::RenoFloor10PerRtt => "[safety]\nmin_cwnd_pkts = 10\n[reports]\nper_rtt = true\n",
+                _ => "",
+            };
+            std::fs::write(&config, settings)?;
             let mut cmd = Command::new(&bins.agent);
             cmd.args(["--log-level", "info", "run", "-a", "reno", "--datapath", "unix", "--ipc-dir"])
                 .arg(ipc)
@@ -256,6 +266,10 @@ fn summarise(kind: Kind, runs: &[Run], plan: &Plan) -> Summary {
         warn_lines_per_run: mean(&of(&|r| r.warn_lines as f64)),
         datapath_wall_s: mean(&of(&|r| r.datapath_wall_s)),
         datapath_cpu_s: mean(&of(&|r| r.datapath_cpu_s)),
+        cpu_ms_per_delivered_mb: ratio(
+            of(&|r| r.agent_cpu_s + r.datapath_cpu_s).iter().sum::<f64>() * 1e3,
+            of(&|r| r.delivered_bytes as f64).iter().sum::<f64>() / 1e6,
+        ),
     }
 }
 
@@ -288,9 +302,23 @@ pub fn run(bins: &Bins, plan: &Plan) -> anyhow::Result<Measured> {
         }
     }
     let sums: Vec<Summary> = KINDS.iter().map(|k| summarise(*k, &runs, plan)).collect();
-    let portus = &sums[2];
+    let portus = &sums[3];
     let mut rows = Vec::new();
-    let ccp = [(Kind::Reno, &sums[0]), (Kind::RenoFloor10, &sums[1])];
+    let ccp = [(Kind::Reno, &sums[0]), (Kind::RenoFloor10, &sums[1]), (Kind::RenoFloor10PerRtt, &sums[2])];
+    for (k, s) in ccp {
+        // Issue 37: what the host pays, agent and the datapath serving it together, per byte
+        // acknowledged: at most portus's.
+        rows.push(
+            Row::vs(
+                format!("libccp.cpu_per_mb.{}", k.key()),
+                format!("agent + datapath CPU per MB delivered ({})", k.label()),
+                "ms/MB",
+                s.cpu_ms_per_delivered_mb,
+                portus.cpu_ms_per_delivered_mb,
+            )
+            .target(Target::RatioAtMost(1.0)),
+        );
+    }
     for (k, s) in ccp {
         rows.push(
             Row::vs(

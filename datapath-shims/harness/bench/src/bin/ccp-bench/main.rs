@@ -13,10 +13,12 @@
 //!   --link-mbps 2 --duration-ms 10000`, a 2 Mbit/s bottleneck per flow) served in turn by
 //!   `ccp-agent run -a reno --datapath unix` (RFC 5681 Reno, 2-packet floor), by the same with
 //!   `[safety] min_cwnd_pkts = 10` (generic_cong_avoid never lets the window go below its initial
-//!   10 packets: the like-for-like comparison), and by the anchor, generic_cong_avoid 0.4.0's
-//!   `reno` on portus 0.7; repetitions interleaved. Figures: agent CPU per report and reports
-//!   per agent CPU-second (target: ccp-agent ≥ 2× portus), reports per flow-second, utilisation
-//!   (delivered / (flows × link rate × duration)), RTOs, and WARN lines in the agent's log.
+//!   10 packets: the like-for-like comparison), by that with `[reports] per_rtt = true` (portus's
+//!   report clock), and by the anchor, generic_cong_avoid 0.4.0's `reno` on portus 0.7;
+//!   repetitions interleaved. Figures: agent and datapath CPU together per MB delivered (target ≤
+//!   portus's), agent CPU per report and reports per agent CPU-second (target: ccp-agent ≥ 2×
+//!   portus), reports per flow-second, utilisation (delivered / (flows × link rate × duration)),
+//!   RTOs, and WARN lines in the agent's log.
 //! - **eBPF** (`ccp-ebpf-bench`): one bulk flow over a veth pair and over loopback, ccp-agent's
 //!   Reno on the `ccp` struct_ops congestion control with 10 ms reports against the kernel's
 //!   cubic and reno; BPF cost per ACK (target ≤ 80 ns; next to the kernel's Reno hosted as a BPF
