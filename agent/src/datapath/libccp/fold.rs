@@ -2,7 +2,7 @@
 //!
 //! It folds libccp's per-ACK primitives into the fields of the measurement contract and reports
 //! once per `interval_us` of datapath time, at once on a loss or a timeout, as soon as an
-//! eighth of a window and at least four packets have been acknowledged (but not more often than
+//! eighth of a window and at least eight packets have been acknowledged (but not more often than
 //! every `interval_us`/16), and — when an algorithm asks — as soon as a given number of packets
 //! has been acknowledged.
 //!
@@ -15,7 +15,10 @@
 //! rate at 16 per interval whatever the RTT. The packet floor keeps small windows from turning
 //! the eighth into a report per ACK: at 1,000 flows of 4–7 packets each (2 Mbit/s, 20 ms) that
 //! was 3.4× the reports of a per-RTT agent, and the agent fell behind (issue 19); with it a
-//! window below 32 packets reports at most every 4 packets, or on the timer. Every algorithm
+//! window below 64 packets reports at most every 8 packets, or on the timer. A floor of 4 still
+//! had a 10-packet window report 2.5 times per round trip (with per-RTT reports, 51 reports per
+//! flow-second against portus's 34 on that workload); 8 matches portus's count (issue 37, the
+//! figures in docs/performance.md). Every algorithm
 //! shares it, so a datapath holds one program for its whole life (libccp's table has 9 usable
 //! slots and no uninstall) and a hot swap needs no new program. The program source and the
 //! decoder of its reports live together here so they cannot drift apart.
@@ -106,7 +109,7 @@ pub const SOURCE: &str = r#"
   (:= Report.urgent 1)
   (report)
   (:= Micros 0))
-(when (&& (> (* Report.acked_bytes 8) Cwnd) (&& (> Report.acked_pkts 3) (> (* Micros 16) interval_us)))
+(when (&& (> (* Report.acked_bytes 8) Cwnd) (&& (> Report.acked_pkts 7) (> (* Micros 16) interval_us)))
   (report)
   (:= Micros 0))
 (when (> (+ Report.acked_pkts Report.sacked_pkts) report_pkts_below)

@@ -66,17 +66,19 @@ fn fold_fits_libccp_and_reports_every_interval() {
     assert_eq!(r.acked_bytes, 3_000);
     assert_eq!(r.urgent, None);
     // Volatile fields reset after the report; now an eighth of a window comes before the timer.
+    // (An eighth of 30 packets is 3.75, below the 8-packet floor: 8 packets.)
     let r2 = (11_000..=21_000).step_by(1_000).find_map(|t| h.invoke(ack(2000, 20_000), t)).unwrap();
-    assert_eq!(r2.acked_bytes, 2000 * 2);
+    assert_eq!(r2.acked_bytes, 2000 * 4);
 }
 
 #[test]
 fn an_eighth_of_a_window_acknowledged_reports_early_but_not_too_often() {
     let mut h = Harness::new(); // interval 10 ms
-    let ack = |bytes, rtt| Primitives { snd_cwnd: 30_000, ..ack(bytes, rtt) };
-    // ACKs 5 ms after the last report: an eighth of the window (3750 B) triggers a report.
+    let ack = |bytes, rtt| Primitives { snd_cwnd: 100_000, ..ack(bytes, rtt) };
+    // ACKs 5 ms after the last report: an eighth of the window (12,500 B, above the 8-packet
+    // floor) triggers a report.
     let r = (0..20u64).find_map(|i| h.invoke(ack(1000, 20_000), 5_000 + i)).expect("early report");
-    assert_eq!(r.acked_bytes, 4_000, "reported on the ACK that took it past an eighth of a window");
+    assert_eq!(r.acked_bytes, 13_000, "reported on the ACK that took it past an eighth of a window");
     // Inside interval/16 (625 µs) of that report, more data waits.
     assert!((0..20u64).all(|i| h.invoke(ack(1000, 20_000), 5_100 + i).is_none()));
     // After it, the next ACK over an eighth of a window reports.
@@ -84,13 +86,13 @@ fn an_eighth_of_a_window_acknowledged_reports_early_but_not_too_often() {
 }
 
 #[test]
-fn a_small_window_reports_every_four_packets_not_every_ack() {
+fn a_small_window_reports_every_eight_packets_not_every_ack() {
     // Interval 10 ms. Five packets of window: an eighth is less than one packet, so without the
-    // packet floor every ACK (here one per 1.2 ms, beyond the interval/16 gap) would report.
+    // packet floor every ACK (here one per 0.7 ms, beyond the interval/16 gap) would report.
     let mut h = Harness::new();
     let ack = |bytes, rtt| Primitives { snd_cwnd: 5_000, ..ack(bytes, rtt) };
-    let reported: Vec<u64> = (1..=12u64).filter(|i| h.invoke(ack(1000, 20_000), i * 1_200).is_some()).collect();
-    assert_eq!(reported, vec![4, 8, 12], "one report per four packets acknowledged");
+    let reported: Vec<u64> = (1..=13u64).filter(|i| h.invoke(ack(1000, 20_000), i * 700).is_some()).collect();
+    assert_eq!(reported, vec![8], "one report per eight packets acknowledged, none per ACK");
 }
 
 #[test]
