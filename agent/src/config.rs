@@ -19,7 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::cnm::{self, CnmConfig};
-use crate::datapath::DatapathConfig;
+use crate::datapath::{DatapathConfig, Kind};
 use crate::flows::admission::FlowLimits;
 use crate::rules::{Matcher, Policy, Rule};
 
@@ -104,13 +104,14 @@ pub struct ReportsSection {
     pub interval_us: Spanned<u64>,
     /// Report once per smoothed RTT instead of every `interval_us`, until an algorithm asks for
     /// something else. Datapaths that count RTTs do it themselves; for the others the agent
-    /// keeps the interval in step with the RTT.
-    pub per_rtt: bool,
+    /// keeps the interval in step with the RTT. Unset: the datapath's own default
+    /// ([`crate::datapath::Kind::reports_per_rtt`]), unless an interval is given.
+    pub per_rtt: Option<bool>,
 }
 
 impl Default for ReportsSection {
     fn default() -> Self {
-        ReportsSection { interval_us: Spanned::new(0..0, 10_000), per_rtt: false }
+        ReportsSection { interval_us: Spanned::new(0..0, 10_000), per_rtt: None }
     }
 }
 
@@ -349,9 +350,15 @@ impl AgentConfig {
             datapath.set("unix", "name", toml::Value::String(name.clone()));
         }
         datapath.check().map_err(|e| src.err(0..0, e))?;
+        // An interval given in the file or on the command line is a request for that interval.
+        let interval_given = ov.report_interval_us.is_some() || file.reports.interval_us.span() != (0..0);
         if let Some(us) = ov.report_interval_us {
             file.reports.interval_us = Spanned::new(0..0, us);
         }
+        let per_rtt = file
+            .reports
+            .per_rtt
+            .unwrap_or(!interval_given && Kind::find(&datapath.kind).map_err(|e| src.err(0..0, e))?.reports_per_rtt);
         if let Some(alg) = &ov.algorithm {
             file.default.algorithm = Spanned::new(0..0, alg.clone());
         }
@@ -500,11 +507,7 @@ impl AgentConfig {
             min_pacing_rate_bytes_per_s: s.min_pacing_rate_bytes_per_s,
             max_faults: s.max_faults,
             fault_window_us: s.fault_window_s.saturating_mul(1_000_000),
-            default_report: if file.reports.per_rtt {
-                ReportPolicy::PerRtt { rtts: 1.0 }
-            } else {
-                ReportPolicy::EveryUs(interval)
-            },
+            default_report: if per_rtt { ReportPolicy::PerRtt { rtts: 1.0 } } else { ReportPolicy::EveryUs(interval) },
             ..Limits::default()
         };
         let metrics_listen = match &file.metrics.listen {

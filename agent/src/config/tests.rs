@@ -14,7 +14,8 @@ fn empty_file_gives_defaults() {
     assert!(c.datapath.sections.is_empty(), "each adapter fills in its own defaults");
     assert_eq!(c.policy.default.algorithm(), "reno");
     assert_eq!(c.policy.fallback.algorithm(), "reno");
-    assert_eq!(c.limits.default_report, ReportPolicy::EveryUs(10_000));
+    // The default datapath (unix, libccp) reports once per RTT, as portus's agents have it.
+    assert_eq!(c.limits.default_report, ReportPolicy::PerRtt { rtts: 1.0 });
     assert!(c.policy.rules.is_empty());
 }
 
@@ -83,8 +84,24 @@ fn each_datapath_section_is_checked_by_its_adapter() {
 
 #[test]
 fn per_rtt_reports_become_the_default_policy() {
-    let c = parse("[reports]\nper_rtt = true\n").unwrap();
+    let c = parse("[datapath]\nkind = \"ebpf\"\n[reports]\nper_rtt = true\n").unwrap();
     assert_eq!(c.limits.default_report, ReportPolicy::PerRtt { rtts: 1.0 });
+}
+
+#[test]
+fn the_report_policy_defaults_to_the_datapaths_unless_an_interval_is_given() {
+    let policy = |text: &str| parse(text).unwrap().limits.default_report;
+    assert_eq!(policy("[datapath]\nkind = \"unix\"\n"), ReportPolicy::PerRtt { rtts: 1.0 });
+    assert_eq!(policy("[datapath]\nkind = \"netlink\"\n"), ReportPolicy::PerRtt { rtts: 1.0 });
+    assert_eq!(policy("[datapath]\nkind = \"ebpf\"\n"), ReportPolicy::EveryUs(10_000));
+    assert_eq!(policy("[reports]\ninterval_us = 20000\n"), ReportPolicy::EveryUs(20_000), "an interval is a request");
+    assert_eq!(policy("[reports]\nper_rtt = false\n"), ReportPolicy::EveryUs(10_000));
+    let ov = Overrides { report_interval_us: Some(5_000), ..Overrides::default() };
+    let c = AgentConfig::parse("t", "", &ov).unwrap();
+    assert_eq!(c.limits.default_report, ReportPolicy::EveryUs(5_000), "so is --report-interval-us");
+    let ov = Overrides { datapath: Some("ebpf".into()), ..Overrides::default() };
+    let c = AgentConfig::parse("t", "", &ov).unwrap();
+    assert_eq!(c.limits.default_report, ReportPolicy::EveryUs(10_000), "--datapath decides the default");
 }
 
 #[test]

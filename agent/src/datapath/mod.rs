@@ -33,6 +33,12 @@ pub struct Kind {
     pub name: &'static str,
     /// One line: what it serves.
     pub summary: &'static str,
+    /// Whether flows report once per smoothed RTT when the configuration says neither
+    /// `[reports] per_rtt` nor an interval: the libccp datapaths do, as portus's agents have
+    /// them (a fixed 10 ms interval sent them 2.5× portus's reports, issue 37); the eBPF
+    /// datapath reports every 10 ms, since on sub-millisecond RTTs a report per RTT costs more
+    /// per ACK and in all (docs/performance.md).
+    pub reports_per_rtt: bool,
     /// Parses and checks the kind's own `[datapath.NAME]` section (empty when absent).
     pub check: fn(&toml::Table) -> Result<(), String>,
     /// Opens the adapter from its section.

@@ -47,6 +47,7 @@ pub use settings::EbpfSettings;
 pub const KIND: Kind = Kind {
     name: "ebpf",
     summary: "this kernel's TCP flows, through the `ccp` BPF struct_ops congestion control (root)",
+    reports_per_rtt: false,
     check: |section| EbpfSettings::from_section(section).map(|_| ()),
     open: |section, ctx| {
         let settings = EbpfSettings::from_section(section).map_err(anyhow::Error::msg)?;

@@ -64,6 +64,7 @@ impl Default for NetlinkSettings {
 pub const UNIX: Kind = Kind {
     name: "unix",
     summary: "libccp user-space datapaths over unix datagram sockets (portus's /tmp/ccp/<name> convention)",
+    reports_per_rtt: true,
     check: |section| parse_section::<UnixSettings>(section).map(|_| ()),
     open: |section, _| {
         let s: UnixSettings = parse_section(section).map_err(|e| anyhow::anyhow!("[datapath.unix]: {e}"))?;
@@ -76,6 +77,7 @@ pub const UNIX: Kind = Kind {
 pub const NETLINK: Kind = Kind {
     name: "netlink",
     summary: "ccp-kernel over netlink (NETLINK_USERSOCK, multicast group 22; root)",
+    reports_per_rtt: true,
     check: |section| parse_section::<NetlinkSettings>(section).map(|_| ()),
     open: |section, _| {
         let s: NetlinkSettings = parse_section(section).map_err(|e| anyhow::anyhow!("[datapath.netlink]: {e}"))?;

@@ -40,24 +40,26 @@ pub struct Bins {
 /// Who serves the datapath.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
-    /// ccp-agent's Reno with the contract's 2-packet floor.
+    /// ccp-agent's Reno with the contract's 2-packet floor (the libccp datapaths' default: one
+    /// report per smoothed RTT, portus's clock).
     Reno,
     /// ccp-agent's Reno with `[safety] min_cwnd_pkts = 10`, generic_cong_avoid's floor.
     RenoFloor10,
-    /// The same with `[reports] per_rtt = true`: one report per smoothed RTT, portus's clock.
-    RenoFloor10PerRtt,
+    /// The same with `[reports] interval_us = 10000`: a report every 10 ms (the default before
+    /// issue 37, and the eBPF datapath's).
+    RenoFloor10Every10ms,
     /// The anchor.
     Portus,
 }
 
-const KINDS: [Kind; 4] = [Kind::Reno, Kind::RenoFloor10, Kind::RenoFloor10PerRtt, Kind::Portus];
+const KINDS: [Kind; 4] = [Kind::Reno, Kind::RenoFloor10, Kind::RenoFloor10Every10ms, Kind::Portus];
 
 impl Kind {
     fn key(self) -> &'static str {
         match self {
             Kind::Reno => "reno",
             Kind::RenoFloor10 => "reno_floor10",
-            Kind::RenoFloor10PerRtt => "reno_floor10_per_rtt",
+            Kind::RenoFloor10Every10ms => "reno_floor10_10ms",
             Kind::Portus => "portus",
         }
     }
@@ -66,7 +68,7 @@ impl Kind {
         match self {
             Kind::Reno => "reno",
             Kind::RenoFloor10 => "reno, 10-pkt floor",
-            Kind::RenoFloor10PerRtt => "reno, 10-pkt floor, per-RTT reports",
+            Kind::RenoFloor10Every10ms => "reno, 10-pkt floor, 10 ms reports",
             Kind::Portus => "portus reno",
         }
     }
@@ -129,12 +131,12 @@ fn write_private_dir(path: &Path) -> anyhow::Result<()> {
 fn start_agent(kind: Kind, bins: &Bins, dir: &Path, ipc: &Path) -> anyhow::Result<Proc> {
     let sock = ipc.join("portus");
     let mut agent = match kind {
-        Kind::Reno | Kind::RenoFloor10 | Kind::RenoFloor10PerRtt => {
+        Kind::Reno | Kind::RenoFloor10 | Kind::RenoFloor10Every10ms => {
             // A configuration of our own for each, so /etc/ccp-agent/agent.toml never applies.
             let config = dir.join("agent.toml");
             let settings = match kind {
                 Kind::RenoFloor10 => "[safety]\nmin_cwnd_pkts = 10\n",
-                Kind::RenoFloor10PerRtt => "[safety]\nmin_cwnd_pkts = 10\n[reports]\nper_rtt = true\n",
+                Kind::RenoFloor10Every10ms => "[safety]\nmin_cwnd_pkts = 10\n[reports]\ninterval_us = 10000\n",
                 _ => "",
             };
             std::fs::write(&config, settings)?;
@@ -304,7 +306,7 @@ pub fn run(bins: &Bins, plan: &Plan) -> anyhow::Result<Measured> {
     let sums: Vec<Summary> = KINDS.iter().map(|k| summarise(*k, &runs, plan)).collect();
     let portus = &sums[3];
     let mut rows = Vec::new();
-    let ccp = [(Kind::Reno, &sums[0]), (Kind::RenoFloor10, &sums[1]), (Kind::RenoFloor10PerRtt, &sums[2])];
+    let ccp = [(Kind::Reno, &sums[0]), (Kind::RenoFloor10, &sums[1]), (Kind::RenoFloor10Every10ms, &sums[2])];
     for (k, s) in ccp {
         // Issue 37: what the host pays, agent and the datapath serving it together, per byte
         // acknowledged: at most portus's.

@@ -11,10 +11,11 @@
 //! - **libccp** (run here): `ccp-test-datapath` — the real libccp C library driving emulated
 //!   TCP-like flows over unix-socket IPC — with the same workload (`--flows 1000 --rtt-ms 20
 //!   --link-mbps 2 --duration-ms 10000`, a 2 Mbit/s bottleneck per flow) served in turn by
-//!   `ccp-agent run -a reno --datapath unix` (RFC 5681 Reno, 2-packet floor), by the same with
-//!   `[safety] min_cwnd_pkts = 10` (generic_cong_avoid never lets the window go below its initial
-//!   10 packets: the like-for-like comparison), by that with `[reports] per_rtt = true` (portus's
-//!   report clock), and by the anchor, generic_cong_avoid 0.4.0's `reno` on portus 0.7;
+//!   `ccp-agent run -a reno --datapath unix` (RFC 5681 Reno, 2-packet floor; reports once per
+//!   RTT, the libccp datapaths' default, as portus), by the same with `[safety] min_cwnd_pkts =
+//!   10` (generic_cong_avoid never lets the window go below its initial 10 packets: the
+//!   like-for-like comparison), by that with `[reports] interval_us = 10000` (a report every
+//!   10 ms, the earlier default), and by the anchor, generic_cong_avoid 0.4.0's `reno` on portus 0.7;
 //!   repetitions interleaved. Figures: agent and datapath CPU together per MB delivered (target ≤
 //!   portus's), agent CPU per report and reports per agent CPU-second (target: ccp-agent ≥ 2×
 //!   portus), reports per flow-second, utilisation (delivered / (flows × link rate × duration)),
