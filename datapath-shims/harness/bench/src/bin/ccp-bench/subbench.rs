@@ -178,15 +178,15 @@ pub fn host_rows(v: &Value) -> anyhow::Result<(Vec<Row>, Vec<String>)> {
                 .target(Target::RatioAtLeast(0.97)),
             );
         }
-        let reno = cell(path, *flows, "ccp_reno")?;
+        let (reno, kernel_reno) = (cell(path, *flows, "ccp_reno")?, cell(path, *flows, "kernel_reno")?);
         notes.push(format!(
             "{path}, {flows} flows: the agent's share of the host's CPU {:.1} % (reno), {:.1} % (cubic); {:.2} cores busy (kernel reno {:.2}); retransmits per Gbit: ccp reno {:.0}, kernel reno {:.0}",
             100.0 * num(reno, "agent_share")?,
             100.0 * num(cell(path, *flows, "ccp_cubic")?, "agent_share")?,
             num(reno, "cores_busy")?,
-            num(cell(path, *flows, "kernel_reno")?, "cores_busy")?,
+            num(kernel_reno, "cores_busy")?,
             num(reno, "retrans_per_gbit")?,
-            num(cell(path, *flows, "kernel_reno")?, "retrans_per_gbit")?,
+            num(kernel_reno, "retrans_per_gbit")?,
         ));
     }
     Ok((rows, notes))

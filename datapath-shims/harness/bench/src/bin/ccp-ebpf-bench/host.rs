@@ -52,6 +52,18 @@ impl Config {
         }
     }
 
+    /// The algorithm: the kernel's congestion control, or the agent's on the eBPF datapath.
+    fn algorithm(self) -> &'static str {
+        match self {
+            Config::KernelCubic | Config::CcpCubic => "cubic",
+            Config::KernelReno | Config::CcpReno => "reno",
+        }
+    }
+
+    fn is_ccp(self) -> bool {
+        self.anchor().is_some()
+    }
+
     /// The kernel configuration a ccp one is judged against.
     pub fn anchor(self) -> Option<Config> {
         match self {
@@ -153,16 +165,8 @@ fn open(path: &Path) -> anyhow::Result<(Netns, Netns, Ipv4Addr)> {
 /// One run of `n` flows on `config` over `path`.
 fn run_one(bin: &FsPath, ebpf: &str, path: &Path, n: usize, config: Config, plan: &Plan) -> anyhow::Result<Run> {
     let (sender, receiver, addr) = open(path)?;
-    let agent = match config {
-        Config::CcpReno => Some(Agent::start_running(bin, "reno", ebpf)?),
-        Config::CcpCubic => Some(Agent::start_running(bin, "cubic", ebpf)?),
-        _ => None,
-    };
-    let cc = match config {
-        Config::KernelCubic => "cubic",
-        Config::KernelReno => "reno",
-        Config::CcpReno | Config::CcpCubic => CC,
-    };
+    let agent = if config.is_ccp() { Some(Agent::start_running(bin, config.algorithm(), ebpf)?) } else { None };
+    let cc = if config.is_ccp() { CC } else { config.algorithm() };
     let agent_cpu = || agent.as_ref().map_or(0.0, |a| process_cpu_s(a.pid()));
     let retrans = || sender.run(retrans_segs).unwrap_or(0);
     let flows = BulkFlows::start(&sender, &receiver, addr, n, cc)?;
