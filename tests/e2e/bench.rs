@@ -65,6 +65,18 @@ const ROWS: &[(&str, &[(&str, bool)])] = &[
             ("shim.veth.gbps_vs_kernel_reno", true),
         ],
     ),
+    (
+        "dpdk",
+        &[
+            ("dpdk.1.gbps_vs_kernel_offloads", true),
+            ("dpdk.1.gbps_vs_kernel_same_segments", true),
+            ("dpdk.16.gbps_vs_kernel_offloads", true),
+            ("dpdk.16.gbps_vs_kernel_same_segments", true),
+            ("dpdk.agent.gbps", true),
+            ("dpdk.agent.libccp_ns_per_ack", true),
+            ("dpdk.agent.report_to_command_p99_us", true),
+        ],
+    ),
 ];
 
 /// The host part's rows: per path and flow count, CPU per Gbit and throughput of the agent's

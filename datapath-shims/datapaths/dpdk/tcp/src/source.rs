@@ -2,24 +2,26 @@
 //! computes over what it received, so an end-to-end run can prove the stream
 //! arrived intact without storing it.
 //!
-//! The pattern is a 64-bit mix (splitmix64 finaliser) of `offset / 8`, so it is
-//! cheap to produce at any offset (retransmissions start mid-stream) and has no
-//! short period that would hide a misplaced segment.
+//! The pattern's 8-byte word `i` (little-endian, at stream offset `8 i`) is
+//! `(i + 1) · STEP` modulo 2^64, for an odd `STEP`: a bijection of the word's
+//! index, so a segment placed at the wrong offset changes the hash, with no
+//! period shorter than 2^64 words, and cheap at any offset (retransmissions start
+//! mid-stream). Each word is the previous one plus `STEP`: one add per 8 bytes.
+//! (A splitmix64 mix per word, before, was 11 % of the DPDK sender's CPU.)
 
-/// splitmix64 finaliser: a bijective avalanche, so neighbouring words differ in
-/// about half their bits and a segment placed at the wrong offset changes the hash.
+/// An odd constant with bits spread over the whole word (2^64 / φ), so that
+/// consecutive words differ in many bytes.
+const STEP: u64 = 0x9E37_79B9_7F4A_7C15;
+
 #[inline]
-fn mix64(word_index: u64) -> u64 {
-    let mut z = word_index.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+fn word(word_index: u64) -> u64 {
+    word_index.wrapping_add(1).wrapping_mul(STEP)
 }
 
 /// The byte at stream offset `offset`.
 #[inline]
 pub fn pattern_byte(offset: u64) -> u8 {
-    mix64(offset / 8).to_le_bytes()[(offset % 8) as usize]
+    word(offset / 8).to_le_bytes()[(offset % 8) as usize]
 }
 
 /// Writes the pattern bytes for `[offset, offset + buf.len())` into `buf`.
@@ -33,8 +35,10 @@ pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
         off += 1;
     }
     let mut chunks = buf[pos..].chunks_exact_mut(8);
+    let mut w = word(off / 8);
     for chunk in &mut chunks {
-        chunk.copy_from_slice(&mix64(off / 8).to_le_bytes());
+        chunk.copy_from_slice(&w.to_le_bytes());
+        w = w.wrapping_add(STEP);
         off += 8;
     }
     for b in chunks.into_remainder() {

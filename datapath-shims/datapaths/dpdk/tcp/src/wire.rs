@@ -23,6 +23,8 @@ pub const ARP_FRAME_LEN: usize = ETH_HDR_LEN + 28;
 /// A SACK option carries at most 4 blocks (40 option bytes, RFC 2018 §3).
 pub const MAX_SACK_BLOCKS: usize = 4;
 
+/// Where the checksum sits in a TCP header.
+const TCP_CHECKSUM_AT: usize = 16;
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_ARP: u16 = 0x0806;
 
@@ -175,8 +177,29 @@ impl fmt::Display for WireError {
 
 impl std::error::Error for WireError {}
 
-/// One's-complement sum of 16-bit big-endian words (RFC 1071), not folded.
-fn sum16(data: &[u8], mut acc: u64) -> u64 {
+/// One's-complement sum of 16-bit big-endian words (RFC 1071), not folded: `data` starts a
+/// 16-bit word. Added four bytes at a time in native (little-endian) order into 64 bits, as
+/// Linux's generic `do_csum` does (the adds are independent, so they vectorise), then folded and
+/// byte-swapped, which gives the big-endian sum (RFC 1071 §2(B)); the segment's checksum was 5 %
+/// of the DPDK sender's CPU with a loop over 16-bit words.
+fn sum16(data: &[u8], acc: u64) -> u64 {
+    // 2^32 = 1 modulo 2^16 - 1, so the carries out of 32 bits are added back by the fold; 64
+    // bits hold 2^32 such words.
+    let mut le: u64 = 0;
+    let mut words = data.chunks_exact(4);
+    for w in &mut words {
+        le += u64::from(u32::from_le_bytes(w.try_into().expect("4 bytes")));
+    }
+    let rest = words.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    le += u64::from(u32::from_le_bytes(tail));
+    acc + u64::from(fold(le).swap_bytes())
+}
+
+/// The RFC 1071 reference sum, 16 bits at a time, against which [`sum16`] is tested.
+#[cfg(test)]
+fn sum16_reference(data: &[u8], mut acc: u64) -> u64 {
     let mut chunks = data.chunks_exact(2);
     for c in &mut chunks {
         acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
@@ -394,18 +417,18 @@ pub fn build_tcp(buf: &mut [u8], ep: &Endpoints, seg: &SegOut, fill_payload: imp
     ip.ecn = if seg.ect { IpEcn::Ect0 } else { IpEcn::NotEct };
     ip.header_checksum = ip.calc_header_checksum();
 
-    let payload = &mut buf[hdr_len..frame_len];
-    fill_payload(payload);
-    tcp.checksum = tcp
-        .calc_checksum_ipv4_raw(ep.src_ip.octets(), ep.dst_ip.octets(), payload)
-        .map_err(|_| WireError::PayloadTooLarge { len: payload_len })?;
+    fill_payload(&mut buf[hdr_len..frame_len]);
 
     let eth = Ethernet2Header { source: ep.src_mac, destination: ep.dst_mac, ether_type: EtherType::IPV4 };
     buf[..ETH_HDR_LEN].copy_from_slice(&eth.to_bytes());
     let ip_bytes = ip.to_bytes();
     buf[ETH_HDR_LEN..ETH_HDR_LEN + ip_bytes.len()].copy_from_slice(&ip_bytes);
-    let tcp_bytes = tcp.to_bytes();
-    buf[ETH_HDR_LEN + ip_bytes.len()..hdr_len].copy_from_slice(&tcp_bytes);
+    let tcp_at = ETH_HDR_LEN + ip_bytes.len();
+    tcp.checksum = 0;
+    buf[tcp_at..hdr_len].copy_from_slice(&tcp.to_bytes());
+    // Over the header as written (checksum zero) and the payload in place: one pass, no copy.
+    let checksum = tcp_checksum_ipv4(ep.src_ip, ep.dst_ip, &buf[tcp_at..frame_len]);
+    buf[tcp_at + TCP_CHECKSUM_AT..tcp_at + TCP_CHECKSUM_AT + 2].copy_from_slice(&checksum.to_be_bytes());
     Ok(frame_len)
 }
 
@@ -679,6 +702,23 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn prop_word_sum_equals_the_16_bit_reference(
+            bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+            acc in 0u64..(1 << 40),
+            ones in any::<bool>(),
+        ) {
+            // All-ones data drives every 64-bit add to carry.
+            let data = if ones { vec![0xff; bytes.len()] } else { bytes };
+            prop_assert_eq!(fold(sum16(&data, acc)), fold(sum16_reference(&data, acc)));
+        }
+
+        #[test]
+        fn prop_built_segments_carry_the_reference_checksum(len in 0u16..1461, offset in 0u64..1_000_000) {
+            let seg = SegOut { stream_offset: offset, ..data(len, false) };
+            check_checksums(&build(&seg));
+        }
+
         #[test]
         fn prop_random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), ethertype in 0usize..3) {
             let mut f = bytes;

@@ -102,7 +102,8 @@ struct Args {
     /// Length of the libccp workload, ms (default 10000; --quick: 2000).
     #[arg(long)]
     duration_ms: Option<u64>,
-    /// Seconds per bulk flow of the eBPF and shim parts (default: theirs, 5 and 8; --quick: 2).
+    /// Seconds per bulk flow of the eBPF, shim and DPDK parts (default: theirs, 5, 8 and 10;
+    /// --quick: 2).
     #[arg(long)]
     seconds: Option<u32>,
     /// Seconds of the eBPF many-flows run, the first two warm-up (default 10; --quick: 4).
@@ -148,6 +149,8 @@ enum Part {
     Ebpf,
     /// ccp-libccp-shim-bench: portus through the shim.
     Shim,
+    /// ccp-dpdk-bench: the DPDK sender vs the kernel's TCP sender.
+    Dpdk,
     /// Flows churning, hot swaps and agent restarts for --minutes: whether memory, open files,
     /// map entries and logs stay flat and no flow is lost or frozen (not part of `all`).
     Soak,
@@ -332,6 +335,25 @@ fn shim_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json:
     Ok((rows, notes, v))
 }
 
+fn dpdk_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
+    // The eBPF datapath's figures are the ebpf part's.
+    let seconds = s.seconds.unwrap_or(10);
+    let args = vec![
+        "--no-ebpf".to_string(),
+        "--repeat".into(),
+        s.repeat.to_string(),
+        "--seconds".into(),
+        seconds.to_string(),
+        "--flows".into(),
+        "1,16".into(),
+    ];
+    // 2 connection counts x 3 configurations x repeat, and the agent's run, each with start-up.
+    let limit = Duration::from_secs((u64::from(seconds) + 15) * (6 * u64::from(s.repeat) + 1) + 120);
+    let v = subbench::run(&s.bin_dir.join("ccp-dpdk-bench"), &args, limit)?;
+    let (rows, notes) = subbench::dpdk_rows(&v)?;
+    Ok((rows, notes, v))
+}
+
 fn soak_part(s: &Settings) -> anyhow::Result<(Vec<Row>, Vec<String>, serde_json::Value)> {
     let bins = soak::Bins { agent: s.bin_dir.join("ccp-agent"), datapath: s.bin_dir.join("ccp-test-datapath") };
     soak::run(&bins, &s.soak)
@@ -350,7 +372,7 @@ struct PartSpec {
     run: PartFn,
 }
 
-const PARTS: [PartSpec; 5] = [
+const PARTS: [PartSpec; 6] = [
     PartSpec {
         key: "host",
         part: Part::Host,
@@ -416,6 +438,23 @@ const PARTS: [PartSpec; 5] = [
             )
         },
         run: shim_part,
+    },
+    PartSpec {
+        key: "dpdk",
+        part: Part::Dpdk,
+        in_all: true,
+        title: "DPDK: the ccp-dpdk sender vs the kernel's TCP sender (ccp-dpdk-bench)",
+        anchor: "the kernel's TCP sender, offloads on and off",
+        prereq: |s| {
+            missing(
+                s,
+                true,
+                &["ip", "ethtool"],
+                &[("ccp-agent", "ccp-agent"), ("ccp-dpdk", "ccp-dpdk"), ("ccp-dpdk-bench", "ccp-dpdk")],
+                false,
+            )
+        },
+        run: dpdk_part,
     },
     PartSpec {
         key: "soak",

@@ -2,10 +2,16 @@
 //! anchor measured in the same run.
 //!
 //! - Goodput over one veth pair, 1 and 16 connections: `ccp-dpdk send` on `net_af_xdp` (its
-//!   in-process Cubic, no agent, polling without pause) against the kernel's own TCP sender (Cubic, plain sockets) from
-//!   the same namespace to the same receiver (`ccp-dpdk sink --no-verify`, a kernel socket
-//!   program). Offloads are off on both veth ends for both senders (AF_XDP needs it), so the
-//!   kernel sender cannot use TSO/GSO here either.
+//!   in-process Cubic, no agent, polling without pause) against the kernel's own TCP sender
+//!   (Cubic, plain sockets) from the same namespace to the same receiver (`ccp-dpdk sink
+//!   --no-verify`, a kernel socket program), twice:
+//!   - **at equal segmentation**: checksum, TSO, GSO and GRO off on both veth ends, as AF_XDP
+//!     needs them for ccp-dpdk, so both stacks put one MSS per frame on the wire and checksum it
+//!     in software: the ratio measures the stacks;
+//!   - **as the kernel runs by default**: the same veth with its offloads on again for the
+//!     kernel's runs (64 KB TSO/GSO frames, no checksumming): the ratio an operator sees.
+//!
+//!   The three configurations take turns, run by run.
 //! - The same DPDK run steered by ccp-agent (Reno, through libccp): goodput, the datapath's cost
 //!   per ACK in libccp (fold + IPC), and the time from an ACK whose invoke sent a report to the
 //!   agent's command for it arriving back.
@@ -37,12 +43,15 @@ struct Args {
     /// Connection counts to measure (comma-separated).
     #[arg(long, default_value = "1,16", value_delimiter = ',')]
     flows: Vec<u32>,
-    /// Runs of each configuration, interleaved; the figures are means.
-    #[arg(long, default_value_t = 2)]
+    /// Runs of each configuration, interleaved; the figures are medians.
+    #[arg(long, default_value_t = 3)]
     repeat: u32,
     /// Skip the eBPF datapath's figures (ccp-ebpf-bench).
     #[arg(long)]
     no_ebpf: bool,
+    /// Skip the run steered by ccp-agent (goodput only).
+    #[arg(long)]
+    no_agent: bool,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -83,7 +92,8 @@ struct Net;
 impl Net {
     fn up() -> anyhow::Result<Net> {
         for ns in [DP_NS, RX_NS] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+            // Leftovers of an interrupted run; none is the usual case.
+            let _ = Command::new("ip").args(["netns", "del", ns]).stderr(Stdio::null()).status();
         }
         ip(&["netns", "add", DP_NS])?;
         let net = Net;
@@ -93,15 +103,26 @@ impl Net {
         for (ns, dev) in [(DP_NS, DEV_A), (RX_NS, DEV_B)] {
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
             ip(&["-n", ns, "link", "set", dev, "up"])?;
-            let st = Command::new("ip")
-                .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off", "gso", "off", "tso", "off", "gro", "off"])
-                .stdout(Stdio::null())
-                .status()?;
-            if !st.success() {
-                bail!("ethtool -K {dev} failed");
+        }
+        net.offloads(false)?;
+        Ok(net)
+    }
+
+    /// Checksum, TSO, GSO and GRO on both veth ends: off for AF_XDP (a veth otherwise hands out
+    /// frames with unfinished checksums) and for the kernel at equal segmentation; on for the
+    /// kernel as it runs by default.
+    fn offloads(&self, on: bool) -> anyhow::Result<()> {
+        let v = if on { "on" } else { "off" };
+        for (ns, dev) in [(DP_NS, DEV_A), (RX_NS, DEV_B)] {
+            let out = Command::new("ip")
+                .args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", v, "gso", v, "tso", v, "gro", v])
+                .output()
+                .context("running ethtool")?;
+            if !out.status.success() {
+                bail!("ethtool -K {dev} tx/gso/tso/gro {v}: {}", String::from_utf8_lossy(&out.stderr).trim());
             }
         }
-        Ok(net)
+        Ok(())
     }
 }
 
@@ -209,8 +230,16 @@ fn wait_lines(sink: &Proc, n: usize) {
     }
 }
 
-/// One kernel run: the namespace's veth end gets the address for the run.
-fn kernel_run(sink: &Proc, flows: u32, seconds: u64) -> anyhow::Result<f64> {
+/// One kernel run, with the veth's offloads on or off; the namespace's veth end gets the address
+/// for the run, and the offloads are off again after it, for ccp-dpdk.
+fn kernel_run(net: &Net, sink: &Proc, flows: u32, seconds: u64, offloads: bool) -> anyhow::Result<f64> {
+    net.offloads(offloads)?;
+    let r = kernel_run_addressed(sink, flows, seconds);
+    net.offloads(false)?;
+    r
+}
+
+fn kernel_run_addressed(sink: &Proc, flows: u32, seconds: u64) -> anyhow::Result<f64> {
     let before = sink.lines().len();
     ip(&["-n", DP_NS, "addr", "add", &format!("{OUR_IP}/24"), "dev", DEV_A])?;
     let t0 = Instant::now();
@@ -288,11 +317,13 @@ fn kernel_sender(dst: SocketAddr, flows: u32, seconds: u64) -> anyhow::Result<()
     Ok(())
 }
 
-fn mean(v: &[f64]) -> f64 {
-    if v.is_empty() {
-        0.0
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
     }
 }
 
@@ -305,7 +336,7 @@ fn main() -> anyhow::Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("ccp-dpdk-bench needs root (network namespaces, AF_XDP)");
     }
-    let _net = Net::up()?;
+    let net = Net::up()?;
     let mut sink_cmd = Command::new("ip");
     sink_cmd.args(["netns", "exec", RX_NS]).arg(sibling("ccp-dpdk")?).args(["sink", "--listen", DST, "--no-verify"]);
     let sink = Proc::spawn(sink_cmd)?;
@@ -313,23 +344,47 @@ fn main() -> anyhow::Result<()> {
     let mut out = serde_json::Map::new();
     let mut throughput = Vec::new();
     for &flows in &args.flows {
-        let (mut k, mut d) = (Vec::new(), Vec::new());
+        let (mut same, mut offl, mut d) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..args.repeat {
-            k.push(kernel_run(&sink, flows, args.seconds)?);
+            same.push(kernel_run(&net, &sink, flows, args.seconds, false)?);
             d.push(dpdk_run(&sink, flows, args.seconds, None)?.0);
+            offl.push(kernel_run(&net, &sink, flows, args.seconds, true)?);
         }
-        let (kg, dg) = (mean(&k), mean(&d));
+        let (sg, og, dg) = (median(&same), median(&offl), median(&d));
         println!(
-            "{flows:>2} connection(s): ccp-dpdk {dg:.3} Gbit/s, kernel TCP {kg:.3} Gbit/s: ratio {:.2} (runs {d:.3?} vs {k:.3?})",
-            dg / kg
+            "{flows:>2} connection(s): ccp-dpdk {dg:.3} Gbit/s; kernel TCP at equal segmentation {sg:.3} Gbit/s: ratio {:.2}; \
+             kernel TCP with its offloads {og:.3} Gbit/s: ratio {:.2} (runs {d:.3?}, {same:.3?}, {offl:.3?})",
+            dg / sg,
+            dg / og
         );
-        throughput.push(
-            json!({"flows": flows, "dpdk_gbps": dg, "kernel_gbps": kg, "ratio": dg / kg, "dpdk_runs": d, "kernel_runs": k}),
-        );
+        throughput.push(json!({
+            "flows": flows,
+            "dpdk_gbps": dg,
+            "kernel_same_segments_gbps": sg,
+            "kernel_offloads_gbps": og,
+            "ratio_same_segments": dg / sg,
+            "ratio_offloads": dg / og,
+            "dpdk_runs": d,
+            "kernel_same_segments_runs": same,
+            "kernel_offloads_runs": offl,
+        }));
     }
     out.insert("throughput".into(), Value::Array(throughput));
+    if !args.no_agent {
+        out.insert("agent".into(), agent_run(&sink, args.seconds)?);
+    }
+    drop(sink);
+    if !args.no_ebpf {
+        if let Some(v) = ebpf_figures(args.seconds)? {
+            out.insert("ebpf".into(), v);
+        }
+    }
+    write_json(args.json.as_deref(), out)
+}
 
-    // Steered by the agent: its Reno through libccp.
+/// One connection steered by ccp-agent's Reno through libccp: goodput, libccp's cost per ACK and
+/// the report-to-command round trip.
+fn agent_run(sink: &Proc, seconds: u64) -> anyhow::Result<Value> {
     let dir = tempfile::tempdir()?;
     let mut agent_cmd = Command::new(sibling("ccp-agent")?);
     agent_cmd.args(["run", "--datapath", "unix", "--ipc-dir"]).arg(dir.path());
@@ -339,38 +394,44 @@ fn main() -> anyhow::Result<()> {
     while !dir.path().join("agent").exists() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let (g, s) = dpdk_run(&sink, 1, args.seconds, Some(dir.path()))?;
+    let (g, s) = dpdk_run(sink, 1, seconds, Some(dir.path()))?;
     drop(agent);
     println!(
         " 1 connection steered by ccp-agent (Reno): {g:.3} Gbit/s; libccp per ACK (fold + IPC) {} ns; ACK -> report -> agent -> command back p50 {} us, p99 {} us ({} samples; {} ACKs to the agent)",
         s["control_ns_per_ack"], s["report_to_command_p50_us"], s["report_to_command_p99_us"], s["report_to_command_samples"], s["acks_to_agent"]
     );
-    out.insert("agent".into(), json!({"gbps": g, "summary": s}));
+    Ok(json!({"gbps": g, "summary": s}))
+}
 
-    if !args.no_ebpf {
-        let json_path = dir.path().join("ebpf.json");
-        let st = Command::new(sibling("ccp-ebpf-bench")?)
-            .args(["--part", "bulk", "--repeat", "1", "--seconds", &args.seconds.min(5).to_string(), "--json"])
-            .arg(&json_path)
-            .stdout(Stdio::null())
-            .status()?;
-        if st.success() {
-            let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_path)?)?;
-            let c = &v["veth"]["ccp_10ms"];
-            println!(
-                " eBPF datapath (same run, veth, Reno at 10 ms reports): BPF per ACK {:.0} ns; ACK -> agent decode p50 {} us, p99 {} us",
-                c["bpf_ns_per_ack"].as_f64().unwrap_or(0.0),
-                c["latency_p50_us"],
-                c["latency_p99_us"]
-            );
-            out.insert("ebpf".into(), c.clone());
-        } else {
-            println!(" eBPF datapath: ccp-ebpf-bench failed ({st})");
-        }
+/// The eBPF datapath's per-ACK cost and latency from `ccp-ebpf-bench --part bulk`, for comparison;
+/// none (with a line saying so) when that benchmark fails.
+fn ebpf_figures(seconds: u64) -> anyhow::Result<Option<Value>> {
+    let dir = tempfile::tempdir()?;
+    let json_path = dir.path().join("ebpf.json");
+    let st = Command::new(sibling("ccp-ebpf-bench")?)
+        .args(["--part", "bulk", "--repeat", "1", "--seconds", &seconds.min(5).to_string(), "--json"])
+        .arg(&json_path)
+        .stdout(Stdio::null())
+        .status()?;
+    if !st.success() {
+        println!(" eBPF datapath: ccp-ebpf-bench failed ({st})");
+        return Ok(None);
     }
-    drop(sink);
-    if let Some(p) = &args.json {
-        std::fs::write(p, serde_json::to_string_pretty(&Value::Object(out))?)?;
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json_path)?)?;
+    let c = &v["veth"]["ccp_10ms"];
+    println!(
+        " eBPF datapath (same run, veth, Reno at 10 ms reports): BPF per ACK {:.0} ns; ACK -> agent decode p50 {} us, p99 {} us",
+        c["bpf_ns_per_ack"].as_f64().unwrap_or(0.0),
+        c["latency_p50_us"],
+        c["latency_p99_us"]
+    );
+    Ok(Some(c.clone()))
+}
+
+fn write_json(path: Option<&Path>, out: serde_json::Map<String, Value>) -> anyhow::Result<()> {
+    if let Some(p) = path {
+        std::fs::write(p, serde_json::to_string_pretty(&Value::Object(out))?)
+            .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())
 }
