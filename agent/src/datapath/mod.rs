@@ -263,6 +263,13 @@ pub trait Datapath {
     /// `now`: when the runtime started this batch.
     fn poll_events(&mut self, known: &dyn Fn(FlowRef) -> bool, out: &mut Vec<DatapathEvent>, budget: usize, now: Now) -> usize;
 
+    /// Whether the adapter is to be read on every turn of the loop, which then never sleeps
+    /// (`[datapath.ebpf] busy_poll`): records wait only for the turn in progress, at the price
+    /// of a CPU kept busy.
+    fn busy_poll(&self) -> bool {
+        false
+    }
+
     /// Whether events are waiting that need no read: produced outside `poll_events` (a peer
     /// found gone by a send). The runtime polls again for them before it sleeps.
     fn has_queued_events(&self) -> bool {

@@ -166,10 +166,15 @@ impl Runtime {
         let mut next_tick = Instant::now() + TICK;
         let mut next_dp_tick = Instant::now() + DATAPATH_TICK;
         let mut dp_events = Vec::with_capacity(256);
+        let busy: Vec<bool> = self.datapaths.iter().map(|d| d.busy_poll()).collect();
         while !self.stop.load(Ordering::Relaxed) {
             let mut timeout = next_tick.min(next_dp_tick).saturating_duration_since(Instant::now());
-            if self.services.cnm.as_ref().is_some_and(CnmListener::pending) || self.pending.contains(&true) {
-                // The last pass left CNMs or records waiting: look at everything else, then read on.
+            if self.services.cnm.as_ref().is_some_and(CnmListener::pending)
+                || self.pending.contains(&true)
+                || busy.contains(&true)
+            {
+                // The last pass left CNMs or records waiting, or an adapter busy-polls: look at
+                // everything else, then read on.
                 timeout = Duration::ZERO;
             }
             if self.flows.has_waiting() {
@@ -220,7 +225,7 @@ impl Runtime {
                 self.serve_cnm(&mut dp_events);
             }
             for (i, served) in served.into_iter().enumerate() {
-                if self.pending[i] && !served {
+                if (self.pending[i] || busy[i]) && !served {
                     self.service(i, &mut dp_events);
                 }
             }

@@ -104,6 +104,67 @@ fn a_datapath_that_never_runs_dry_does_not_starve_ticks_or_stop() {
     assert!(counters.reports > 10 * WORK_BUDGET as u64, "{counters:?}");
 }
 
+/// Never has anything to read; counts how often it is asked.
+struct Idle {
+    polls: Arc<AtomicU64>,
+    busy: bool,
+}
+
+impl Datapath for Idle {
+    fn describe(&self) -> String {
+        "idle".into()
+    }
+    fn capabilities(&self) -> Capabilities {
+        CAPS
+    }
+    fn register(&mut self, _: &mio::Registry, _: mio::Token) -> io::Result<()> {
+        Ok(())
+    }
+    fn busy_poll(&self) -> bool {
+        self.busy
+    }
+    fn poll_events(&mut self, _: &dyn Fn(FlowRef) -> bool, _: &mut Vec<DatapathEvent>, _: usize, _: Now) -> usize {
+        self.polls.fetch_add(1, Ordering::Relaxed);
+        0
+    }
+    fn apply(&mut self, _: FlowRef, _: &Settings, _: &Command, _: Now) -> Result<(), ApplyError> {
+        Ok(())
+    }
+    fn peer_name(&self, _: u32) -> String {
+        "idle".into()
+    }
+}
+
+/// How often the loop reads a datapath with nothing to read in `for_ms`.
+fn polls_of_a_quiet_datapath(busy: bool, for_ms: u64) -> u64 {
+    let polls = Arc::new(AtomicU64::new(0));
+    let (stop_tx, stop_rx) = mpsc::channel();
+    let p = polls.clone();
+    let loop_thread = std::thread::spawn(move || {
+        let config = AgentConfig::defaults(&Overrides::default()).unwrap();
+        let mut rt = Runtime::new(&config, vec![Box::new(Idle { polls: p, busy })], Services::default()).unwrap();
+        stop_tx.send(rt.stop.clone()).unwrap();
+        rt.run().unwrap();
+    });
+    let stop = stop_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    // Counted from the first turn on: start-up is not the loop's.
+    let before = polls.load(Ordering::Relaxed);
+    std::thread::sleep(Duration::from_millis(for_ms));
+    stop.store(true, Ordering::Relaxed);
+    loop_thread.join().unwrap();
+    polls.load(Ordering::Relaxed) - before
+}
+
+#[test]
+fn a_busy_polling_datapath_is_read_on_every_turn_and_a_quiet_one_only_on_ticks() {
+    // 500 ms: 5 datapath ticks, each reading once. Spinning reads thousands of times even on a
+    // loaded CI machine (each turn is one zero-timeout epoll_wait).
+    let quiet = polls_of_a_quiet_datapath(false, 500);
+    let busy = polls_of_a_quiet_datapath(true, 500);
+    assert!(quiet <= 10, "a datapath that does not busy-poll was read {quiet} times in 500 ms");
+    assert!(busy >= 1000, "a busy-polling datapath was read only {busy} times in 500 ms");
+}
+
 #[test]
 fn every_service_has_a_token_of_its_own() {
     use crate::cnm::CnmListener;

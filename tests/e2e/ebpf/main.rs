@@ -53,10 +53,26 @@ fn a_commanded_window_sets_the_throughput_of_a_real_flow() {
     if skip_without_root("a_commanded_window_sets_the_throughput_of_a_real_flow") {
         return;
     }
+    commanded_window_sets_throughput("thr", "");
+}
+
+#[test]
+fn a_busy_polling_agent_commands_the_same_window() {
+    if skip_without_root("a_busy_polling_agent_commands_the_same_window") {
+        return;
+    }
+    let log = commanded_window_sets_throughput("bpoll", "busy_poll = true\n");
+    assert!(log.contains("busy_poll: the agent polls the ring without sleeping"), "busy-poll mode is on:\n{log}");
+}
+
+/// A 30-packet constant window on a real flow through a 20 ms path gives cwnd·MSS/RTT within
+/// 10 %; `ebpf` goes into `[datapath.ebpf]`. The agent's log.
+fn commanded_window_sets_throughput(tag: &str, ebpf: &str) -> String {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let tag = tag("thr");
+    let tag = self::tag(tag);
     let router = Router::start(&format!("ccpebpf-{tag}"), 10, RATE_MBPS as u32, 200);
-    let setup = AgentSetup::new(&tag, "[default]\nalgorithm = \"constant\"\n[algorithms.constant]\ncwnd_pkts = 30\n");
+    let setup =
+        AgentSetup::new(&tag, &format!("{ebpf}[default]\nalgorithm = \"constant\"\n[algorithms.constant]\ncwnd_pkts = 30\n"));
     let agent = setup.start();
     let _server = IperfServer::start(&router.receiver_ns, &router.receiver_addr, 5201);
     let iv = IperfClient::start(&mut in_ns(&router.sender_ns), &router.receiver_addr, 5201, 5, &setup.name).finish();
@@ -73,6 +89,7 @@ fn a_commanded_window_sets_the_throughput_of_a_real_flow() {
     assert!((19_000.0..30_000.0).contains(&srtt_us), "the window is below the BDP: no queue, RTT ~20 ms; got {srtt_us}");
     assert!((measured / expected - 1.0).abs() <= 0.10, "throughput {measured:.2} vs cwnd*MSS/RTT {expected:.2} Mbit/s");
     assert!(!available().contains(&setup.name), "the congestion control is unregistered at shutdown");
+    log
 }
 
 #[test]

@@ -136,6 +136,7 @@ pub struct EbpfDatapath {
     stats: EbpfStats,
     /// When the stats were last logged (none yet: from the first tick on).
     last_stats: Option<Instant>,
+    busy_poll: bool,
 }
 
 /// `ccp-agent attach`/`detach` run directly, through the pins of the configuration's agent.
@@ -167,7 +168,9 @@ fn control(want: &Settings) -> Control {
 impl EbpfDatapath {
     /// Loads and registers the congestion control, re-adopting what a previous agent left.
     pub fn open(cfg: &EbpfSettings, ctx: &OpenContext) -> anyhow::Result<EbpfDatapath> {
-        if cfg.realtime_priority > 0 {
+        if cfg.busy_poll {
+            info!("busy_poll: the agent polls the ring without sleeping, with normal scheduling");
+        } else if cfg.realtime_priority > 0 {
             let param = libc::sched_param { sched_priority: i32::from(cfg.realtime_priority) };
             // SAFETY: sched_setscheduler on this process with a valid sched_param.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
@@ -210,6 +213,7 @@ impl EbpfDatapath {
             latency: Histogram::default(),
             stats: EbpfStats::default(),
             last_stats: None,
+            busy_poll: cfg.busy_poll,
         })
     }
 
@@ -317,6 +321,10 @@ impl Datapath for EbpfDatapath {
             // ccp.bpf.c: ctrl_cwnd = (cwnd_bytes + mss / 2) / mss.
             cwnd_packets: Some(PacketWindow::Nearest),
         }
+    }
+
+    fn busy_poll(&self) -> bool {
+        self.busy_poll
     }
 
     fn register(&mut self, registry: &mio::Registry, token: mio::Token) -> io::Result<()> {

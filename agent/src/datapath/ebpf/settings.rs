@@ -41,6 +41,12 @@ pub struct EbpfSettings {
     /// machine (p99 report latency: ~100 us instead of several ms with both CPUs saturated);
     /// 0 keeps normal scheduling.
     pub realtime_priority: u8,
+    /// Spin instead of sleeping, for hosts that can spare a CPU: the agent's loop never blocks
+    /// and reads the ring on every turn, so a record waits only for the turn in progress;
+    /// ordinary records never wake the agent (`wake_gap_us` is ignored: no IPIs), urgent ones
+    /// still do. The agent then keeps normal scheduling whatever `realtime_priority` says: a
+    /// spinning SCHED_FIFO thread would starve its CPU's softirq and kernel threads.
+    pub busy_poll: bool,
     /// Flows, cgroups and namespace defaults attached when the agent starts (as `ccp-agent
     /// attach` would) and detached when it stops.
     pub attach: Selection,
@@ -61,6 +67,7 @@ impl Default for EbpfSettings {
             wake_gap_us: 100,
             restore: "cubic".into(),
             realtime_priority: 10,
+            busy_poll: false,
             attach: Selection::default(),
         }
     }
@@ -108,7 +115,9 @@ impl EbpfSettings {
             silence_timeout: Duration::from_millis(self.silence_timeout_ms),
             default_report: report_every(default_report),
             min_report_interval: Duration::from_micros(self.min_report_interval_us),
-            wake_gap: Duration::from_micros(self.wake_gap_us),
+            // The kernel wakes the reader for an ordinary record only once this much has
+            // passed since the last wakeup: never, for a reader that does not sleep.
+            wake_gap: if self.busy_poll { Duration::MAX } else { Duration::from_micros(self.wake_gap_us) },
             fallback: self.fallback,
         }
     }

@@ -28,6 +28,16 @@ fn knobs_follow_the_section_and_the_default_policy() {
 }
 
 #[test]
+fn a_busy_polling_agent_is_never_woken_for_an_ordinary_record() {
+    let on: toml::Table = "busy_poll = true\nwake_gap_us = 50".parse().unwrap();
+    let s = EbpfSettings::from_section(&on).unwrap();
+    assert!(s.busy_poll);
+    let k = s.knobs(ReportPolicy::EveryUs(10_000));
+    assert_eq!(k.wake_gap, Duration::MAX, "wake_gap_us is ignored");
+    assert!(!EbpfSettings::default().busy_poll);
+}
+
+#[test]
 fn settings_become_a_whole_control_entry() {
     let want = Settings {
         cwnd_bytes: 0,

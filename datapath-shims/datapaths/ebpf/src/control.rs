@@ -229,4 +229,12 @@ mod tests {
         assert_eq!((raw.default_rtts_x16, raw.fallback), (16, 1));
         assert_eq!(raw.silence_timeout_ns, 1_000_000_000);
     }
+
+    #[test]
+    fn a_wake_gap_no_clock_reaches_saturates() {
+        // A busy-polling agent asks never to be woken for an ordinary record.
+        let raw = Knobs { wake_gap: Duration::MAX, ..Knobs::default() }.encode(1, 0, 1);
+        assert_eq!(raw.wake_gap_ns, u64::MAX);
+        assert_eq!(Knobs::default().encode(1, 0, 1).wake_gap_ns, 100_000);
+    }
 }
