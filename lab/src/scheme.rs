@@ -172,6 +172,8 @@ pub struct Scheme {
     pub params: Vec<String>,
     pub sender_sysctls: Vec<(String, String)>,
     pub receiver_sysctls: Vec<(String, String)>,
+    /// Both namespaces' routes carry `tcp_usec_ts` (microsecond TCP timestamps).
+    pub tcp_usec_ts: bool,
     pub receiver_cc: Option<String>,
     /// The receiving sockets use the run's CE echo ([`crate::echo`]).
     pub receiver_ce_echo: bool,
@@ -203,6 +205,7 @@ impl Scheme {
             params: spec.params.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             sender_sysctls: sysctls(&spec.sender_sysctls)?,
             receiver_sysctls: sysctls(&spec.receiver_sysctls)?,
+            tcp_usec_ts: spec.tcp_usec_ts,
             receiver_cc: spec.receiver_cc.clone(),
             receiver_ce_echo: spec.receiver_ce_echo,
             receiver: spec.receiver.clone(),
@@ -297,7 +300,8 @@ impl Scheme {
             let g: Vec<String> = self.flow_cc.iter().map(|(i, cc)| format!("group {i} kernel {cc}")).collect();
             format!(" ({})", g.join(", "))
         };
-        format!("{what}{groups}, router {}{echo}{receiver}{ecn}", describe_qdisc(&self.qdisc))
+        let usec = if self.tcp_usec_ts { ", µs TCP timestamps" } else { "" };
+        format!("{what}{groups}, router {}{echo}{receiver}{ecn}{usec}", describe_qdisc(&self.qdisc))
     }
 }
 
@@ -749,6 +753,10 @@ mod tests {
         assert_eq!(s.params, vec!["init_cwnd_pkts=10".to_string()]);
         assert_eq!(s.sender_sysctls, vec![("net.ipv4.tcp_ecn".to_string(), "1".to_string())]);
         assert!(s.describe().contains("agent abc") && s.describe().contains("abc eta 0.98"));
+        assert!(!s.tcp_usec_ts, "millisecond timestamps unless asked");
+        let spec: SchemeSpec = toml::from_str("name = \"k\"\ncc = \"kernel:cubic\"\ntcp_usec_ts = true").unwrap();
+        let s = Scheme::from_spec(&spec).unwrap();
+        assert!(s.tcp_usec_ts && s.describe().ends_with(", µs TCP timestamps"), "{}", s.describe());
     }
 
     #[test]

@@ -204,6 +204,7 @@ cc = "kernel:cubic"
             ("receiver_ce_echo = true", "receiver_ce_echo"),
             ("receiver_cc = \"reno\"", "receiver_cc"),
             ("agent_args = [\"-v\"]", "agent_args"),
+            ("tcp_usec_ts = true", "tcp_usec_ts"),
         ] {
             let (_, key, m) = err(&quic("quic:cubic", extra));
             assert_eq!(key, format!("schemes[0].{field}"));

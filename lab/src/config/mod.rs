@@ -218,6 +218,10 @@ pub struct SchemeSpec {
     /// sysctls set in the receiver's namespace.
     #[serde(default)]
     pub receiver_sysctls: BTreeMap<String, toml::Value>,
+    /// Microsecond TCP timestamps: both namespaces' routes get the `tcp_usec_ts` feature
+    /// (Linux ≥ 6.7), so TSvals tick in µs instead of ms (ccp-router `--tcp-usec-ts`).
+    #[serde(default)]
+    pub tcp_usec_ts: bool,
     /// Congestion control of the receiving sockets of the scheme's flows (a DCTCP-style
     /// receiver that echoes CE per packet, e.g. a BPF struct_ops one). Default: the namespace's.
     #[serde(default)]

@@ -112,7 +112,8 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
         .count();
     let qdisc = ctx.scheme.qdisc_for_run(scheme_flows);
     let cfg = router_config(ctx.loaded, ctx.link, &qdisc, rec.buffer_pkts, Some(log), o.realtime || x.router.realtime);
-    let emu = Emulator::start(TopologyConfig::new(&prefix), cfg)?;
+    let topology = TopologyConfig { tcp_usec_ts: ctx.scheme.tcp_usec_ts, ..TopologyConfig::new(&prefix) };
+    let emu = Emulator::start(topology, cfg)?;
     let router_start = emu.start_time();
     let topo = emu.topology();
     if let (Cc::Agent(algorithm), true) = (&ctx.scheme.cc, after_namespaces) {

@@ -63,6 +63,7 @@ pub fn validate_scheme(key: &str, cc: &QuicCc, s: &SchemeSpec) -> std::result::R
         ("receiver", s.receiver.is_some()),
         ("classify", s.classify.is_some()),
         ("agent_args", !s.agent_args.is_empty()),
+        ("tcp_usec_ts", s.tcp_usec_ts),
     ];
     if let Some((field, _)) = tcp_only.iter().find(|(_, set)| *set) {
         return Err((

@@ -324,6 +324,7 @@ impl LinkArgs {
             sender_addr: self.sender_addr,
             receiver_addr: self.receiver_addr,
             router_addr: self.router_addr,
+            tcp_usec_ts: self.tcp_usec_ts,
         };
         c.validate()?;
         Ok(c)

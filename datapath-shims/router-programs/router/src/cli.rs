@@ -230,6 +230,10 @@ pub struct LinkArgs {
     /// Source address of the router's own packets (QCN notifications).
     #[arg(long, default_value = "10.77.0.254")]
     pub router_addr: Ipv4Addr,
+    /// Give both namespaces' default routes the `tcp_usec_ts` feature, so their TCP connections
+    /// send microsecond timestamps (Linux ≥ 6.7; iproute2 < 6.7 cannot set it).
+    #[arg(long)]
+    pub tcp_usec_ts: bool,
     /// Run the forwarding loop under SCHED_FIFO (tighter timing when the machine is loaded).
     #[arg(long)]
     pub realtime: bool,

@@ -2,7 +2,8 @@
 //! namespaces joined through TUN devices, hosting the router-side datapath programs of
 //! `ccp-qdisc` (drop-tail, ABC, DCTCP marking, HULL phantom queue, QCN congestion point, CoDel).
 //!
-//! * [`topology`]: namespaces `PFX-snd`/`PFX-rcv`, TUN devices, addresses, cleanup;
+//! * [`topology`]: namespaces `PFX-snd`/`PFX-rcv`, TUN devices, addresses, cleanup, with
+//!   [`route`] for the route features `ip` cannot set (microsecond TCP timestamps);
 //! * [`router`]: the event loop (qdisc → [`link`] → [`delay`] per direction), with per-flow-class
 //!   delays ([`classes`]) after the shared queue;
 //! * [`emulator`]: both together as one handle for tests and experiment runners;
@@ -29,6 +30,7 @@ pub mod netns;
 pub mod packet;
 pub mod percentiles;
 pub mod plot;
+pub mod route;
 pub mod router;
 pub mod summary;
 pub mod tcp;

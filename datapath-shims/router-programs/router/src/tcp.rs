@@ -17,6 +17,8 @@ use crate::topology::{Side, Topology};
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// `tcpi_options` bit: timestamps negotiated (<linux/tcp.h>).
 const TCPI_OPT_TIMESTAMPS: u8 = 1;
+/// `TCPI_OPT_USEC_TS` (Linux 6.7): this end's TSvals are in microseconds.
+const TCPI_OPT_USEC_TS: u8 = 64;
 /// Bytes per write() of the bulk sender.
 const WRITE_CHUNK_BYTES: usize = 128 * 1024;
 
@@ -33,6 +35,8 @@ pub struct TcpSample {
     pub total_retrans: u32,
     /// Whether TCP timestamps were negotiated (12 more header bytes per segment).
     pub timestamps: bool,
+    /// Whether this end sends microsecond timestamps (its route has `tcp_usec_ts`).
+    pub usec_timestamps: bool,
 }
 
 /// The kernel's `TCP_INFO` of a TCP socket: the one unsafe `getsockopt` for it, shared with
@@ -70,6 +74,7 @@ pub fn tcp_info(stream: &TcpStream) -> std::io::Result<TcpSample> {
         delivered_ce: info.tcpi_delivered_ce,
         total_retrans: info.tcpi_total_retrans,
         timestamps: info.tcpi_options & TCPI_OPT_TIMESTAMPS != 0,
+        usec_timestamps: info.tcpi_options & TCPI_OPT_USEC_TS != 0,
     })
 }
 

@@ -24,6 +24,7 @@ use std::process::Command;
 
 use crate::error::{Error, Result};
 use crate::netns;
+use crate::route;
 use crate::tun::Tun;
 
 /// Suffix of the sender's namespace.
@@ -50,6 +51,9 @@ pub struct TopologyConfig {
     pub receiver_addr: Ipv4Addr,
     /// Source address of packets the router itself originates (QCN notifications).
     pub router_addr: Ipv4Addr,
+    /// Give both namespaces' default routes the `tcp_usec_ts` feature: their TCP connections
+    /// then send microsecond timestamps (Linux ≥ 6.7; [`crate::route`]).
+    pub tcp_usec_ts: bool,
 }
 
 impl TopologyConfig {
@@ -61,6 +65,7 @@ impl TopologyConfig {
             sender_addr: Ipv4Addr::new(10, 77, 0, 1),
             receiver_addr: Ipv4Addr::new(10, 77, 0, 2),
             router_addr: Ipv4Addr::new(10, 77, 0, 254),
+            tcp_usec_ts: false,
         }
     }
 
@@ -200,6 +205,9 @@ impl Topology {
         netns::ip(&["-n", &ns, "link", "set", TUN_NAME, "up"])?;
         netns::ip(&["-n", &ns, "addr", "add", &format!("{addr}/32"), "dev", TUN_NAME])?;
         netns::ip(&["-n", &ns, "route", "add", "default", "dev", TUN_NAME, "src", &addr.to_string()])?;
+        if self.config.tcp_usec_ts {
+            netns::run_in(&ns, move || route::set_default_route_features(TUN_NAME, addr, route::RTAX_FEATURE_TCP_USEC_TS))??;
+        }
         Ok(tun)
     }
 

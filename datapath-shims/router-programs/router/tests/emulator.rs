@@ -52,6 +52,31 @@ fn foreign_namespaces_are_refused_and_left_alone() {
     netns::delete(&cfg.receiver_ns()).unwrap();
 }
 
+#[test]
+fn tcp_usec_ts_gives_both_ends_microsecond_timestamps() {
+    require_network!();
+    let _net = network_lock();
+    let prefix = Prefix::new();
+    for usec in [false, true] {
+        let cfg = TopologyConfig { tcp_usec_ts: usec, ..TopologyConfig::new(&prefix.name) };
+        let emu = Emulator::start(cfg, RouterConfig::fixed(50e6, NANOS_PER_MS, Limit::Packets(100))).unwrap();
+        let topo = emu.topology();
+        for side in [Side::Sender, Side::Receiver] {
+            let out = topo.command(side, "ip").args(["-4", "route", "show", "default"]).output().unwrap();
+            let route = String::from_utf8_lossy(&out.stdout).to_string();
+            assert!(route.contains("dev ccp0") && route.contains("src 10.77.0."), "{side:?}: {route}");
+            assert_eq!(route.contains("features 0x10"), usec, "{side:?}: {route}");
+        }
+        let receiver = BulkReceiver::listen_with_rcvbuf(topo, PORT, None).unwrap();
+        let sender = BulkSender::connect(topo, PORT, Some("cubic")).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let info = sender.info().unwrap();
+        assert!(info.timestamps && receiver.bytes() > 0);
+        assert_eq!(info.usec_timestamps, usec, "the sender's TSval clock with tcp_usec_ts = {usec}");
+        drop((sender, receiver, emu));
+    }
+}
+
 /// Runs a bulk TCP flow whose receive window keeps a standing queue without overflowing the
 /// buffer, and returns (measured link throughput from the receiver's goodput, bits/s).
 fn saturated_wire_rate(emu: &Emulator, warmup: Duration, measure: Duration, rcvbuf: usize) -> f64 {
