@@ -69,6 +69,12 @@ pub enum TickSlackArg {
     Off,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOffArg {
+    On,
+    Off,
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum RttScaleArg {
     /// The kernel's receive-side RTT estimate in microseconds (tcpi_rcv_rtt).
@@ -123,6 +129,12 @@ pub struct EnableArgs {
     /// Add one TSval tick to the late threshold of connections without microsecond timestamps.
     #[arg(long, value_enum, default_value_t = TickSlackArg::On)]
     pub tick_slack: TickSlackArg,
+
+    /// Window mode: an alpha cut also sets the receiver's ssthresh, as a DCTCP sender's cut does,
+    /// so the receiver does not fall back into its slow start after every cut (ours; off: the
+    /// patch's accounting).
+    #[arg(long, value_enum, default_value_t = OnOffArg::Off)]
+    pub cut_ssthresh: OnOffArg,
 
     /// Window mode: scale the window by REBASE/1024 when the RFD total would go negative (0: off).
     #[arg(long, value_name = "X", default_value_t = 0)]
@@ -191,6 +203,7 @@ impl EnableArgs {
             },
             ts_tick_us: self.ts_tick_us,
             tick_slack: self.tick_slack == TickSlackArg::On,
+            cut_ssthresh: self.cut_ssthresh == OnOffArg::On,
             rebase: self.rebase,
         }
     }
@@ -325,6 +338,8 @@ mod tests {
             "hold",
             "--tick-slack",
             "off",
+            "--cut-ssthresh",
+            "on",
         ])
         .unwrap() else {
             panic!("not enable")
@@ -334,7 +349,7 @@ mod tests {
         assert_eq!((s.mode, s.threshold_pct, s.rfd_source, s.fairness), (rx::Mode::Window, 20, rx::RfdSource::Tsecr, 0));
         assert!(s.clear_ce && s.rtt_min_creep && s.ss_exit == rx::SsExit::Hold);
         assert_eq!(s.rtt_scale, rx::RttScale::X8);
-        assert!(!s.tick_slack);
+        assert!(!s.tick_slack && s.cut_ssthresh);
         assert!(parse(&["enable", "--netns", "rcv", "--dev", "eth0", "--tick-slack", "maybe"]).is_err());
     }
 

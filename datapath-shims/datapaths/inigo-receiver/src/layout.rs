@@ -5,7 +5,8 @@
 pub const MAGIC: u32 = 0x494e_4731;
 /// `INIGO_LAYOUT`: an instance pinned with another layout is refused, not reinterpreted.
 /// 2: `F_NO_TICK_SLACK` (layout 1's programs have no tick slack and would ignore the flag).
-pub const LAYOUT: u32 = 2;
+/// 3: `F_CUT_SSTHRESH`.
+pub const LAYOUT: u32 = 3;
 
 pub const MODE_MARK: u32 = 0;
 pub const MODE_WINDOW: u32 = 1;
@@ -16,6 +17,7 @@ pub const F_RTT_CREEP: u32 = 1 << 1;
 pub const F_SS_HOLD: u32 = 1 << 2;
 pub const F_RTT_X8: u32 = 1 << 3;
 pub const F_NO_TICK_SLACK: u32 = 1 << 4;
+pub const F_CUT_SSTHRESH: u32 = 1 << 5;
 
 pub const C_HAVE_REF: u8 = 1 << 0;
 pub const C_USEC_TS: u8 = 1 << 1;

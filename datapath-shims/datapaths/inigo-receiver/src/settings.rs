@@ -75,6 +75,12 @@ pub struct Settings {
     /// Off: the spec's rule, which at small RTTs (threshold below a tick) judges segments late
     /// with no queue at all.
     pub tick_slack: bool,
+    /// Window mode: an α cut also sets the receiver's ssthresh to the new rcv_cwnd, as a DCTCP
+    /// sender's cut sets its ssthresh (the thesis: "in a fashion similar to algorithms 3 and 5"),
+    /// and rcv_cwnd = ssthresh counts as congestion avoidance. Ours; off is [R]'s accounting, in
+    /// which a cut leaves rcv_cwnd below ssthresh, so the next late segment halves again (a
+    /// ratchet) and α = 0 grows by whole intervals (slow start).
+    pub cut_ssthresh: bool,
     /// Window mode: multiply rcv_cwnd by rebase/1024 (floor 2·MSS) whenever D_total would go
     /// negative; 0 = off (the patch's default).
     pub rebase: u32,
@@ -93,6 +99,7 @@ impl Default for Settings {
             ss_exit: SsExit::Halve,
             ts_tick_us: 1000,
             tick_slack: true,
+            cut_ssthresh: false,
             rebase: 0,
         }
     }
@@ -146,7 +153,8 @@ impl Settings {
             | (if self.rtt_min_creep { layout::F_RTT_CREEP } else { 0 })
             | (if self.ss_exit == SsExit::Hold { layout::F_SS_HOLD } else { 0 })
             | (if self.rtt_scale == RttScale::X8 { layout::F_RTT_X8 } else { 0 })
-            | (if self.tick_slack { 0 } else { layout::F_NO_TICK_SLACK });
+            | (if self.tick_slack { 0 } else { layout::F_NO_TICK_SLACK })
+            | (if self.cut_ssthresh { layout::F_CUT_SSTHRESH } else { 0 });
         raw.ts_tick_us = self.ts_tick_us;
         raw.rebase = self.rebase;
     }
@@ -163,6 +171,7 @@ impl Settings {
             ss_exit: if raw.flags & layout::F_SS_HOLD != 0 { SsExit::Hold } else { SsExit::Halve },
             ts_tick_us: raw.ts_tick_us,
             tick_slack: raw.flags & layout::F_NO_TICK_SLACK == 0,
+            cut_ssthresh: raw.flags & layout::F_CUT_SSTHRESH != 0,
             rebase: raw.rebase,
         }
     }
@@ -174,7 +183,7 @@ impl Settings {
         a.iter().zip(b.iter()).filter(|(x, y)| x.1 != y.1).map(|(new, old)| format!("{} {} -> {}", new.0, old.1, new.1)).collect()
     }
 
-    fn fields(&self) -> [(&'static str, String); 11] {
+    fn fields(&self) -> [(&'static str, String); 12] {
         [
             ("mode", format!("{:?}", self.mode).to_lowercase()),
             ("threshold-pct", self.threshold_pct.to_string()),
@@ -186,6 +195,7 @@ impl Settings {
             ("ss-exit", format!("{:?}", self.ss_exit).to_lowercase()),
             ("ts-tick-us", self.ts_tick_us.to_string()),
             ("tick-slack", (if self.tick_slack { "on" } else { "off" }).to_string()),
+            ("cut-ssthresh", (if self.cut_ssthresh { "on" } else { "off" }).to_string()),
             ("rebase", self.rebase.to_string()),
         ]
     }
@@ -215,6 +225,7 @@ mod tests {
             ss_exit: SsExit::Hold,
             ts_tick_us: 1,
             tick_slack: false,
+            cut_ssthresh: true,
             rebase: 512,
         };
         let mut raw = RawSettings::default();

@@ -271,6 +271,56 @@ fn t_r4_late_is_strictly_above_the_threshold() {
     }
 }
 
+/// `cut_ssthresh` (ours): an α cut sets the receiver's ssthresh, as a DCTCP sender's does, so a
+/// cut does not put the receiver back into its slow start. Off ([R]'s accounting), the next late
+/// segment halves again and α = 0 grows by a whole interval.
+#[test]
+fn an_alpha_cut_sets_the_receivers_ssthresh_only_with_cut_ssthresh() {
+    if skip_without_root("cut_ssthresh") {
+        return;
+    }
+    for cut in [false, true] {
+        let settings = Settings { mode: Mode::Window, fairness: 10, cut_ssthresh: cut, ..spec() };
+        // alpha 546 decays to 512, cut (14480 * 512) >> 11 = 3620: rcv_cwnd falls below the old
+        // ssthresh of 144 000.
+        let mut r = Rig::new(settings.clone(), false);
+        r.put(|c| {
+            c.rcv_cwnd = 144_800;
+            c.rcv_ssthresh = 144_000;
+            c.alpha = 546;
+            c.bytes_total = 14_480 - 1448;
+            c.rfd_total_us = 0;
+        });
+        r.arrive(1000, 101, 500, NOT_ECT);
+        let c = r.conn();
+        assert_eq!((c.alpha, c.rcv_cwnd), (512, 141_180), "cut_ssthresh {cut}");
+        assert_eq!(c.rcv_ssthresh, if cut { 141_180 } else { 144_000 }, "cut_ssthresh {cut}");
+        // A late segment next (the state after the cut, D_total above the threshold): a
+        // slow-start exit (halving) only without cut_ssthresh.
+        r.put(|n| {
+            n.rcv_cwnd = c.rcv_cwnd;
+            n.rcv_ssthresh = c.rcv_ssthresh;
+            n.alpha = c.alpha;
+            n.rfd_total_us = 5000;
+        });
+        r.arrive(1000, 101, 500, NOT_ECT);
+        assert_eq!(r.count(Counter::InSsExits), u64::from(!cut), "cut_ssthresh {cut}");
+        assert_eq!(r.conn().rcv_cwnd, if cut { 141_180 } else { 70_590 }, "cut_ssthresh {cut}");
+        // rcv_cwnd = ssthresh with alpha 0: congestion avoidance (+MSS * interval / rcv_cwnd)
+        // with cut_ssthresh, slow start (+interval) without.
+        let mut r = Rig::new(settings, false);
+        r.put(|c| {
+            c.rcv_cwnd = 144_800;
+            c.rcv_ssthresh = 144_800;
+            c.alpha = 0;
+            c.bytes_total = 14_480 - 1448;
+            c.rfd_total_us = 0;
+        });
+        r.arrive(1000, 101, 500, NOT_ECT);
+        assert_eq!(r.conn().rcv_cwnd, if cut { 144_800 + 144 } else { 144_800 + 14_480 }, "cut_ssthresh {cut}");
+    }
+}
+
 #[test]
 fn t_r5_alpha_and_window_updates() {
     if skip_without_root("t_r5") {

@@ -362,7 +362,13 @@ static __always_inline void rcv_cc(struct inigo_conn *c, const struct inigo_sett
 		__u32 w = c->rcv_cwnd > cut ? c->rcv_cwnd - cut : 0;
 
 		c->rcv_cwnd = max_u32(w, 2 * mss);
-	} else if (c->rcv_cwnd > c->rcv_ssthresh) {
+		/* As a DCTCP sender's cut sets ssthresh: without it a cut leaves rcv_cwnd below the
+		 * receiver's ssthresh, i.e. back in its slow start, where the next late segment halves
+		 * again and α = 0 grows by whole intervals. */
+		if (s->flags & INIGO_F_CUT_SSTHRESH)
+			c->rcv_ssthresh = c->rcv_cwnd;
+	} else if (c->rcv_cwnd > c->rcv_ssthresh ||
+		   ((s->flags & INIGO_F_CUT_SSTHRESH) && c->rcv_cwnd == c->rcv_ssthresh)) {
 		c->rcv_cwnd += (__u32)((__u64)mss * interval / c->rcv_cwnd);
 	} else {
 		c->rcv_cwnd += interval;

@@ -11,7 +11,7 @@
 #define INIGO_MAGIC 0x494e4731u /* "ING1" */
 /* Bumped whenever a struct below, or what one of its fields or flags means, changes: an instance
  * pinned by another layout is refused (its programs would misread the settings). */
-#define INIGO_LAYOUT 2
+#define INIGO_LAYOUT 3
 
 enum inigo_mode {
 	INIGO_MODE_MARK = 0,   /* set CE on late ECN-capable data segments (spec §4.4) */
@@ -28,6 +28,7 @@ enum inigo_rfd_source {
 #define INIGO_F_SS_HOLD (1u << 2)   /* receiver slow-start exit without halving ([R4.2]) */
 #define INIGO_F_RTT_X8 (1u << 3)    /* RTT_min from rcv_rtt_est unshifted (x8), as the patch ([R], A-3) */
 #define INIGO_F_NO_TICK_SLACK (1u << 4) /* late above RTT_min · pct / 100 alone: the spec's rule, no tick slack */
+#define INIGO_F_CUT_SSTHRESH (1u << 5)  /* window mode: an alpha cut also sets the receiver's ssthresh (ours) */
 
 /* The one entry of the `settings` array. */
 struct inigo_settings {
