@@ -59,16 +59,7 @@ pub enum SsExitArg {
     Hold,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum TickSlackArg {
-    /// Late only above the threshold plus one TSval tick, for peers without microsecond
-    /// timestamps: their 1 ms ticks put up to 1 ms of one-sided noise into the RFD.
-    On,
-    /// Late above the threshold alone, the spec's rule (late with no queue when the threshold is
-    /// below a tick: RTT_min under ~6 ms at 17 %).
-    Off,
-}
-
+/// A setting that is on or off (`--tick-slack on`, `--cut-ssthresh off`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OnOffArg {
     On,
@@ -126,9 +117,12 @@ pub struct EnableArgs {
     #[arg(long, value_name = "US", default_value_t = 1000)]
     pub ts_tick_us: u32,
 
-    /// Add one TSval tick to the late threshold of connections without microsecond timestamps.
-    #[arg(long, value_enum, default_value_t = TickSlackArg::On)]
-    pub tick_slack: TickSlackArg,
+    /// Add one TSval tick to the late threshold of connections without microsecond timestamps:
+    /// their 1 ms ticks put up to 1 ms of one-sided noise into the RFD (off: late above the
+    /// threshold alone, the spec's rule, which is late with no queue when the threshold is below a
+    /// tick: RTT_min under ~6 ms at 17 %).
+    #[arg(long, value_enum, default_value_t = OnOffArg::On)]
+    pub tick_slack: OnOffArg,
 
     /// Window mode: an alpha cut also sets the receiver's ssthresh, as a DCTCP sender's cut does,
     /// so the receiver does not fall back into its slow start after every cut (ours; off: the
@@ -202,7 +196,7 @@ impl EnableArgs {
                 SsExitArg::Hold => rx::SsExit::Hold,
             },
             ts_tick_us: self.ts_tick_us,
-            tick_slack: self.tick_slack == TickSlackArg::On,
+            tick_slack: self.tick_slack == OnOffArg::On,
             cut_ssthresh: self.cut_ssthresh == OnOffArg::On,
             rebase: self.rebase,
         }

@@ -279,18 +279,23 @@ fn an_alpha_cut_sets_the_receivers_ssthresh_only_with_cut_ssthresh() {
     if skip_without_root("cut_ssthresh") {
         return;
     }
+    // A rig one segment short of the 14 480-byte update interval, with this window state.
+    let at_update = |settings: &Settings, cwnd: u32, ssthresh: u32, alpha: u32| {
+        let r = Rig::new(settings.clone(), false);
+        r.put(|c| {
+            c.rcv_cwnd = cwnd;
+            c.rcv_ssthresh = ssthresh;
+            c.alpha = alpha;
+            c.bytes_total = 14_480 - 1448;
+            c.rfd_total_us = 0;
+        });
+        r
+    };
     for cut in [false, true] {
         let settings = Settings { mode: Mode::Window, fairness: 10, cut_ssthresh: cut, ..spec() };
         // alpha 546 decays to 512, cut (14480 * 512) >> 11 = 3620: rcv_cwnd falls below the old
         // ssthresh of 144 000.
-        let mut r = Rig::new(settings.clone(), false);
-        r.put(|c| {
-            c.rcv_cwnd = 144_800;
-            c.rcv_ssthresh = 144_000;
-            c.alpha = 546;
-            c.bytes_total = 14_480 - 1448;
-            c.rfd_total_us = 0;
-        });
+        let mut r = at_update(&settings, 144_800, 144_000, 546);
         r.arrive(1000, 101, 500, NOT_ECT);
         let c = r.conn();
         assert_eq!((c.alpha, c.rcv_cwnd), (512, 141_180), "cut_ssthresh {cut}");
@@ -308,14 +313,7 @@ fn an_alpha_cut_sets_the_receivers_ssthresh_only_with_cut_ssthresh() {
         assert_eq!(r.conn().rcv_cwnd, if cut { 141_180 } else { 70_590 }, "cut_ssthresh {cut}");
         // rcv_cwnd = ssthresh with alpha 0: congestion avoidance (+MSS * interval / rcv_cwnd)
         // with cut_ssthresh, slow start (+interval) without.
-        let mut r = Rig::new(settings, false);
-        r.put(|c| {
-            c.rcv_cwnd = 144_800;
-            c.rcv_ssthresh = 144_800;
-            c.alpha = 0;
-            c.bytes_total = 14_480 - 1448;
-            c.rfd_total_us = 0;
-        });
+        let mut r = at_update(&settings, 144_800, 144_800, 0);
         r.arrive(1000, 101, 500, NOT_ECT);
         assert_eq!(r.conn().rcv_cwnd, if cut { 144_800 + 144 } else { 144_800 + 14_480 }, "cut_ssthresh {cut}");
     }
