@@ -18,10 +18,17 @@
 //! hands every ACK's INT to the algorithm); reports without INT leave the window as it is.
 //!
 //! Choices where the paper leaves room (and which source was followed):
-//! - "Once per RTT": reports carry no sequence numbers, so Wc (and incStage) is updated on the
-//!   first INT report at least T of report time (`now_us`) after the last update — the paper's
-//!   ack.seq > lastUpdateSeq, measured in time, with T the base RTT. Between updates W is
-//!   recomputed from the same Wc, so reactions within an RTT do not compound (§3.2).
+//! - "Once per RTT" (`wc_update`): the paper and the artifact (rdma-hw.cc `HandleAckHp`) update Wc
+//!   and incStage on the first ACK with ack.seq > lastUpdateSeq, where lastUpdateSeq is the snd_nxt
+//!   of the previous update: one real RTT, queueing included. Reports carry no sequence numbers,
+//!   so `"round"` (the default) counts the same round in bytes (`round.rs`): it ends once the
+//!   bytes acknowledged since the last update reach the bytes in flight at it (≥ where the
+//!   artifact has >: one ACK earlier). The first INT only records L and opens the first round, as
+//!   the artifact's first RTT does. `"base_rtt"` updates on the first INT report at least T of
+//!   report time after the last update, which is what this module did before (until 2026-11-30):
+//!   with a queue, the RTT exceeds T and Wc compounds several cuts per real RTT. Between updates W
+//!   is recomputed from the same Wc (the artifact's fast react), so reactions within a round do
+//!   not compound (§3.2).
 //! - T (`base_rtt_us`): the path's base RTT, as the paper and its ns-3 artifact configure it
 //!   (8 µs for the BFC thesis's Table 3.1). 0 (the default) = the smallest RTT sample the flow has
 //!   seen (the seed's min RTT if the datapath gave one); until a sample arrives the algorithm does
@@ -35,7 +42,9 @@
 //!   (§3.2; ns-3 `m_curRate = m_bps`). W never exceeds it (the artifact caps the rate at line
 //!   rate), which also bounds the multiplicative increase Wc·η/U when U is near 0; U is floored at
 //!   1e-6 in that division.
-//! - U starts at 0 (nothing measured). The first INT report (and the first after the hop count
+//! - U starts at `initial_u`, 1 by default as in the artifact (rdma-queue-pair.cc `hp.u = 1`; the
+//!   paper does not say): the first measurements are averaged with "fully used", so a new flow
+//!   does not read an empty EWMA as an idle path. The first INT report (and the first after the hop count
 //!   changed, i.e. the path changed) only records L; a hop whose timestamp did not advance (a
 //!   repeated or reordered INT, τ = 0) is skipped, and a report in which no hop could be measured
 //!   leaves U as it was (W is still recomputed from Wc).
@@ -48,9 +57,10 @@
 
 use std::sync::Arc;
 
+use crate::round::{WindowEnd, WindowMode};
 use ccp_contract::{
-    declare_params, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, IntHop, IntPath, NetworkFeedback,
-    Pacing, Param, Report, StateVar, MIN_CWND_PKTS,
+    declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, IntHop, IntPath,
+    NetworkFeedback, Pacing, Param, Report, StateVar, MIN_CWND_PKTS,
 };
 
 /// Target utilization η (paper §3.3 and ns-3: 0.95).
@@ -61,6 +71,16 @@ pub const MAX_STAGE: i64 = 5;
 pub const AI_PER_LINE_RATE: f64 = 0.4e-3;
 /// Floor of U in Wc / (U/η).
 const U_FLOOR: f64 = 1e-6;
+
+param_choice! {
+    /// When Wc (and incStage) take the window just computed.
+    pub enum WcUpdate {
+        /// Once per round of data: the paper's and the artifact's ack.seq > lastUpdateSeq.
+        Round = "round",
+        /// Once per T (the base RTT) of report time, however long the real RTT.
+        BaseRtt = "base_rtt",
+    }
+}
 
 declare_params! {
     /// HPCC's parameters, as declared; [`HpccConfig`] is what they configure (in bytes/s).
@@ -81,6 +101,17 @@ declare_params! {
             Bound::Inclusive(1.0e6),
             "Mbit/s",
             "additive increase as a rate: W_AI = ai_rate × T; 0 = the ns-3 artifact's 10·bw/25 Mbit/s (40 Mbit/s at 100 G)",
+        ),
+        pub wc_update: WcUpdate = Param::choice(
+            "round",
+            "when Wc and incStage are updated: \"round\" = once per round of data (the bytes in flight at the last update acknowledged: the paper's ack.seq > lastUpdateSeq); \"base_rtt\" = once per T of report time",
+        ),
+        pub initial_u: f64 = Param::float(
+            1.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(10.0),
+            "",
+            "U before the first measurement (the artifact: 1; the paper does not say)",
         ),
         pub line_rate_gbps: f64 = Param::float(
             100.0,
@@ -106,6 +137,8 @@ pub struct HpccConfig {
     pub max_stage: u32,
     /// T, µs; 0 = the flow's minimum RTT.
     pub base_rtt_us: f64,
+    pub wc_update: WcUpdate,
+    pub initial_u: f64,
     /// Additive increase rate, bytes/s.
     pub ai_rate_bytes_per_s: f64,
     /// Line rate, bytes/s.
@@ -120,6 +153,8 @@ impl From<&HpccParams> for HpccConfig {
             eta: p.eta,
             max_stage: p.max_stage,
             base_rtt_us: p.base_rtt_us,
+            wc_update: p.wc_update,
+            initial_u: p.initial_u,
             ai_rate_bytes_per_s: if ai > 0.0 { ai } else { AI_PER_LINE_RATE * line_rate_bytes_per_s },
             line_rate_bytes_per_s,
         }
@@ -157,14 +192,28 @@ pub struct Hpcc {
     u: f64,
     /// L: the previous INT (per hop), once one arrived.
     last: Option<IntPath>,
-    /// Report time of the last Wc update, µs.
+    /// Report time of the last Wc update, µs (`WcUpdate::BaseRtt`).
     last_update_us: Option<u64>,
+    /// The round that ends at the next Wc update (`WcUpdate::Round`), once the first INT arrived.
+    round: Option<WindowEnd>,
 }
 
 impl Hpcc {
     pub fn new(cfg: HpccConfig) -> Self {
         let t_s = (cfg.base_rtt_us > 0.0).then_some(cfg.base_rtt_us * 1e-6);
-        Hpcc { cfg, mss: 1500.0, t_s, min_rtt_us: None, w: None, wc: 0.0, inc_stage: 0, u: 0.0, last: None, last_update_us: None }
+        Hpcc {
+            cfg,
+            mss: 1500.0,
+            t_s,
+            min_rtt_us: None,
+            w: None,
+            wc: 0.0,
+            inc_stage: 0,
+            u: cfg.initial_u,
+            last: None,
+            last_update_us: None,
+            round: None,
+        }
     }
 
     /// U, the normalized inflight estimate.
@@ -259,6 +308,13 @@ impl Hpcc {
         w
     }
 
+    /// Starts the round that ends at the next update: the data in flight now (the artifact's
+    /// lastUpdateSeq = snd_nxt).
+    fn open_round(&mut self, report: &Report) {
+        let srtt_us = report.rtt.map_or(0, |r| r.srtt_us);
+        self.round = Some(WindowEnd::open(WindowMode::Inflight, report.inflight_bytes as f64, self.mss, report.now_us, srtt_us));
+    }
+
     fn action(&self) -> Action {
         match (self.w, self.t_s) {
             (Some(w), Some(t)) => Action::cwnd(w).with_pacing(Pacing::BytesPerSec(w / t)),
@@ -294,6 +350,7 @@ impl Algorithm for Hpcc {
         };
         let prev = self.last.replace(path);
         let Some(prev) = prev.filter(|p| p.len() == path.len() && !path.is_empty()) else {
+            self.open_round(report);
             return idle(self);
         };
         if let Some((u_hop, tau)) = self.measure(prev.hops(), path.hops(), t) {
@@ -301,10 +358,19 @@ impl Algorithm for Hpcc {
             self.u = (1.0 - k) * self.u + k * u_hop;
         }
         let now = report.now_us;
-        let t_us = (t * 1e6).round().max(1.0) as u64;
-        let update = self.last_update_us.is_none_or(|last| now >= last.saturating_add(t_us));
+        let update = match self.cfg.wc_update {
+            WcUpdate::Round => match self.round.as_mut() {
+                Some(round) => round.credit(report.acked_bytes, now),
+                None => true,
+            },
+            WcUpdate::BaseRtt => {
+                let t_us = (t * 1e6).round().max(1.0) as u64;
+                self.last_update_us.is_none_or(|last| now >= last.saturating_add(t_us))
+            }
+        };
         if update {
             self.last_update_us = Some(now);
+            self.open_round(report);
         }
         self.w = Some(self.compute_wind(t, update));
         self.action()
@@ -317,6 +383,7 @@ impl Algorithm for Hpcc {
             StateVar { name: "u", value: self.u },
             StateVar { name: "inc_stage", value: f64::from(self.inc_stage) },
             StateVar { name: "base_rtt_us", value: self.t_s.map_or(0.0, |t| t * 1e6) },
+            StateVar { name: "round_remaining_bytes", value: self.round.and_then(|r| r.remaining_bytes()).unwrap_or(0.0) },
         ]
     }
 }
@@ -334,8 +401,9 @@ mod tests {
     /// B·T at 100 G and 8 µs, bytes.
     const BDP: f64 = 100_000.0;
 
+    /// The hand-computed tests below step U from 0 and update Wc once per T of report time.
     fn cfg() -> HpccConfig {
-        HpccConfig { base_rtt_us: T_US, ..HpccConfig::default() }
+        HpccConfig { base_rtt_us: T_US, wc_update: WcUpdate::BaseRtt, initial_u: 0.0, ..HpccConfig::default() }
     }
 
     fn started(cfg: HpccConfig) -> Hpcc {
@@ -444,7 +512,7 @@ mod tests {
     }
 
     #[test]
-    fn wc_updates_only_once_per_rtt() {
+    fn with_base_rtt_wc_updates_once_per_t() {
         let mut h = started(cfg());
         h.on_report(&rep(0, &[at_u(0, 1.0, BDP as u64)]));
         let w1 = h.on_report(&rep(8, &[at_u(1, 1.0, BDP as u64)])).cwnd_bytes.unwrap();
@@ -469,6 +537,47 @@ mod tests {
         assert_eq!(h.reference_window_bytes(), w);
         let w = h.on_report(&rep(17, &[hop(BDP as u64, 212_500, 17_000)])).cwnd_bytes.unwrap();
         assert!((w - (w2 * ETA / 2.0 + 40.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn wc_updates_once_the_data_in_flight_at_the_last_update_is_acknowledged() {
+        let mut h = started(HpccConfig { wc_update: WcUpdate::Round, ..cfg() });
+        // The first INT records L and opens a round of the 60 KB then in flight.
+        let r = |now_us, acked_bytes, k: u64| Report {
+            acked_bytes,
+            inflight_bytes: 60_000,
+            ..rep(now_us, &[at_u(k, 1.0, BDP as u64)])
+        };
+        h.on_report(&r(0, 0, 0));
+        // U = 2 from here on. 50 KB of the round acknowledged over 5 T: W follows Wc/(U/η) + W_AI
+        // each time, but Wc stays, however much report time passes (the real RTT is longer than T).
+        for k in 1..=5u64 {
+            let w = h.on_report(&r(8 * k, 10_000, k)).cwnd_bytes.unwrap();
+            assert!((w - (BDP * ETA / 2.0 + 40.0)).abs() < 1e-6, "report {k}: W = {w}");
+            assert_eq!(h.reference_window_bytes(), BDP, "report {k}: Wc moved before the round ended");
+        }
+        // The ACK that brings the round to 60 KB updates Wc and opens the next round.
+        let w1 = h.on_report(&r(48, 10_000, 6)).cwnd_bytes.unwrap();
+        assert_eq!(h.reference_window_bytes(), w1);
+        let w2 = h.on_report(&r(56, 59_999, 7)).cwnd_bytes.unwrap();
+        assert!((w2 - (w1 * ETA / 2.0 + 40.0)).abs() < 1e-6);
+        assert_eq!(h.reference_window_bytes(), w1, "one byte short of the second round");
+        let w3 = h.on_report(&r(64, 1, 8)).cwnd_bytes.unwrap();
+        assert_eq!(h.reference_window_bytes(), w3);
+        assert!((w3 - w2).abs() < 1e-6);
+    }
+
+    #[test]
+    fn u_starts_at_initial_u() {
+        for (initial_u, u_hop) in [(1.0, 0.5), (0.0, 0.5), (1.0, 2.0)] {
+            let mut h = started(HpccConfig { initial_u, ..cfg() });
+            assert_eq!(h.utilization(), initial_u);
+            h.on_report(&rep(0, &[at_u(0, u_hop, 0)]));
+            // Half a T between the samples: U = (1 − 1/2)·U0 + 1/2·u'.
+            h.on_report(&rep(4, &[hop(0, (u_hop * BDP / 2.0).round() as u64, T_NS / 2)]));
+            let expect = 0.5 * initial_u + 0.5 * u_hop;
+            assert!((h.utilization() - expect).abs() < 1e-9, "U = {} vs {expect}", h.utilization());
+        }
     }
 
     #[test]
@@ -509,7 +618,7 @@ mod tests {
         assert!((d.ai_rate_bytes_per_s - HpccConfig::default().ai_rate_bytes_per_s).abs() < 1e-6);
         assert!((cfg("line_rate_gbps = 25.0").ai_rate_bytes_per_s - 10.0e6 / 8.0).abs() < 1e-6);
         assert!((cfg("ai_rate_mbps = 50.0").ai_rate_bytes_per_s - 50.0e6 / 8.0).abs() < 1e-6);
-        assert_eq!((d.eta, d.max_stage, d.base_rtt_us), (0.95, 5, 0.0));
+        assert_eq!((d.eta, d.max_stage, d.base_rtt_us, d.wc_update, d.initial_u), (0.95, 5, 0.0, WcUpdate::Round, 1.0));
     }
 
     #[test]
