@@ -43,11 +43,12 @@ skip*) ;;
 table2)
   loads=("$@")
   [ ${#loads[@]} -gt 0 ] || loads=(0.7 1.0)
+  # 6 senders, then 6 receivers: the WAN distance is on the receivers' links (beyond the bottleneck).
   declare -A mixes=(
-    [all-dc]='[2.0,2.0,2.0,2.0,2.0,2.0]'
-    [mix-5to1]='[2.0,2.0,2.0,2.0,2.0,1000.0]'
-    [mix-1to5]='[2.0,1000.0,1000.0,1000.0,1000.0,1000.0]'
-    [all-wan]='[1000.0,1000.0,1000.0,1000.0,1000.0,1000.0]'
+    [all-dc]='[2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0]'
+    [mix-5to1]='[2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,1000.0]'
+    [mix-1to5]='[2.0,2.0,2.0,2.0,2.0,2.0,2.0,1000.0,1000.0,1000.0,1000.0,1000.0]'
+    [all-wan]='[2.0,2.0,2.0,2.0,2.0,2.0,1000.0,1000.0,1000.0,1000.0,1000.0,1000.0]'
   )
   for load in "${loads[@]}"; do
     for mix in "${!mixes[@]}"; do
@@ -97,10 +98,10 @@ if mode == "table2":
         load, mix, scheme = s.parts[-4][4:], s.parts[-3], s.parts[-2]
         j = json.loads(s.read_text()); p = j["ports"][0]
         fl = flows(s.parent); done = [f for f in fl if f["fct_us"]]
-        # The class is the sender's access delay (the mixes above): WAN senders are these hosts.
-        wan_src = {"all-dc": set(), "mix-5to1": {5}, "mix-1to5": {1, 2, 3, 4, 5}, "all-wan": set(range(6))}[mix]
-        dc = [float(f["fct_us"]) for f in done if int(f["src"]) not in wan_src]
-        wan = [float(f["fct_us"]) for f in done if int(f["src"]) in wan_src]
+        # The class is the receiver's access delay (the mixes above): WAN receivers are these hosts.
+        wan_dst = {"all-dc": set(), "mix-5to1": {11}, "mix-1to5": {7, 8, 9, 10, 11}, "all-wan": set(range(6, 12))}[mix]
+        dc = [float(f["fct_us"]) for f in done if int(f["dst"]) not in wan_dst]
+        wan = [float(f["fct_us"]) for f in done if int(f["dst"]) in wan_dst]
         p99 = f"{pct(dc, 0.99)/1e3:.2f}" if dc else "–"
         wm = f"{sum(wan)/len(wan)/1e3:.2f}" if wan else "–"
         print(f"| {load} | {mix} | {scheme} | {p['utilization']:.3f} | {p['queue_p99_bytes']/1e3:.0f} | "

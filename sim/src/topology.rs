@@ -107,9 +107,8 @@ impl Topology {
                 for (i, &h) in hosts.iter().enumerate() {
                     let sender = (i as u32) < senders;
                     let sw = if sender { left } else { right };
-                    // A sender's own delay when given (validated: one per sender).
-                    let delay =
-                        host_delays_us.as_ref().filter(|_| sender).and_then(|d| d.get(i).copied()).unwrap_or(host_delay_us);
+                    // The host's own delay when given (validated: one per sender, or one per host).
+                    let delay = host_delays_us.as_ref().and_then(|d| d.get(i).copied()).unwrap_or(host_delay_us);
                     t.link(h, sw, host_gbps, delay);
                 }
                 t.link(left, right, bottleneck_gbps, bottleneck_delay_us);
@@ -271,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn dumbbell_senders_can_have_their_own_delay() {
+    fn dumbbell_hosts_can_have_their_own_delay() {
         let cfg = |host_delays_us| TopologyConfig::Dumbbell {
             senders: 2,
             receivers: 1,
@@ -287,6 +286,11 @@ mod tests {
             delays(Topology::build(&cfg(Some(vec![2.0, 500.0])))),
             [from_us(2.0), from_us(500.0), from_us(1.0), from_us(5.0)],
             "senders get their own delays, the receiver keeps host_delay_us"
+        );
+        assert_eq!(
+            delays(Topology::build(&cfg(Some(vec![2.0, 3.0, 4000.0])))),
+            [from_us(2.0), from_us(3.0), from_us(4000.0), from_us(5.0)],
+            "one per host: the receiver's too"
         );
     }
 }

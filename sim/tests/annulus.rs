@@ -10,11 +10,29 @@ use ccp_sim::config::load;
 
 const Q_EQ_BYTES: f64 = 90_000.0;
 
-fn run(near_source: bool) -> ccp_sim::Results {
+fn run_with(overrides: &[String]) -> ccp_sim::Results {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sim/annulus-dumbbell.toml");
-    let overrides = [format!("cc.params.near_source={near_source}"), "duration_ms=40".to_string()];
-    let loaded = load(&file, &overrides).unwrap_or_else(|e| panic!("{e}"));
+    let loaded = load(&file, overrides).unwrap_or_else(|e| panic!("{e}"));
     common::run(&loaded).1
+}
+
+fn run(near_source: bool) -> ccp_sim::Results {
+    run_with(&[format!("cc.params.near_source={near_source}"), "duration_ms=40".to_string()])
+}
+
+/// Issue 38: "a lone WAN flow must reach the link". With the WAN distance on the sender's own
+/// access link (the dumbbell until 2026-11-30) the congestion point was 1 ms away from the sender,
+/// a cut came after 1 ms of line-rate data had left, and the CNMs that data raised drove the
+/// near-source rate to its floor: 0.01 Gbit/s.
+#[test]
+fn a_lone_wan_flow_reaches_the_link() {
+    let r = run_with(&[r#"workload.flows=[{src=4,dst=7,label="wan"}]"#.to_string(), "duration_ms=60".to_string()]);
+    let f = &r.flows[0];
+    assert!(f.min_rtt_us.expect("RTT samples") > 2_000.0, "the flow is a WAN flow: {:?}", f.min_rtt_us);
+    let goodput_gbps = f.goodput_gbps;
+    assert!(goodput_gbps > 8.0, "a lone WAN flow got {goodput_gbps} Gbit/s of the 10 Gbit/s bottleneck");
+    assert_eq!(r.counters.dropped_buffer, 0);
+    assert!(r.counters.cnms > 0, "the near-source loop was exercised");
 }
 
 #[test]

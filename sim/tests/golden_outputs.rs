@@ -97,6 +97,7 @@ golden! {
     annulus_dumbbell: "annulus-dumbbell.toml" ["duration_ms=10", "warmup_ms=2"];
     annulus_table2: "annulus-table2.toml" ["duration_ms=10", "warmup_ms=2", "workload.random.stop_ms=10.0"];
     annulus_fabric: "annulus-fabric.toml" ["duration_ms=4", "warmup_ms=1", "workload.random.stop_ms=4.0"];
+    annulus_t5: "annulus-t5.toml" ["duration_ms=5", "warmup_ms=1"];
     inigo_incast_gige: "inigo-incast-gige.toml" ["duration_ms=200", "warmup_ms=50"];
 }
 

@@ -75,9 +75,11 @@ pub enum TopologyConfig {
         receivers: u32,
         host_gbps: f64,
         host_delay_us: f64,
-        /// One-way delay of each sender's access link, µs, one value per sender (in host
-        /// order), instead of `host_delay_us`: flows with different RTTs on one bottleneck (a
-        /// DC/WAN mix). Receivers keep `host_delay_us`. Absent: every host has `host_delay_us`.
+        /// One-way delay of each host's access link, µs, instead of `host_delay_us`: flows with
+        /// different RTTs on one bottleneck (a DC/WAN mix). One value per sender (receivers keep
+        /// `host_delay_us`), or one per host, senders then receivers: a delay on a receiver's link
+        /// lies beyond the bottleneck, where a WAN path's distance is when the congestion point is
+        /// the sender's own ToR. Absent: every host has `host_delay_us`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         host_delays_us: Option<Vec<f64>>,
         bottleneck_gbps: f64,

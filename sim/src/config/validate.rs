@@ -77,7 +77,7 @@ fn validate_topology(l: &Loaded, topology: &TopologyConfig) -> Result<u32, Confi
                 return Err(l.invalid("topology.senders", "a dumbbell needs at least one sender and one receiver"));
             }
             if let Some(d) = host_delays_us {
-                validate_host_delays(l, d, *senders)?;
+                validate_host_delays(l, d, *senders, *receivers)?;
             }
             senders + receivers
         }
@@ -105,19 +105,22 @@ fn validate_topology(l: &Loaded, topology: &TopologyConfig) -> Result<u32, Confi
     Ok(hosts)
 }
 
-/// A dumbbell's `host_delays_us`: one per sender, each in [0, `MAX_HOST_DELAY_US`].
-fn validate_host_delays(l: &Loaded, d: &[f64], senders: u32) -> Result<(), ConfigError> {
-    if d.len() != senders as usize {
-        return Err(l.invalid("topology.host_delays_us", format!("needs one delay per sender ({senders}), got {}", d.len())));
+/// A dumbbell's `host_delays_us`: one per sender or one per host, each in [0, `MAX_HOST_DELAY_US`].
+fn validate_host_delays(l: &Loaded, d: &[f64], senders: u32, receivers: u32) -> Result<(), ConfigError> {
+    let hosts = senders as usize + receivers as usize;
+    if d.len() != senders as usize && d.len() != hosts {
+        return Err(l.invalid(
+            "topology.host_delays_us",
+            format!("needs one delay per sender ({senders}) or per host, senders then receivers ({hosts}), got {}", d.len()),
+        ));
     }
     for (i, &us) in d.iter().enumerate() {
+        let host = if i < senders as usize { format!("sender {i}") } else { format!("receiver {}", i - senders as usize) };
         if !(us >= 0.0 && us.is_finite()) {
-            return Err(l.invalid("topology.host_delays_us", format!("sender {i}: must be ≥ 0 µs, got {us}")));
+            return Err(l.invalid("topology.host_delays_us", format!("{host}: must be ≥ 0 µs, got {us}")));
         }
         if us > MAX_HOST_DELAY_US {
-            return Err(
-                l.invalid("topology.host_delays_us", format!("sender {i}: {us} µs is above {MAX_HOST_DELAY_US} µs (10 s)"))
-            );
+            return Err(l.invalid("topology.host_delays_us", format!("{host}: {us} µs is above {MAX_HOST_DELAY_US} µs (10 s)")));
         }
     }
     Ok(())
@@ -458,12 +461,15 @@ mod tests {
         let m = e(&bad);
         assert!(m.starts_with(&format!("test.toml:{}: `workload.flows[1].label`", line_of(&bad, "label", 1))), "{m}");
         assert!(e(&DUMBBELL.replace("label = \"dc\"", "label = \"\"")).contains("`workload.flows[0].label`"));
-        // One delay per sender, each sane.
+        // One delay per sender or per host (2 senders, 1 receiver), each sane.
         let bad = DUMBBELL.replace("[1.0, 500.0]", "[1.0]");
         let m = e(&bad);
         assert!(m.starts_with(&format!("test.toml:{}: `topology.host_delays_us`", line_of(&bad, "host_delays_us", 0))), "{m}");
-        assert!(m.contains("one delay per sender (2), got 1"), "{m}");
+        assert!(m.contains("one delay per sender (2) or per host, senders then receivers (3), got 1"), "{m}");
+        assert!(e(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, 2.0, 3.0, 4.0]")).contains("(3), got 4"));
+        assert!(load_text(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, 2.0, 500.0]")).is_ok());
         assert!(e(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, -5.0]")).contains("sender 1: must be ≥ 0 µs"));
+        assert!(e(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, 2.0, -5.0]")).contains("receiver 0: must be ≥ 0 µs"));
         assert!(e(&DUMBBELL.replace("[1.0, 500.0]", "[1.0, 2e7]")).contains("above 10000000 µs"));
         // Only the dumbbell has per-sender delays.
         let m = e(&GOOD.replace("link_delay_us = 1", "link_delay_us = 1\nhost_delays_us = [1.0]"));
