@@ -25,10 +25,12 @@
 //!   binding loop drops, the other drops by the same proportion (rule 2). `gating = "literal"`
 //!   reproduces Algorithm 1 as printed (÷RTT fixed; the whole update of a loop at ≥ 2× the minimum
 //!   is skipped, decreases included) for ablation, and `"off"` is the uncoordinated variant of Fig. 8a.
-//! - **Actuation** (§5.2): cwnd is the end-to-end window, always; the pacing rate is the minimum
-//!   while the near-source loop is active (`pacing = "ns_only"`, the ns-2 unpaced profile, so that a
-//!   flow that never sees a CNM is exactly its end-to-end algorithm — design goal 1, §6.2 note (a))
-//!   or always (`"always"`, the testbed's paced profile).
+//! - **Actuation** (§5.2): cwnd is the end-to-end window, always. `pacing = "ns_only"` (the ns-2
+//!   unpaced profile, so that a flow that never sees a CNM is exactly its end-to-end algorithm —
+//!   design goal 1, §6.2 note (a)) paces only while the near-source loop is active: at its R_C for
+//!   a window loop (§5.2 [R]: the only rate limiter is the near-source loop's; the window bounds the
+//!   rest), at the minimum for BBR, whose own rate is a pacing rate. `"always"` (the testbed's paced
+//!   profile) paces at the minimum throughout.
 //!
 //! CNMs arrive as `Report::feedback` (`NetworkFeedback::Qcn`), in a report the datapath sends at
 //! once (the simulator, and the agent's CNM listener). A report that also acknowledges data is
@@ -399,7 +401,17 @@ impl Annulus {
         }
         let pace = self.ns.active() || self.cfg.pacing == PacingMode::Always;
         if pace && self.min_rate.is_finite() {
-            action.pacing = Some(Pacing::BytesPerSec(self.min_rate));
+            // Unpaced profile (§5.2 [R]): a window loop stays purely window-based and the only
+            // rate limiter is the near-source loop's R_C; the window keeps the flow at
+            // cwnd/RTT when that is lower. Pacing a window loop at min() = its own cwnd/srtt
+            // instead keeps it from ever filling its window, so it never counts as window-limited
+            // and never grows, while the growth pause holds R_C at 2× it: a lone flow froze at a
+            // third of the link after one CNM (ccp-sim, until 2026-11-30).
+            let rate = match self.cfg.pacing {
+                PacingMode::NsOnly if !self.e2e().rate_based() => self.ns.rate_bytes_per_s(),
+                _ => self.min_rate,
+            };
+            action.pacing = Some(Pacing::BytesPerSec(rate));
             self.paced_by_ns = !self.e2e().rate_based();
         } else if self.paced_by_ns {
             // The near-source loop ended: hand pacing back to the end-to-end algorithm.

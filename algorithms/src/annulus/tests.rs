@@ -392,6 +392,27 @@ fn paced_at_the_minimum_while_the_near_source_loop_is_active() {
 }
 
 #[test]
+fn a_window_loop_is_paced_at_the_near_source_rate_not_at_its_own() {
+    // The near-source loop active but not binding (R_C at the growth cap, 2× the window's rate):
+    // pacing at the window's own cwnd/srtt would keep the window from filling, so DCTCP would never
+    // count as window-limited and never grow. The pacer is R_C; the window limits the rest.
+    let mut a = seeded(dc(AnnulusConfig::default()), 4.0);
+    force_ns(&mut a, 8.0, 8.0);
+    let act = a.on_report(&acks(1, 1500));
+    let e2e = a.e2e_rate();
+    assert!((gbps(e2e) - 4.0).abs() < 0.01, "DCTCP's rate {}", gbps(e2e));
+    match act.pacing {
+        Some(Pacing::BytesPerSec(r)) => assert!(close(gbps(r), gbps(a.ns.rate_bytes_per_s())) && r > 1.5 * e2e, "paced at {}", gbps(r)),
+        p => panic!("{p:?}"),
+    }
+    // BBR sets a pacing rate of its own: there the pacer is the minimum.
+    let mut b = seeded(AnnulusConfig { class: Some(Class::Wan), ..AnnulusConfig::default() }, 4.0);
+    b.on_report(&cnm(1, 32));
+    let act = b.on_report(&acks(2, 1500));
+    assert_eq!(act.pacing, Some(Pacing::BytesPerSec(b.min_rate)));
+}
+
+#[test]
 fn without_the_near_source_loop_cnms_change_nothing() {
     let cfg = AnnulusConfig { near_source: false, ..dc(AnnulusConfig::default()) };
     let mut a = seeded(cfg, 4.0);
