@@ -6,7 +6,13 @@ use ccp_contract::{Action, Algorithm, FlowStart, Report, StateVar};
 use crate::bbr::{Bbr, BbrConfig};
 use crate::cubic::{Cubic, CubicConfig};
 use crate::dctcp::{Dctcp, DctcpConfig};
-use crate::window::RenoBased;
+use crate::window::{RenoBased, RenoWindow};
+
+/// Linux's `net.ipv4.tcp_pacing_ss_ratio` default: a window in slow start is paced at twice
+/// cwnd/srtt.
+const LINUX_PACING_SS_RATIO: f64 = 2.0;
+/// Linux's `net.ipv4.tcp_pacing_ca_ratio` default: 1.2 × cwnd/srtt in congestion avoidance.
+const LINUX_PACING_CA_RATIO: f64 = 1.2;
 
 ccp_contract::param_choice! {
     /// Which algorithm an end-to-end loop runs.
@@ -79,6 +85,20 @@ impl E2eLoop {
                 Some(rtt) if rtt > 0 => self.cwnd_bytes() * 1e6 / rtt as f64,
                 _ => f64::INFINITY,
             },
+        }
+    }
+
+    /// The rate the loop's own sender would pace at: BBR's pacing rate; for a window, what a
+    /// kernel derives from cwnd and RTT (the testbed's paced profile, annulus.md §5.2), Linux's
+    /// `tcp_update_pacing_rate`: cwnd/srtt × 2 in slow start, × 1.2 after. Pacing a window at
+    /// exactly cwnd/srtt would keep it from ever filling, so it would never be window-limited and
+    /// never grow. Infinite while a window loop has no RTT yet.
+    pub(super) fn pacing_rate_bytes_per_s(&self, srtt_us: Option<u64>) -> f64 {
+        let ratio = |w: &RenoWindow| if w.in_slow_start() { LINUX_PACING_SS_RATIO } else { LINUX_PACING_CA_RATIO };
+        match self {
+            E2eLoop::Bbr(a) => a.pacing_rate_bytes_per_s(),
+            E2eLoop::Dctcp(a) => ratio(a.window()) * self.rate_bytes_per_s(srtt_us),
+            E2eLoop::Cubic(a) => ratio(a.window()) * self.rate_bytes_per_s(srtt_us),
         }
     }
 

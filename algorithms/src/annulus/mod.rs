@@ -30,7 +30,9 @@
 //!   design goal 1, §6.2 note (a)) paces only while the near-source loop is active: at its R_C for
 //!   a window loop (§5.2 [R]: the only rate limiter is the near-source loop's; the window bounds the
 //!   rest), at the minimum for BBR, whose own rate is a pacing rate. `"always"` (the testbed's paced
-//!   profile) paces at the minimum throughout.
+//!   profile) paces throughout, at the lower of R_C and the rate the end-to-end loop's own sender
+//!   paces at (BBR's; for a window, Linux's 1.2 × cwnd/srtt, 2 × in slow start, §5.2's "pacing rate
+//!   derived from cwnd and RTT"). The minimum the loops compare is cwnd/srtt (§12 A12).
 //!
 //! CNMs arrive as `Report::feedback` (`NetworkFeedback::Qcn`), in a report the datapath sends at
 //! once (the simulator, and the agent's CNM listener). A report that also acknowledges data is
@@ -401,17 +403,20 @@ impl Annulus {
         }
         let pace = self.ns.active() || self.cfg.pacing == PacingMode::Always;
         if pace && self.min_rate.is_finite() {
-            // Unpaced profile (§5.2 [R]): a window loop stays purely window-based and the only
-            // rate limiter is the near-source loop's R_C; the window keeps the flow at
-            // cwnd/RTT when that is lower. Pacing a window loop at min() = its own cwnd/srtt
-            // instead keeps it from ever filling its window, so it never counts as window-limited
-            // and never grows, while the growth pause holds R_C at 2× it: a lone flow froze at a
-            // third of the link after one CNM (ccp-sim, until 2026-11-30).
-            let rate = match self.cfg.pacing {
-                PacingMode::NsOnly if !self.e2e().rate_based() => self.ns.rate_bytes_per_s(),
-                _ => self.min_rate,
+            // A window loop is never paced at min() = its own cwnd/srtt: that keeps it from ever
+            // filling its window, so it never counts as window-limited and never grows, while the
+            // growth pause holds R_C at 2× it (a lone flow froze at a third of the link after one
+            // CNM in ccp-sim, until 2026-11-30). Unpaced profile (§5.2 [R]): the only rate limiter
+            // is the near-source loop's R_C; the window bounds the rest. Paced profile: the later
+            // of the two timestamps, the kernel's (cwnd and RTT, as Linux derives it) and R_C's.
+            let rate = match (self.e2e().rate_based(), self.cfg.pacing) {
+                (true, _) => self.min_rate,
+                (false, PacingMode::NsOnly) => self.ns.rate_bytes_per_s(),
+                (false, PacingMode::Always) => self.ns.rate_bytes_per_s().min(self.e2e().pacing_rate_bytes_per_s(self.srtt_us)),
             };
-            action.pacing = Some(Pacing::BytesPerSec(rate));
+            if rate.is_finite() {
+                action.pacing = Some(Pacing::BytesPerSec(rate));
+            }
             self.paced_by_ns = !self.e2e().rate_based();
         } else if self.paced_by_ns {
             // The near-source loop ended: hand pacing back to the end-to-end algorithm.

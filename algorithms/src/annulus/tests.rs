@@ -405,6 +405,16 @@ fn a_window_loop_is_paced_at_the_near_source_rate_not_at_its_own() {
         Some(Pacing::BytesPerSec(r)) => assert!(close(gbps(r), gbps(a.ns.rate_bytes_per_s())) && r > 1.5 * e2e, "paced at {}", gbps(r)),
         p => panic!("{p:?}"),
     }
+    // The paced profile: the lower of R_C and the kernel's 1.2 × cwnd/srtt (Linux, congestion
+    // avoidance), never cwnd/srtt itself.
+    let always = AnnulusConfig { pacing: PacingMode::Always, ..dc(AnnulusConfig::default()) };
+    let mut p = seeded(always, 4.0);
+    let act = p.on_report(&acks(1, 1500));
+    let kernel = 1.2 * p.e2e_rate();
+    assert!(matches!(act.pacing, Some(Pacing::BytesPerSec(r)) if close(r, kernel)), "{:?} vs {kernel}", act.pacing);
+    force_ns(&mut p, 4.5, 4.5);
+    let act = p.on_report(&acks(2, 1500));
+    assert!(matches!(act.pacing, Some(Pacing::BytesPerSec(r)) if close(gbps(r), 4.5)), "{:?}", act.pacing);
     // BBR sets a pacing rate of its own: there the pacer is the minimum.
     let mut b = seeded(AnnulusConfig { class: Some(Class::Wan), ..AnnulusConfig::default() }, 4.0);
     b.on_report(&cnm(1, 32));
