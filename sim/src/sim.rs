@@ -296,16 +296,23 @@ impl Sim {
         })
     }
 
-    /// Adds a flow (before or during the run; its start must not be in the past).
+    /// Adds a flow (before or during the run; its start must not be in the past), and counts the
+    /// back-to-back transfers that will follow it (`spec.then`) as unfinished already, so that
+    /// `stop_when_done` does not stop between one transfer and the next.
     pub fn add_flow(&mut self, spec: FlowSpec) -> FlowId {
-        let id = self.flows.len() as FlowId;
-        let hash = mix64(u64::from(id) ^ self.ecmp_salt) as u32;
-        self.flows.push(Flow::new(spec, hash));
         if spec.bytes.is_some() {
-            self.unfinished += 1;
+            self.unfinished += 1 + spec.then as usize;
         } else {
             self.has_unbounded = true;
         }
+        self.open_flow(spec)
+    }
+
+    /// Opens a flow that `add_flow` has counted: the next transfer of a back-to-back chain.
+    pub(crate) fn open_flow(&mut self, spec: FlowSpec) -> FlowId {
+        let id = self.flows.len() as FlowId;
+        let hash = mix64(u64::from(id) ^ self.ecmp_salt) as u32;
+        self.flows.push(Flow::new(spec, hash));
         self.q.schedule(spec.start.max(self.q.now()), Event::FlowStart { flow: id });
         id
     }

@@ -42,6 +42,9 @@ pub struct FlowSpec {
     /// For an explicit flow, the index of its `[[workload.flows]]` entry (its label and
     /// congestion-control override); `None` for random and incast flows.
     pub entry: Option<u32>,
+    /// Transfers still to follow this one back to back (`workload.flows[].transfers` − 1 for the
+    /// first): the next starts, as a new flow, when this one's last byte is acknowledged.
+    pub then: u32,
 }
 
 /// A piecewise-linear flow-size CDF.
@@ -138,6 +141,7 @@ pub fn explicit(flows: &[FlowConfig]) -> Vec<FlowSpec> {
                     start: from_us(f.start_us),
                     class: FlowClass::Explicit,
                     entry: Some(i as u32),
+                    then: f.transfers.saturating_sub(1),
                 },
                 f.count as usize,
             )
@@ -200,6 +204,7 @@ pub fn random(cfg: &RandomConfig, cdf: &SizeCdf, reference_bps: f64, pairs: Pair
             start: t as Time,
             class: FlowClass::Random,
             entry: None,
+            then: 0,
         });
     }
     out
@@ -228,7 +233,15 @@ pub fn incast(cfg: &IncastConfig, hosts: u32, seed: u64, end: Time) -> Vec<FlowS
         }
         for (i, &src) in candidates[..cfg.degree as usize].iter().enumerate() {
             let bytes = per + u64::from((i as u64) < extra);
-            out.push(FlowSpec { src, dst: receiver, bytes: Some(bytes), start: t, class: FlowClass::Incast, entry: None });
+            out.push(FlowSpec {
+                src,
+                dst: receiver,
+                bytes: Some(bytes),
+                start: t,
+                class: FlowClass::Incast,
+                entry: None,
+                then: 0,
+            });
         }
         bursts += 1;
         t += interval;

@@ -133,3 +133,41 @@ fn flows_csv_carries_rtt_algorithm_and_label() {
     let min_rtt: Vec<f64> = rows.iter().map(|r| r[header.len() - 4].parse().unwrap()).collect();
     assert!(min_rtt[1] > min_rtt[0] + 700.0, "{min_rtt:?}");
 }
+
+/// `transfers`: each flow of an entry sends its transfers back to back, each a flow of its own
+/// that opens when the previous one's last byte is acknowledged (so after the receiver had it).
+#[test]
+fn back_to_back_transfers_follow_each_other() {
+    let r = mix("", "bytes = 200_000\ncount = 2\ntransfers = 3", "bytes = 100_000\ntransfers = 4");
+    let of = |label: &str| r.flows.iter().filter(|f| f.label.as_deref() == Some(label)).collect::<Vec<_>>();
+    let (dc, wan) = (of("dc"), of("wan"));
+    assert_eq!((dc.len(), wan.len()), (6, 4), "2 flows × 3 transfers and 1 × 4");
+    assert!(r.flows.iter().all(|f| f.finish_us.is_some()), "every transfer completed");
+    // Sender 1's transfers form one chain: each starts after the one before it finished, at once.
+    for w in wan.windows(2) {
+        let (prev_finish, next_start) = (w[0].finish_us.unwrap(), w[1].start_us);
+        assert!(next_start >= prev_finish, "a transfer started at {next_start} µs before the previous finished at {prev_finish}");
+        assert!(next_start - prev_finish < 1_000.0, "the next transfer waited {} µs", next_start - prev_finish);
+    }
+    // Sender 0 runs two chains at once: two transfers start at 0, the others later.
+    assert_eq!(dc.iter().filter(|f| f.start_us == 0.0).count(), 2);
+    assert!(dc.iter().all(|f| f.bytes == Some(200_000)) && wan.iter().all(|f| f.bytes == Some(100_000)));
+    // A run that stops once every flow is done waits for the transfers not opened yet: the last
+    // byte of one reaches the receiver (it completes) before its ACK opens the next.
+    let text =
+        MIX.replace("{delays}", "").replace("{flow0}", "bytes = 200_000\ntransfers = 3").replace("{flow1}", "bytes = 1000");
+    let text = text.replace("duration_ms = 120", "duration_ms = 1000\nstop_when_done = true");
+    let r = common::run(&common::scenario(&text)).1;
+    assert_eq!(r.flows.len(), 4, "three transfers and the other flow");
+    assert!(r.flows.iter().all(|f| f.finish_us.is_some()));
+}
+
+#[test]
+fn back_to_back_transfers_are_validated() {
+    let err = |flow1: &str| {
+        let text = MIX.replace("{delays}", "").replace("{flow0}", "bytes = 1000").replace("{flow1}", flow1);
+        ccp_sim::config::load_str(std::path::Path::new("t.toml"), &text, &[]).unwrap_err().to_string()
+    };
+    assert!(err("transfers = 3").contains("back-to-back transfers need `bytes`"), "{}", err("transfers = 3"));
+    assert!(err("bytes = 1000\ntransfers = 0").contains("`workload.flows[1].transfers`: must be 1 to 1000000, got 0"));
+}

@@ -402,7 +402,9 @@ fn a_window_loop_is_paced_at_the_near_source_rate_not_at_its_own() {
     let e2e = a.e2e_rate();
     assert!((gbps(e2e) - 4.0).abs() < 0.01, "DCTCP's rate {}", gbps(e2e));
     match act.pacing {
-        Some(Pacing::BytesPerSec(r)) => assert!(close(gbps(r), gbps(a.ns.rate_bytes_per_s())) && r > 1.5 * e2e, "paced at {}", gbps(r)),
+        Some(Pacing::BytesPerSec(r)) => {
+            assert!(close(gbps(r), gbps(a.ns.rate_bytes_per_s())) && r > 1.5 * e2e, "paced at {}", gbps(r))
+        }
         p => panic!("{p:?}"),
     }
     // The paced profile: the lower of R_C and the kernel's 1.2 × cwnd/srtt (Linux, congestion

@@ -430,6 +430,12 @@ pub struct FlowConfig {
     pub start_us: f64,
     #[serde(default = "one")]
     pub count: u32,
+    /// Back-to-back transfers per flow (needs `bytes`): each of the `count` flows sends this many
+    /// transfers of `bytes` one after another, each on a new connection that opens when the last
+    /// byte of the previous one is acknowledged (Annulus's edge caching, annulus.md §9.4). Each
+    /// transfer is a row of its own in `flows.csv`.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub transfers: u32,
     /// A name for these flows in the per-flow output (`flows.csv`'s `label` column).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
@@ -456,6 +462,9 @@ pub const MAX_LABEL_LEN: usize = 64;
 
 fn one() -> u32 {
     1
+}
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// Open-loop random flows whose sizes follow a CDF file, at a target load.

@@ -26,6 +26,8 @@ fn non_negative(l: &Loaded, key: &str, v: f64) -> Result<(), ConfigError> {
 
 /// Largest per-sender delay accepted, µs (10 s).
 pub const MAX_HOST_DELAY_US: f64 = 10_000_000.0;
+/// Most back-to-back transfers per explicit flow: each is a flow with its own state and output row.
+pub const MAX_TRANSFERS: u32 = 1_000_000;
 
 /// An algorithm name and its parameters, checked by the registry; errors name
 /// `{table}.algorithm` or `{table}.params`.
@@ -310,6 +312,17 @@ fn validate_flow(l: &Loaded, i: usize, f: &FlowConfig, hosts: u32) -> Result<(),
         return Err(l.invalid(&format!("workload.flows[{i}].bytes"), "must be > 0 (omit it for an unbounded flow)"));
     }
     non_negative(l, &format!("workload.flows[{i}].start_us"), f.start_us)?;
+    if f.transfers == 0 || f.transfers > MAX_TRANSFERS {
+        return Err(
+            l.invalid(&format!("workload.flows[{i}].transfers"), format!("must be 1 to {MAX_TRANSFERS}, got {}", f.transfers))
+        );
+    }
+    if f.transfers > 1 && f.bytes.is_none() {
+        return Err(l.invalid(
+            &format!("workload.flows[{i}].transfers"),
+            "back-to-back transfers need `bytes` (an unbounded flow never ends, so the next never starts)",
+        ));
+    }
     if let Some(label) = &f.label {
         let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:/+".contains(c);
         if label.is_empty() || label.chars().count() > MAX_LABEL_LEN || !label.chars().all(ok) {

@@ -439,16 +439,20 @@ impl Sim {
     }
 
     /// The last segment is acknowledged: release the sender (and the flow's state once the
-    /// receiver has everything too).
+    /// receiver has everything too), and open the next back-to-back transfer if one follows.
     fn sender_finished(&mut self, f: FlowId) {
         let flow = &mut self.flows[f as usize];
         flow.sender_done = true;
         if let Some(st) = flow.state.take() {
             flow.reports = st.cc.reports;
         }
-        let host = &mut self.hosts[flow.spec.src as usize];
+        let spec = flow.spec;
+        let host = &mut self.hosts[spec.src as usize];
         host.senders.retain(|&x| x != f);
         host.ready.retain(|&x| x != f);
+        if spec.then > 0 {
+            self.open_flow(FlowSpec { start: self.q.now(), then: spec.then - 1, ..spec });
+        }
     }
 
     pub(crate) fn on_rto_timer(&mut self, f: FlowId) {
