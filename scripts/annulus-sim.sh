@@ -5,6 +5,9 @@
 #   scripts/annulus-sim.sh fabric [OUT_DIR] [SECONDS]   configs/sim/annulus-fabric.toml: Data Mining and
 #                                                       Facebook Hadoop at 80 % load (default 5 s each),
 #                                                       for each seed in $SEEDS (default 1)
+#   scripts/annulus-sim.sh edge [OUT_DIR]               configs/sim/annulus-edge-caching.toml: the 20:1
+#                                                       WAN incast of 50 MB transfers (S7/S8), 5 back to
+#                                                       back per server
 # Results go to OUT_DIR (default results/annulus-sim/<mode>); the tables are printed and written to
 # OUT_DIR/table.md (TABLE_ONLY=1 re-tabulates OUT_DIR without running anything). The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
 # annulus-bc15k (its recovery cycle at 15 KB, spec A4's sensitivity), dctcp+bbr (the same flows
@@ -12,7 +15,7 @@
 # every flow.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-mode=${1:?usage: scripts/annulus-sim.sh table2|fabric [OUT_DIR] [...]}
+mode=${1:?usage: scripts/annulus-sim.sh table2|fabric|edge [OUT_DIR] [...]}
 shift
 out=${1:-results/annulus-sim/$mode}
 shift || true
@@ -20,7 +23,7 @@ cargo build --release -p ccp-sim --locked -q
 sim=target/release/ccp-sim
 
 line_rate=40.0
-[ "$mode" = fabric ] && line_rate=10.0
+[ "$mode" != table2 ] && line_rate=10.0
 declare -A schemes=(
   [annulus]=''
   [annulus-bc15k]="--set cc.params={line_rate_gbps=$line_rate,bc_limit_bytes=15000.0}"
@@ -74,8 +77,14 @@ fabric)
     done
   done
   ;;
+edge)
+  for scheme in "${!schemes[@]}"; do
+    # shellcheck disable=SC2086
+    run "$out/$scheme" configs/sim/annulus-edge-caching.toml ${schemes[$scheme]}
+  done
+  ;;
 *)
-  echo "unknown mode $mode (table2 or fabric)" >&2
+  echo "unknown mode $mode (table2, fabric or edge)" >&2
   exit 2
   ;;
 esac
@@ -106,6 +115,21 @@ if mode == "table2":
         wm = f"{sum(wan)/len(wan)/1e3:.2f}" if wan else "–"
         print(f"| {load} | {mix} | {scheme} | {p['utilization']:.3f} | {p['queue_p99_bytes']/1e3:.0f} | "
               f"{j['counters']['dropped_buffer']} | {p99} | {wm} | {len(done)}/{len(fl)} |")
+elif mode == "edge":
+    # S7 normalizes each scheme's mean and p99 transfer time to Cubic's; S8 is the loss rate.
+    rows = {}
+    for s in sorted(root.glob("*/summary.json")):
+        j = json.loads(s.read_text()); c = j["counters"]
+        fct = [float(f["fct_us"]) / 1e6 for f in flows(s.parent) if f["fct_us"]]
+        rows[s.parent.name] = (fct, c["dropped_buffer"] / max(c["data_packets"], 1), j["ports"][0]["utilization"], j["flows_total"])
+    base = rows.get("cubic", ([], 0, 0, 0))[0]
+    ref = lambda xs, p: (sum(xs) / len(xs) if p is None else pct(xs, p)) if xs else float("nan")
+    print("| scheme | transfers done | mean FCT s | p99 FCT s | mean / Cubic's | p99 / Cubic's | loss rate % | utilisation |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (fct, loss, util, total) in sorted(rows.items()):
+        mean, p99 = ref(fct, None), ref(fct, 0.99)
+        print(f"| {name} | {len(fct)}/{total} | {mean:.3f} | {p99:.3f} | {mean / ref(base, None):.3f} | {p99 / ref(base, 0.99):.3f} | "
+              f"{100 * loss:.3f} | {util:.3f} |")
 else:
     print("| seed | workload | scheme | small p99.9 FCT µs | small p99 µs | small mean µs | medium mean µs | large mean µs | all mean FCT µs | all mean slowdown | drops | done |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

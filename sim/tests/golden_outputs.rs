@@ -98,6 +98,7 @@ golden! {
     annulus_table2: "annulus-table2.toml" ["duration_ms=10", "warmup_ms=2", "workload.random.stop_ms=10.0"];
     annulus_fabric: "annulus-fabric.toml" ["duration_ms=4", "warmup_ms=1", "workload.random.stop_ms=4.0"];
     annulus_t5: "annulus-t5.toml" ["duration_ms=5", "warmup_ms=1"];
+    annulus_edge_caching: "annulus-edge-caching.toml" ["duration_ms=100"];
     inigo_incast_gige: "inigo-incast-gige.toml" ["duration_ms=200", "warmup_ms=50"];
 }
 
