@@ -25,6 +25,7 @@ pub mod hook;
 pub mod output;
 pub mod packet;
 pub mod record;
+pub mod replay;
 pub mod rng;
 pub mod sim;
 pub mod stats;

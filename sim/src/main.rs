@@ -128,6 +128,32 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Feed one flow's recorded reports (`run --record-reports`, or the agent's) to an algorithm and
+    /// print, per report, what it decided and its state, one JSON line each. Open loop: the reports
+    /// stay those of the recorded run, so the recorded algorithm reproduces its decisions and
+    /// another one answers the same reports.
+    Replay {
+        /// The recording: one `{"flow": ID, "report": REPORT}` line per report.
+        recording: PathBuf,
+        /// The flow to replay (its index in the recording).
+        #[arg(long)]
+        flow: u64,
+        /// The algorithm, a registry name as `cc.algorithm` takes it.
+        #[arg(long)]
+        algorithm: String,
+        /// Its parameters, as TOML: 'line_rate_gbps = 40.0' or '{ g = 0.0625 }'.
+        #[arg(long, default_value = "")]
+        params: String,
+        /// The flow's initial window, packets (the scenario's transport.init_cwnd_pkts).
+        #[arg(long, default_value_t = 10)]
+        init_cwnd_pkts: u32,
+        /// Print every N-th report (and every report with network feedback).
+        #[arg(long, default_value_t = 1, value_name = "N")]
+        every: u64,
+        /// Print nothing before this report time, µs (earlier reports are still fed).
+        #[arg(long, default_value_t = 0, value_name = "US")]
+        from_us: u64,
+    },
     /// List the congestion control algorithms and queue disciplines a scenario can use.
     List,
 }
@@ -273,6 +299,15 @@ fn run(cmd: Command) -> Result<(), String> {
             }
             Ok(())
         }
+        Command::Replay { recording, flow, algorithm, params, init_cwnd_pkts, every, from_us } => {
+            let params = parse_params(&params)?;
+            let file = std::fs::File::open(&recording).map_err(|e| format!("{}: {e}", recording.display()))?;
+            let opts = ccp_sim::replay::ReplayOptions { flow, algorithm, params, init_cwnd_pkts, every, from_us };
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            ccp_sim::replay::replay(std::io::BufReader::new(file), &recording.display().to_string(), &opts, &mut w)?;
+            Ok(())
+        }
         Command::List => {
             println!("algorithms (cc.algorithm):");
             for a in ccp_algorithms::registry::all() {
@@ -285,6 +320,20 @@ fn run(cmd: Command) -> Result<(), String> {
             println!("topologies (topology.kind): dumbbell, star, leaf_spine");
             Ok(())
         }
+    }
+}
+
+/// `--params`: a TOML document ('a = 1') or an inline table ('{ a = 1 }').
+fn parse_params(text: &str) -> Result<toml::Table, String> {
+    let t = text.trim();
+    let doc = match t.strip_prefix('{').and_then(|r| r.strip_suffix('}')) {
+        Some(inner) => format!("params = {{{inner}}}"),
+        None => return t.parse::<toml::Table>().map_err(|e| format!("--params: {e}")),
+    };
+    let mut table = doc.parse::<toml::Table>().map_err(|e| format!("--params: {e}"))?;
+    match table.remove("params") {
+        Some(toml::Value::Table(p)) => Ok(p),
+        _ => Err("--params: not a table".into()),
     }
 }
 
