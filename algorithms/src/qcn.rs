@@ -190,8 +190,7 @@ impl ReactionPoint {
 
     /// Length of the cycle now running, bytes.
     pub fn cycle_bytes(&self) -> f64 {
-        let in_ai = self.cycles >= self.cfg.fr_cycles || self.cfg.variant == RpVariant::Aimd;
-        if in_ai && self.cfg.halve_cycle_in_ai {
+        if self.in_active_increase() && self.cfg.halve_cycle_in_ai {
             self.cfg.bc_limit_bytes / 2.0
         } else {
             self.cfg.bc_limit_bytes
@@ -216,6 +215,21 @@ impl ReactionPoint {
         if self.at_line_rate() {
             self.bc_bytes = 0.0;
         }
+    }
+
+    /// One increase event from a clock other than the byte counter (802.1Qau's RP timer), counted
+    /// in the same stage as a byte-counter cycle (dc.md §4: "each expiry is an increase event, like
+    /// a BC cycle"). Nothing at the line rate.
+    pub fn increase_event(&mut self) {
+        if !self.at_line_rate() {
+            self.cycle();
+        }
+    }
+
+    /// True once fast recovery is over (cycles and timer periods are halved from here when
+    /// `halve_cycle_in_ai`).
+    pub fn in_active_increase(&self) -> bool {
+        self.cycles >= self.cfg.fr_cycles || self.cfg.variant == RpVariant::Aimd
     }
 
     /// The end of one byte-counter cycle.

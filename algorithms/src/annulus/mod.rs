@@ -18,7 +18,10 @@
 //!   inactive until the first CNM, which activates it at the flow's actual rate (§4.2.3) and cuts
 //!   R_C by G_d·qFb (G_d per class, §5.1.1). Recovery is clocked by *acknowledged* bytes, never by
 //!   time (§3.2 item 2): fast recovery for 5 cycles of 150 KB, then active increase in 75 KB cycles;
-//!   no hyper-active increase by default. It deactivates at the line rate.
+//!   no hyper-active increase by default. It deactivates at the line rate. `ns_timer_us` adds
+//!   QCN's RP timer as a second clock, an ablation: byte-clocked cycles are long for slow flows
+//!   (dc.md §4), so a flow at 100 Mbit/s hit by a CNM every few tens of ms never leaves fast
+//!   recovery (configs/sim/README.md, Annulus results).
 //! - **Coordination** (§5.3, Alg. 1 with the spec's resolution of A1, `gating = "growth"`): the loop
 //!   that sets the minimum pauses the *growth* of the other at 2× the minimum (decreases always
 //!   apply; ACKs that arrive while the near-source loop is paused are dropped, not banked); when the
@@ -116,6 +119,8 @@ pub struct AnnulusConfig {
     /// flow as above) — the paper's baseline on the same network, and the "without the near-source
     /// loop" run of the testbed comparison.
     pub near_source: bool,
+    /// The near-source loop's RP timer period, µs (0: none, as the paper; an ablation).
+    pub ns_timer_us: f64,
 }
 
 param_choice! {
@@ -144,9 +149,16 @@ declare_params! {
         pub line_rate_gbps: f64 = Param::float(10.0, Bound::Exclusive(0.0), Bound::Inclusive(1e4), "Gbit/s", "NIC line rate: caps the near-source rate, which deactivates on reaching it"),
         pub min_rate_mbps: f64 = Param::float(MIN_RATE_MBPS, Bound::Exclusive(0.0), Bound::Inclusive(1e5), "Mbit/s", "near-source rate floor (802.1Qau rpgMinRate)"),
         pub gating: Gating = Param::choice("growth", "coordination: \"growth\" = pause growth at 2x the minimum, decreases apply (spec A1 [R]); \"literal\" = Algorithm 1 as printed; \"off\" = none (Fig. 8a)"),
-        pub pacing: PacingMode = Param::choice("ns_only", "\"ns_only\": pace at the minimum only while the near-source loop is active (ns-2, unpaced profile); \"always\": testbed's paced profile"),
+        pub pacing: PacingMode = Param::choice("ns_only", "\"ns_only\": pace only while the near-source loop is active, a window loop at R_C and BBR at the minimum (ns-2, unpaced profile); \"always\": the testbed's paced profile"),
         pub snap_to_actual: bool = Param::bool(true, "before a cut, lower R_C to the rate the flow actually sends at (spec §4.2.3, A10)"),
         pub near_source: bool = Param::bool(true, "react to CNMs; false = the end-to-end loops alone (DCTCP for DC, BBR/Cubic for WAN): the paper's baseline"),
+        pub ns_timer_us: f64 = Param::float(
+            0.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(1e7),
+            "µs",
+            "QCN's RP timer as a second recovery clock, each expiry an increase event, halved in active increase (802.1Qau rpgTimeReset: 15000); 0 = none, as the paper (recovery on acknowledged bytes only)",
+        ),
     }
 }
 
@@ -174,6 +186,7 @@ impl From<&AnnulusParams> for AnnulusConfig {
             pacing: p.pacing,
             snap_to_actual: p.snap_to_actual,
             near_source: p.near_source,
+            ns_timer_us: p.ns_timer_us,
         }
     }
 }
@@ -255,7 +268,7 @@ impl Annulus {
             None => E2e::Pending(Box::new(Candidates { dc: E2eLoop::new(cfg.e2e_dc), wan: E2eLoop::new(cfg.e2e_wan) })),
         };
         let rp = if cfg.class == Some(Class::Wan) { cfg.rp_wan } else { cfg.rp_dc };
-        Annulus { cfg, e2e, ns: NearSource::new(rp), srtt_us: None, min_rate: f64::INFINITY, paced_by_ns: false }
+        Annulus { cfg, e2e, ns: NearSource::new(rp, cfg.ns_timer_us), srtt_us: None, min_rate: f64::INFINITY, paced_by_ns: false }
     }
 
     pub fn class(&self) -> Option<Class> {
@@ -313,7 +326,7 @@ impl Annulus {
             self.e2e = E2e::Classified(class, if class == Class::Wan { wan } else { dc });
         }
         if !self.ns.active() {
-            self.ns = NearSource::new(if class == Class::Wan { self.cfg.rp_wan } else { self.cfg.rp_dc });
+            self.ns = NearSource::new(if class == Class::Wan { self.cfg.rp_wan } else { self.cfg.rp_dc }, self.cfg.ns_timer_us);
         }
     }
 
@@ -350,7 +363,7 @@ impl Annulus {
         {
             self.ns.set_rate_bytes_per_s(ns_rate * new_rate / old_rate);
         }
-        self.ns_acks(report.acked_bytes, prev_min);
+        self.ns_acks(report.acked_bytes, report.now_us, prev_min);
         if e2e_limited {
             Action { cwnd_bytes: Some(self.e2e().cwnd_bytes()), ..action }
         } else {
@@ -358,32 +371,39 @@ impl Annulus {
         }
     }
 
-    /// The near-source loop's ACK clock, paused while it is at or above 2× the minimum.
-    fn ns_acks(&mut self, acked_bytes: u64, prev_min: f64) {
+    /// The near-source loop's recovery clocks (the ACK clock, and the timer when one is set),
+    /// paused while it is at or above 2× the minimum.
+    fn ns_acks(&mut self, acked_bytes: u64, now_us: u64, prev_min: f64) {
         if !self.ns.active() {
             return;
         }
         let cap = GROWTH_CAP * prev_min;
         let before = self.ns.rate_bytes_per_s();
+        let grow = |ns: &mut NearSource| {
+            ns.on_acked_bytes(acked_bytes);
+            ns.on_time(now_us, true);
+        };
         match self.cfg.gating {
-            Gating::Off => self.ns.on_acked_bytes(acked_bytes),
-            Gating::Literal if before < cap => self.ns.on_acked_bytes(acked_bytes),
+            Gating::Off => grow(&mut self.ns),
+            Gating::Literal if before < cap => grow(&mut self.ns),
             Gating::Growth if before < cap => {
-                self.ns.on_acked_bytes(acked_bytes);
+                grow(&mut self.ns);
                 if self.ns.active() && self.ns.rate_bytes_per_s() > before.max(cap) {
                     self.ns.set_rate_bytes_per_s(before.max(cap));
                 }
             }
-            // Paused: these ACKs are dropped, not banked (annulus.md §4.2.3).
-            Gating::Literal | Gating::Growth => {}
+            // Paused: these ACKs and timer expiries are dropped, not banked (annulus.md §4.2.3).
+            Gating::Literal | Gating::Growth => self.ns.on_time(now_us, false),
         }
+        // After the clamp: cycles that would pass the cap do not end the loop on the way.
+        self.ns.deactivate_at_line_rate();
     }
 
     /// A CNM (annulus.md §6.2 `on_cnm`). Returns true when it cut the end-to-end window.
-    fn on_cnm(&mut self, qfb: u8) -> bool {
+    fn on_cnm(&mut self, qfb: u8, now_us: u64) -> bool {
         let e2e_rate = self.e2e_rate();
         let actual = self.min_rate.min(self.line_rate());
-        let (before, factor) = self.ns.on_cnm(qfb, actual, self.cfg.snap_to_actual);
+        let (before, factor) = self.ns.on_cnm(qfb, actual, self.cfg.snap_to_actual, now_us);
         if self.cfg.gating != Gating::Off && before <= e2e_rate && factor < 1.0 {
             self.e2e_mut().scale(factor);
             return true;
@@ -460,7 +480,7 @@ impl Algorithm for Annulus {
         let mut window_changed = false;
         if let (true, Some(NetworkFeedback::Qcn { fb_quantized, .. })) = (self.cfg.near_source, report.feedback) {
             self.update_min();
-            window_changed = self.on_cnm(fb_quantized);
+            window_changed = self.on_cnm(fb_quantized, report.now_us);
         }
         self.update_min();
         if window_changed && action.cwnd_bytes.is_none() {

@@ -4,16 +4,24 @@
 
 use crate::qcn::{ReactionPoint, RpConfig};
 
+/// At most this many timer expiries are run per report (a report after a long silence).
+const MAX_TIMER_EVENTS_PER_REPORT: u32 = 4096;
+
 #[derive(Debug, Clone)]
 pub(super) struct NearSource {
     cfg: RpConfig,
     rp: Option<ReactionPoint>,
     cnms: u64,
+    /// 802.1Qau's RP timer period, µs (0: none, as the paper); halved in active increase with the
+    /// byte-counter cycle.
+    timer_us: f64,
+    /// The next timer expiry, µs of report time, while the loop is active.
+    timer_next_us: Option<f64>,
 }
 
 impl NearSource {
-    pub(super) fn new(cfg: RpConfig) -> Self {
-        NearSource { cfg, rp: None, cnms: 0 }
+    pub(super) fn new(cfg: RpConfig, timer_us: f64) -> Self {
+        NearSource { cfg, rp: None, cnms: 0, timer_us, timer_next_us: None }
     }
 
     pub(super) fn active(&self) -> bool {
@@ -52,8 +60,11 @@ impl NearSource {
 
     /// A CNM: activates the loop at `actual_bytes_per_s` (the rate the flow sends at) if it was
     /// inactive, snaps R_C down to it if asked, then cuts. Returns (R_C before the cut, the factor).
-    pub(super) fn on_cnm(&mut self, qfb: u8, actual_bytes_per_s: f64, snap_to_actual: bool) -> (f64, f64) {
+    pub(super) fn on_cnm(&mut self, qfb: u8, actual_bytes_per_s: f64, snap_to_actual: bool, now_us: u64) -> (f64, f64) {
         self.cnms += 1;
+        if self.timer_us > 0.0 {
+            self.timer_next_us = Some(now_us as f64 + self.timer_us);
+        }
         let actual_bps = actual_bytes_per_s * 8.0;
         let rp = self.rp.get_or_insert_with(|| ReactionPoint::new(self.cfg, actual_bps));
         if snap_to_actual && rp.rate_bps() > actual_bps {
@@ -64,13 +75,44 @@ impl NearSource {
         (before, factor)
     }
 
-    /// Acknowledged bytes for the ACK clock; the loop deactivates at the line rate.
+    /// Acknowledged bytes for the ACK clock. The caller clamps growth, then calls
+    /// [`NearSource::deactivate_at_line_rate`].
     pub(super) fn on_acked_bytes(&mut self, bytes: u64) {
         if let Some(rp) = self.rp.as_mut() {
             rp.on_bytes(bytes as f64);
-            if rp.at_line_rate() {
-                self.rp = None;
+        }
+    }
+
+    /// The timer's expiries up to `now_us`, each an increase event when `run` (dropped, not
+    /// banked, while growth is paused); nothing without a timer. The caller clamps and
+    /// deactivates as after [`NearSource::on_acked_bytes`].
+    pub(super) fn on_time(&mut self, now_us: u64, run: bool) {
+        let (Some(rp), Some(next)) = (self.rp.as_mut(), self.timer_next_us.as_mut()) else { return };
+        let now = now_us as f64;
+        if !run {
+            if *next <= now {
+                *next += (((now - *next) / self.timer_us).floor() + 1.0) * self.timer_us;
             }
+            return;
+        }
+        // A long silence owes many expiries; past the fast-recovery cycles and the active-increase
+        // steps to the line rate there is nothing left for them to do.
+        let mut budget = MAX_TIMER_EVENTS_PER_REPORT;
+        while *next <= now && budget > 0 && !rp.at_line_rate() {
+            rp.increase_event();
+            *next += if rp.in_active_increase() && self.cfg.halve_cycle_in_ai { self.timer_us / 2.0 } else { self.timer_us };
+            budget -= 1;
+        }
+        if *next <= now {
+            *next = now + self.timer_us;
+        }
+    }
+
+    /// The loop ends once R_C is back at the line rate (§4.2.3), as QCN removes its limiter.
+    pub(super) fn deactivate_at_line_rate(&mut self) {
+        if self.rp.as_ref().is_some_and(ReactionPoint::at_line_rate) {
+            self.rp = None;
+            self.timer_next_us = None;
         }
     }
 }

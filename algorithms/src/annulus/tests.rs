@@ -60,7 +60,7 @@ fn seeded(cfg: AnnulusConfig, e2e_gbps: f64) -> Annulus {
 
 /// Activates the near-source loop at `gbps` without cutting (qFb 0), target `target_gbps`.
 fn force_ns(a: &mut Annulus, target_gbps: f64, gbps: f64) {
-    a.ns.on_cnm(0, target_gbps * GBPS, false);
+    a.ns.on_cnm(0, target_gbps * GBPS, false, 0);
     a.ns.set_rate_bytes_per_s(gbps * GBPS);
     a.update_min();
 }
@@ -422,6 +422,38 @@ fn a_window_loop_is_paced_at_the_near_source_rate_not_at_its_own() {
     b.on_report(&cnm(1, 32));
     let act = b.on_report(&acks(2, 1500));
     assert_eq!(act.pacing, Some(Pacing::BytesPerSec(b.min_rate)));
+}
+
+#[test]
+fn the_optional_timer_recovers_a_flow_that_acknowledges_nothing() {
+    // Without a timer (the paper) recovery waits for acknowledged bytes: none, no recovery.
+    let mut plain = seeded(dc(AnnulusConfig::default()), 4.0);
+    plain.on_report(&cnm(1, 32));
+    let cut = plain.ns.rate_bytes_per_s();
+    plain.on_report(&idle_acks(100_000, 0));
+    assert_eq!(plain.ns.rate_bytes_per_s(), cut);
+    // With 802.1Qau's 15 ms timer: one increase event per 15 ms after the CNM (fast recovery
+    // halves the gap to R_T each time), then per 7.5 ms in active increase.
+    let timed = AnnulusConfig { ns_timer_us: 15_000.0, ..dc(AnnulusConfig::default()) };
+    let mut t = seeded(timed, 4.0);
+    t.on_report(&cnm(1, 32));
+    assert_eq!(t.ns.rate_bytes_per_s(), cut);
+    let target = t.ns.target_bytes_per_s();
+    t.on_report(&idle_acks(15_000, 0));
+    assert_eq!(t.ns.cycles(), 0, "the first expiry is 15 ms after the CNM");
+    t.on_report(&idle_acks(15_001, 0));
+    assert_eq!(t.ns.cycles(), 1);
+    assert!(close(t.ns.rate_bytes_per_s(), (cut + target) / 2.0));
+    t.on_report(&idle_acks(15_001 + 4 * 15_000 + 2 * 7_500, 0));
+    assert_eq!(t.ns.cycles(), 7, "4 more fast-recovery periods of 15 ms, then 2 of 7.5 ms");
+    // A CNM restarts the timer.
+    t.on_report(&cnm(100_000, 1));
+    t.on_report(&idle_acks(114_000, 0));
+    assert_eq!(t.ns.cycles(), 0);
+    // A report after a very long silence runs a bounded number of expiries: enough to climb to
+    // the growth cap (2× DCTCP's rate), where growth pauses.
+    t.on_report(&idle_acks(u64::MAX / 2, 0));
+    assert!(close(t.ns.rate_bytes_per_s(), 2.0 * t.e2e_rate()), "{} vs {}", t.ns.rate_bytes_per_s(), t.e2e_rate());
 }
 
 #[test]
