@@ -31,15 +31,16 @@
 //! Before the first bandwidth sample the flow paces at 2.885·cwnd/RTT, with the datapath's RTT or
 //! 1 ms before there is one (recomputed at the first RTT sample), and uses the initial window. Until
 //! the pipe is full the pacing rate only rises (an early, low sample must not slow the ramp) and
-//! the window grows by the bytes acknowledged while it is below its target (and through the first
-//! initial window of data); once the pipe is full it is min(cwnd + acked, target): cut to the target
-//! at once, regrown toward it by what is acknowledged.
+//! the window grows by the bytes delivered while it is below its target, up to the target (Linux
+//! passes it by at most one ACK), and through the first initial window of data; once the pipe is
+//! full it is min(cwnd + delivered, target): cut to the target at once, regrown toward it by what
+//! is delivered.
 //!
 //! Loss (tcp_bbr.c's loss modulation). v1 does not read loss as congestion. A loss outside a
 //! recovery period starts one: the window is saved and cut to what is in flight plus what the
-//! report acknowledged, and packet conservation holds it there (never below in flight + acked,
-//! less further losses) for one round, until the data in flight at the loss has been acknowledged
-//! — the kernel's recovery point, measured in data as dctcp.rs measures its windows; the round
+//! report delivered, and packet conservation holds it there (never below in flight + delivered,
+//! less further losses) for one round, until the data in flight at the loss has been cumulatively
+//! acknowledged — the kernel's recovery point, measured in data as dctcp.rs measures its windows; the round
 //! restarts there too, as Linux restarts it. Then the saved window is restored and the normal
 //! rules resume. A retransmission timeout saves the window, sets it to the agent's loss window (2
 //! packets: Linux uses 1, the agent never goes below 2), resets STARTUP's full-pipe detector, and
@@ -49,10 +50,17 @@
 //!
 //! Reports instead of ACKs:
 //! - Rounds (the unit of the bandwidth filter, of full-pipe detection and of PROBE_RTT): a round
-//!   that starts at the end of a report ends once the bytes cumulatively acknowledged since reach
-//!   the bytes in flight at its start (at least one MSS). That is tcp_bbr.c's "a packet sent after
-//!   the round began has been delivered" without sequence numbers (dctcp.rs's window of data).
-//!   Chosen over one SRTT of datapath time, which would count rounds while nothing is delivered.
+//!   that starts at the end of a report ends once the bytes delivered since reach the bytes in
+//!   flight at its start (at least one MSS). That is tcp_bbr.c's "a packet sent after the round
+//!   began has been delivered" without sequence numbers (dctcp.rs's window of data). Chosen over
+//!   one SRTT of datapath time, which would count rounds while nothing is delivered.
+//! - Delivered, as Linux's `tp->delivered` and `rs->acked_sacked` count it: each segment once,
+//!   when first cumulatively or selectively acknowledged (`Report::delivered_and_marked_segments`).
+//!   Rounds, window growth, packet conservation and the application-limited stretch use it; only
+//!   the end of a recovery period (the recovery point) waits for the cumulative ACK. The cumulative
+//!   ACK alone stands still while SACKs fill a hole and then jumps by everything SACKed behind it:
+//!   on a 1 %-loss path that kept STARTUP from counting rounds for seconds, and each jump let the
+//!   window out by a round's worth (15,095 retransmissions in a 5 s warm-up where Linux had 850).
 //! - A delivery-rate sample is min(recv_rate, send_rate) of the report: Linux divides the data
 //!   delivered by the longer of the send and ACK intervals of the same packets, i.e. takes the
 //!   smaller rate, so that ACK compression cannot inflate it. A report without a rate gives no
@@ -555,13 +563,12 @@ impl Bbr {
     }
 
     /// Counts rounds and returns the round's own rate sample when it ends without any report's.
-    fn update_round(&mut self, r: &Report) -> Option<f64> {
-        let acked = r.acked_bytes as f64;
+    fn update_round(&mut self, r: &Report, delivered: f64) -> Option<f64> {
         self.round_start = false;
-        self.round_acked_bytes += acked;
-        self.round_left_bytes -= acked;
+        self.round_acked_bytes += delivered;
+        self.round_left_bytes -= delivered;
         self.round_had_rate |= r.recv_rate_bytes_per_s.is_some_and(|v| v > 0);
-        if acked <= 0.0 || self.round_left_bytes > 0.0 {
+        if delivered <= 0.0 || self.round_left_bytes > 0.0 {
             return None;
         }
         self.round += 1;
@@ -570,6 +577,13 @@ impl Bbr {
         let sample = (!self.round_had_rate && elapsed_us > 0).then(|| self.round_acked_bytes * US_PER_S / elapsed_us as f64);
         self.restart_round(r.now_us, r.inflight_bytes as f64);
         sample
+    }
+
+    /// The bytes the report newly delivered, cumulatively or selectively acknowledged, each once
+    /// (tcp_bbr.c's `rs->acked_sacked` and `tp->delivered`). `acked_bytes` alone would stand still
+    /// while SACKs fill a hole and then jump by everything SACKed behind it.
+    fn delivered(r: &Report) -> f64 {
+        r.delivered_and_marked_segments().0 * r.mss()
     }
 
     /// The report's delivery-rate sample (see the module comment).
@@ -706,10 +720,11 @@ impl Bbr {
         self.pacing_rate = self.pacing_rate.max(MIN_PACING_RATE_BYTES_PER_S);
     }
 
-    /// Loss recovery, then the window toward its target (tcp_bbr.c's bbr_set_cwnd).
-    fn update_cwnd(&mut self, r: &Report) {
+    /// Loss recovery, then the window toward its target (tcp_bbr.c's bbr_set_cwnd). `delivered`
+    /// is the report's newly delivered bytes; the recovery point is reached on cumulative ACKs.
+    fn update_cwnd(&mut self, r: &Report, delivered: f64) {
         let mss = self.mss;
-        let acked = r.acked_bytes as f64;
+        let acked = delivered;
         let inflight = r.inflight_bytes as f64;
         let lost = r.lost_pkts as f64 * mss;
         let mut conserving = false;
@@ -717,7 +732,7 @@ impl Bbr {
             // The loss window is set; growth starts with the next report.
             conserving = true;
         } else if let Some(rec) = self.recovery.as_mut() {
-            rec.left_bytes -= acked;
+            rec.left_bytes -= r.acked_bytes as f64;
             if rec.left_bytes <= 0.0 {
                 self.recovery = None;
                 self.cwnd = self.cwnd.max(self.prior_cwnd);
@@ -737,8 +752,12 @@ impl Bbr {
             let target = self.inflight_target(self.bw.get(), self.cwnd_gain);
             if self.full_bw_reached {
                 self.cwnd = (self.cwnd + acked).min(target);
-            } else if self.cwnd < target || self.delivered_bytes < self.init_cwnd_bytes {
+            } else if self.delivered_bytes < self.init_cwnd_bytes {
                 self.cwnd += acked;
+            } else if self.cwnd < target {
+                // Linux grows per ACK while below the target, so it passes the target by one
+                // ACK at most; a report's worth past it would be a burst nobody asked for.
+                self.cwnd = (self.cwnd + acked).min(target);
             }
             self.cwnd = self.cwnd.max(self.min_target_bytes());
         }
@@ -806,15 +825,15 @@ impl Algorithm for Bbr {
             self.cycle_start_us = r.now_us;
             self.round_started_us = r.now_us;
         }
-        let acked = r.acked_bytes as f64;
-        self.delivered_bytes += acked;
+        let delivered = Self::delivered(r);
+        self.delivered_bytes += delivered;
         if r.timeouts > 0 {
             self.on_timeout(r);
         }
         // The model (tcp_bbr.c's bbr_update_model), then the pacing rate and the window.
         let app_limited = r.app_limited || self.mode == Mode::ProbeRtt || self.app_limited_left_bytes > 0.0;
-        self.app_limited_left_bytes = (self.app_limited_left_bytes - acked).max(0.0);
-        let round_sample = self.update_round(r);
+        self.app_limited_left_bytes = (self.app_limited_left_bytes - delivered).max(0.0);
+        let round_sample = self.update_round(r, delivered);
         self.update_bw([Self::rate_sample(r), round_sample], app_limited);
         self.update_cycle_phase(r);
         self.check_full_bw(app_limited);
@@ -822,7 +841,7 @@ impl Algorithm for Bbr {
         self.update_min_rtt(r);
         self.update_gains();
         self.update_pacing(r);
-        self.update_cwnd(r);
+        self.update_cwnd(r, delivered);
         self.last_inflight_bytes = r.inflight_bytes as f64;
         self.action()
     }
@@ -1277,7 +1296,7 @@ mod tests {
         let a = b.on_report(&Report { lost_pkts: 3, ..rep(710_000, 20.0, Some(BW), 400.0, RTT_US) });
         assert_eq!(a.cwnd_bytes, Some(420.0 * MSS_F));
         assert_eq!(var(&b, "in_recovery"), 1.0);
-        // Packet conservation: never below in flight + acked, less further losses.
+        // Packet conservation: never below in flight + delivered, less further losses.
         let a = b.on_report(&Report { lost_pkts: 2, ..rep(720_000, 100.0, Some(BW), 300.0, RTT_US) });
         assert_eq!(a.cwnd_bytes, Some(418.0 * MSS_F));
         let a = b.on_report(&rep(730_000, 250.0, Some(BW), 200.0, RTT_US));
@@ -1288,6 +1307,65 @@ mod tests {
         assert_eq!(a.cwnd_bytes, Some(before));
         // Bandwidth was not touched.
         assert_eq!(var(&b, "bw_bytes_per_s"), BW);
+    }
+
+    /// A report of SACKs alone: `sacked` packets newly SACKed behind a hole, the cumulative ACK
+    /// not moving.
+    fn sacks(now_us: u64, sacked: f64, inflight_pkts: f64) -> Report {
+        Report {
+            acked_bytes: 0,
+            acked_pkts: 0,
+            sacked_bytes: (sacked * MSS_F) as u64,
+            sacked_pkts: sacked as u64,
+            ..rep(now_us, 0.0, Some(BW), inflight_pkts, RTT_US)
+        }
+    }
+
+    #[test]
+    fn sack_recovery_counts_deliveries_once_for_rounds_and_conservation() {
+        let mut b = bbr();
+        to_probe_bw(&mut b);
+        let round = b.round;
+        // A loss with 400 in flight opens recovery and a round of 400 packets.
+        let a = b.on_report(&Report { lost_pkts: 1, ..rep(710_000, 20.0, Some(BW), 400.0, RTT_US) });
+        assert_eq!(a.cwnd_bytes, Some(420.0 * MSS_F));
+        // SACKs deliver 150 packets twice while the hole stays open: conservation allows in
+        // flight + delivered, and the round (400) is not over after 300.
+        let a = b.on_report(&sacks(720_000, 150.0, 400.0));
+        assert_eq!(a.cwnd_bytes, Some(550.0 * MSS_F));
+        b.on_report(&sacks(730_000, 150.0, 400.0));
+        assert_eq!(b.round, round);
+        // The retransmission fills the hole: the cumulative ACK moves 350 packets, over the 300
+        // SACKed ones, but delivers only 100 (the retransmitted one and 99 new). The round ends on
+        // deliveries (400 packets); the window is held at in flight + delivered (500 < 550), not
+        // in flight + the 350 of the jump; recovery waits for 50 more packets of cumulative ACK.
+        let jump = Report { acked_bytes: 350 * u64::from(MSS), acked_pkts: 100, ..rep(740_000, 0.0, Some(BW), 400.0, RTT_US) };
+        let a = b.on_report(&jump);
+        assert_eq!(b.round, round + 1);
+        assert_eq!(var(&b, "in_recovery"), 1.0);
+        assert_eq!(a.cwnd_bytes, Some(550.0 * MSS_F));
+        b.on_report(&rep(750_000, 50.0, Some(BW), 400.0, RTT_US));
+        assert_eq!(var(&b, "in_recovery"), 0.0);
+        // A datapath that counts no packets: bytes over the MSS.
+        let mut c = bbr();
+        c.on_report(&Report { acked_pkts: 0, ..rep(RTT_US, 10.0, Some(1e6), 10.0, RTT_US) });
+        assert_eq!(c.round, 1);
+    }
+
+    #[test]
+    fn startup_growth_stops_at_the_target_not_a_report_past_it() {
+        let mut b = bbr();
+        // 1 MB/s at 100 ms: a target of 2.885 · 100 kB + 3 MSS, about 291.5 packets.
+        b.on_report(&rep(RTT_US, 10.0, Some(1e6), 10.0, RTT_US));
+        let target = HIGH_GAIN * 1e6 * 0.1 + 3.0 * MSS_F;
+        assert!(b.cwnd < target);
+        // One report delivering 400 packets would take the window 400 packets up, past it.
+        let a = b.on_report(&rep(RTT_US + 10_000, 400.0, Some(1e6), 10.0, RTT_US));
+        assert_eq!(b.mode, Mode::Startup);
+        assert!((a.cwnd_bytes.unwrap() - target).abs() < 1e-6, "{:?} vs {target}", a.cwnd_bytes);
+        // The target rises with the estimate, and the window follows it.
+        let a = b.on_report(&rep(2 * RTT_US, 100.0, Some(2e6), 10.0, RTT_US));
+        assert!((a.cwnd_bytes.unwrap() - (target + 100.0 * MSS_F)).abs() < 1e-6);
     }
 
     #[test]
