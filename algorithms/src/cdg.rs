@@ -543,7 +543,7 @@ impl Cdg {
             return;
         }
         let before = self.w.cwnd_bytes();
-        self.w.grow(r.acked_bytes);
+        self.w.grow(r.delivered_bytes() as u64);
         self.shadow_bytes += self.w.cwnd_bytes() - before;
     }
 

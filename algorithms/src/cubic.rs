@@ -325,7 +325,7 @@ impl Cubic {
     }
 
     fn grow(&mut self, report: &Report, growth: Option<Growth>) {
-        let acked = report.acked_bytes;
+        let acked = report.delivered_bytes() as u64;
         let left_bytes = match growth {
             Some(Growth::Conservative) => {
                 self.w.set_cwnd(self.w.cwnd_bytes() + acked as f64 / CSS_GROWTH_DIVISOR);

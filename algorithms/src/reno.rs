@@ -142,6 +142,24 @@ mod tests {
         assert_eq!(a.cwnd_bytes, Some(40_000.0));
     }
 
+    /// Growth counts each segment once, when first delivered (Linux's acked_sacked): SACKs count
+    /// as they arrive, and the cumulative ACK that later jumps over them counts only what it
+    /// newly delivers.
+    #[test]
+    fn slow_start_counts_sacked_segments_once() {
+        let mut r = reno();
+        let sacks = Report { acked_bytes: 0, sacked_bytes: 3_000, sacked_pkts: 3, ..ack(100_000, 0) };
+        let a = r.on_report(&sacks);
+        assert_eq!(a.cwnd_bytes, Some(13_000.0));
+        // snd_una moves 5 segments: the 3 SACKed ones and 2 new.
+        let jump = Report { acked_bytes: 5_000, acked_pkts: 2, ..ack(110_000, 0) };
+        let a = r.on_report(&jump);
+        assert_eq!(a.cwnd_bytes, Some(15_000.0));
+        // A datapath that counts no packets: the bytes.
+        let a = r.on_report(&ack(120_000, 4_000));
+        assert_eq!(a.cwnd_bytes, Some(19_000.0));
+    }
+
     #[test]
     fn congestion_avoidance_adds_one_mss_per_window() {
         let mut r = reno();

@@ -133,7 +133,7 @@ impl Vegas {
         self.round_samples = 0;
     }
 
-    /// The end-of-round adjustment; `acked` is the report's acknowledged bytes.
+    /// The end-of-round adjustment; `acked` is the report's delivered bytes.
     fn end_round(&mut self, acked: u64) {
         let mss = self.w.mss();
         if self.round_samples < MIN_ROUND_SAMPLES || self.base_rtt_us == 0 || self.round_min_rtt_us == u64::MAX {
@@ -208,11 +208,12 @@ impl Algorithm for Vegas {
                 self.w.reduce(now, self.w.beta());
             }
         } else if !self.w.in_recovery(now) && RenoWindow::window_limits(report) {
+            let delivered = report.delivered_bytes() as u64;
             if self.round_end_us.is_some_and(|end| now >= end) {
-                self.end_round(report.acked_bytes);
+                self.end_round(delivered);
                 self.new_round(now);
             } else if self.w.in_slow_start() {
-                self.w.slow_start(report.acked_bytes);
+                self.w.slow_start(delivered);
             }
         }
         if self.round_end_us.is_some_and(|end| now >= end) {

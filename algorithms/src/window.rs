@@ -2,10 +2,13 @@
 //! (RFC 5681, RFC 6582), kept as one state machine that Reno is and that Cubic, DCTCP, CDG,
 //! Vegas, NimbusCC and MulTCP build on.
 //!
-//! A report aggregates many ACKs, so growth is applied to the report's total acknowledged bytes:
-//! slow start adds them (doubling per RTT) up to ssthresh, and bytes that carry the window past
-//! ssthresh are credited to congestion avoidance, which adds one MSS per window of acknowledged
-//! data, integrated over the report so the result does not depend on how many ACKs it carries.
+//! A report aggregates many ACKs, so growth is applied to the report's total delivered bytes
+//! (`Report::delivered_bytes`: cumulatively or selectively acknowledged, each segment once, the
+//! `acked_sacked` Linux grows its window by; the cumulative ACK alone would hold still behind a
+//! hole and then credit everything SACKed behind it at once): slow start adds them (doubling per
+//! RTT) up to ssthresh, and bytes that carry the window past ssthresh are credited to congestion
+//! avoidance, which adds one MSS per window of delivered data, integrated over the report so the
+//! result does not depend on how many ACKs it carries.
 //!
 //! A congestion event (`loss_is_new_event`) lasts one smoothed RTT and, when the datapath reports
 //! bytes in flight, until the data in flight at the cut has been cumulatively acknowledged, at
@@ -320,7 +323,7 @@ impl RenoWindow {
                 self.reduce(report.now_us, self.cfg.beta);
             }
         } else if !self.in_recovery(report.now_us) && Self::window_limits(report) {
-            self.grow(report.acked_bytes);
+            self.grow(report.delivered_bytes() as u64);
         }
     }
 }

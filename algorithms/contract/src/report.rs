@@ -276,6 +276,19 @@ impl Report {
         (delivered, marked.min(delivered))
     }
 
+    /// The bytes this report delivered: [`Report::delivered_and_marked_segments`]'s segments
+    /// times the MSS, Linux's `acked_sacked` in bytes. Window growth counts these; the cumulative
+    /// ACK (`acked_bytes`) stands still while SACKs fill a hole and then jumps by everything
+    /// SACKed behind it, so it only says when a recovery point has been passed.
+    pub fn delivered_bytes(&self) -> f64 {
+        let pkts = self.acked_pkts.saturating_add(self.sacked_pkts);
+        if pkts > 0 {
+            pkts as f64 * self.mss()
+        } else {
+            self.acked_bytes as f64
+        }
+    }
+
     /// True when the report says the network dropped something (loss or timeout).
     #[inline]
     pub fn has_loss(&self) -> bool {

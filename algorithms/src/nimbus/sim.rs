@@ -401,7 +401,9 @@ impl Sender {
             interval_us,
             mss_bytes: MSS as u32,
             acked_bytes: self.acked as u64,
-            acked_pkts: (self.acked / MSS) as u64,
+            // A fluid model delivers bytes, not whole packets: no packet count, so consumers
+            // take the bytes (Report::delivered_and_marked_segments) rather than a floor of them.
+            acked_pkts: 0,
             lost_pkts: (self.lost / MSS).ceil() as u64,
             rtt,
             send_rate_bytes_per_s: s,
