@@ -37,12 +37,15 @@
 //! is delivered.
 //!
 //! Loss (tcp_bbr.c's loss modulation). v1 does not read loss as congestion. A loss outside a
-//! recovery period starts one: the window is saved and cut to what is in flight, and packet
-//! conservation holds it there (less further losses, never below what is in flight, never above
-//! where it was) for one round, until the data in flight at the loss has been cumulatively
-//! acknowledged — the kernel's recovery point, measured in data as dctcp.rs measures its windows; the round
-//! restarts there too, as Linux restarts it. Then the saved window is restored and the normal
-//! rules resume. A retransmission timeout saves the window, sets it to the agent's loss window (2
+//! recovery period starts one: the window is saved and cut to what is in flight, and the round
+//! restarts, as Linux restarts it. For that round, packet conservation holds the window there
+//! (never below what is in flight, never above where it was); after it, the normal rules grow it
+//! toward the target by what is delivered. Losses come off the window throughout. The period
+//! ends when the data in flight at the loss has been cumulatively acknowledged — the kernel's
+//! recovery point, measured in data as dctcp.rs measures its windows — and the saved window is
+//! restored. (Conservation until the recovery point, which holes in the cumulative ACK can put
+//! rounds away, left ours with 0.22–0.45 of a link shared with a kernel BBR, control 0.48–0.53.)
+//! A retransmission timeout saves the window, sets it to the agent's loss window (2
 //! packets: Linux uses 1, the agent never goes below 2), resets STARTUP's full-pipe detector, and
 //! lets the window regrow toward the target by the bytes acknowledged until the data outstanding at
 //! the timeout has been acknowledged; then the saved window is restored, as Linux restores it when
@@ -360,8 +363,9 @@ impl RoundMax {
 struct Recovery {
     /// Bytes still to be cumulatively acknowledged before the period ends.
     left_bytes: f64,
-    /// Entered by a retransmission timeout (no packet conservation) rather than by a loss.
-    timeout: bool,
+    /// Packet conservation: the first round of a recovery entered by a loss (tcp_bbr.c clears
+    /// it at the next round start); never after a retransmission timeout.
+    conserving: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -732,18 +736,21 @@ impl Bbr {
             // The loss window is set; growth starts with the next report.
             conserving = true;
         } else if let Some(rec) = self.recovery.as_mut() {
+            let before = self.cwnd;
+            // Linux takes what each ACK marks lost off the window, conserving or not.
+            self.cwnd = (before - lost).max(mss);
             rec.left_bytes -= r.acked_bytes as f64;
+            rec.conserving &= !self.round_start;
             if rec.left_bytes <= 0.0 {
                 self.recovery = None;
                 self.cwnd = self.cwnd.max(self.prior_cwnd);
-            } else if !rec.timeout {
+            } else if rec.conserving {
                 conserving = true;
-                let before = self.cwnd;
-                self.cwnd = (before - lost).max(mss).max(inflight.min(before));
+                self.cwnd = self.cwnd.max(inflight.min(before));
             }
         } else if r.lost_pkts > 0 {
             self.save_cwnd();
-            self.recovery = Some(Recovery { left_bytes: inflight.max(mss), timeout: false });
+            self.recovery = Some(Recovery { left_bytes: inflight.max(mss), conserving: true });
             self.restart_round(r.now_us, inflight);
             // Cut what application pauses, TSO deferral and the like left unused; conserve after.
             self.cwnd = inflight.min(self.cwnd);
@@ -772,7 +779,7 @@ impl Bbr {
         self.save_cwnd();
         // Everything outstanding at the timeout must be acknowledged before the Loss state ends.
         let outstanding = (r.inflight_bytes as f64).max(self.last_inflight_bytes).max(self.mss);
-        self.recovery = Some(Recovery { left_bytes: outstanding, timeout: true });
+        self.recovery = Some(Recovery { left_bytes: outstanding, conserving: false });
         self.full_bw = 0.0;
         self.full_bw_count = 0;
         self.cwnd = MIN_CWND_PKTS * self.mss;
@@ -1343,13 +1350,17 @@ mod tests {
         assert_eq!(b.round, round);
         // The retransmission fills the hole: the cumulative ACK moves 350 packets, over the 300
         // SACKed ones, but delivers only 100 (the retransmitted one and 99 new). The round ends on
-        // deliveries (400 packets); the window is held, not raised to in flight + the 350 of the
-        // jump (750); recovery waits for 50 more packets of cumulative ACK.
+        // deliveries (400 packets), and with it conservation: the window grows by the 100
+        // delivered, not by the 350 of the jump; recovery waits for 50 more packets of cumulative
+        // ACK.
         let jump = Report { acked_bytes: 350 * u64::from(MSS), acked_pkts: 100, ..rep(740_000, 0.0, Some(BW), 400.0, RTT_US) };
         let a = b.on_report(&jump);
         assert_eq!(b.round, round + 1);
         assert_eq!(var(&b, "in_recovery"), 1.0);
-        assert_eq!(a.cwnd_bytes, Some(400.0 * MSS_F));
+        assert_eq!(a.cwnd_bytes, Some(500.0 * MSS_F));
+        // Still in recovery, past conservation: losses come off, deliveries go on.
+        let a = b.on_report(&Report { lost_pkts: 5, ..sacks(745_000, 10.0, 400.0) });
+        assert_eq!(a.cwnd_bytes, Some(505.0 * MSS_F));
         b.on_report(&rep(750_000, 50.0, Some(BW), 400.0, RTT_US));
         assert_eq!(var(&b, "in_recovery"), 0.0);
         // A datapath that counts no packets: bytes over the MSS.
