@@ -125,8 +125,8 @@ fn agent_cubic_is_within_tolerance_of_the_kernels_cubic() {
     assert_within(&rows, "cubic", &["throughput", "queueing delay p95"]);
 }
 
-/// Throughput only: ours keeps a smaller queue than the kernel's BBR here (p95 4.8 vs 8.1 ms)
-/// and a far larger one on long fat and lossy links (README, "Fidelity").
+/// Throughput only: ours keeps a smaller queue than the kernel's BBR here (p95 4.8 vs 8.1 ms;
+/// README, "Fidelity").
 #[test]
 fn agent_bbr_is_within_tolerance_of_the_kernels_bbr() {
     if !common::can_run("agent_bbr_is_within_tolerance_of_the_kernels_bbr") {
@@ -134,6 +134,24 @@ fn agent_bbr_is_within_tolerance_of_the_kernels_bbr() {
     }
     let rows = parity_cell("parity-bbr", &kernel_parity(), ["agent-bbr", "kernel-bbr"], "50mbps-10ms-2bdp", "solo");
     assert_within(&rows, "bbr", &["throughput"]);
+}
+
+/// 1 % random loss, where SACKs hold the cumulative ACK back: throughput, the retransmissions
+/// after the warm-up, and those of the warm-up (no tolerance in the issue; here at most 8× the
+/// kernel's, whose own count ranged 210–930 between sittings). Before BBR counted delivered data,
+/// ours retransmitted 17.7–25× the kernel's in the warm-up and up to 33× after it (1.0–3.3× and
+/// 0.65–1.03× since). Not the p95 delay: bimodal in both BBRs here (ours 11–42 ms, the kernel's
+/// 15–48 ms across the repetitions of one cell).
+#[test]
+fn agent_bbr_on_a_lossy_link_retransmits_as_the_kernels_bbr_does() {
+    if !common::can_run("agent_bbr_on_a_lossy_link_retransmits_as_the_kernels_bbr_does") {
+        return;
+    }
+    let rows = parity_cell("parity-bbr-loss", &kernel_parity(), ["agent-bbr", "kernel-bbr"], "50mbps-50ms-1bdp-loss1pct", "solo");
+    assert_within(&rows, "bbr", &["throughput", "retransmits after"]);
+    let warmup = rows.iter().find(|r| r.pair == "bbr" && r.metric.starts_with("retransmits in")).expect("no warm-up row");
+    let ratio = warmup.ratio.expect("the kernel's BBR retransmits in the warm-up at 1 % loss");
+    assert!(ratio <= 8.0, "warm-up retransmissions: ours {:?}, theirs {:?} ({ratio:.2}×)", warmup.ours, warmup.theirs);
 }
 
 /// The directory of the kernel's `bpf_dctcp.c`: CCP_BPF_DCTCP_DIR, else what
