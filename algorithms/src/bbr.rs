@@ -43,8 +43,8 @@
 //! toward the target by what is delivered. Losses come off the window throughout. The period
 //! ends when the data in flight at the loss has been cumulatively acknowledged — the kernel's
 //! recovery point, measured in data as dctcp.rs measures its windows — and the saved window is
-//! restored. (Conservation until the recovery point, which holes in the cumulative ACK can put
-//! rounds away, left ours with 0.22–0.45 of a link shared with a kernel BBR, control 0.48–0.53.)
+//! restored. (Conserving until the recovery point instead, which holes in the cumulative ACK can
+//! put rounds away, is not Linux's rule: it kept the window flat for those rounds.)
 //! A retransmission timeout saves the window, sets it to the agent's loss window (2
 //! packets: Linux uses 1, the agent never goes below 2), resets STARTUP's full-pipe detector, and
 //! lets the window regrow toward the target by the bytes acknowledged until the data outstanding at
