@@ -17,6 +17,15 @@ import math
 
 from ccp_agent import MIN_CWND_PKTS, Action, Algorithm, Param
 
+
+def delivered_bytes(report):
+    """Bytes the report delivered, each segment once (acked + SACKed, Linux's acked_sacked), as
+    the native Report::delivered_bytes counts them: the cumulative ACK alone holds still behind a
+    hole and then jumps by everything SACKed. Bytes when the datapath counts no packets."""
+    pkts = report.acked_pkts + report.sacked_pkts
+    return float(pkts * max(report.mss_bytes, 1)) if pkts > 0 else float(report.acked_bytes)
+
+
 # Longest a congestion event lasts, in smoothed RTTs.
 RECOVERY_CAP_SRTTS = 3
 
@@ -68,7 +77,7 @@ class Reno(Algorithm):
                 self.reduce(now_us)
         elif now_us >= self.recovery_until_us and report.cwnd_limited and not report.app_limited:
             # Only a window the flow fills may grow (Linux's tcp_is_cwnd_limited).
-            self.grow(float(report.acked_bytes))
+            self.grow(delivered_bytes(report))
         return Action(self.cwnd_bytes)
 
     def state(self):

@@ -15,7 +15,7 @@ It builds on reno.py next to it (a Python algorithm may import modules from its 
 """
 
 from ccp_agent import Action, Param
-from reno import Reno
+from reno import Reno, delivered_bytes
 
 # A round with fewer RTT samples is not trusted (Linux: cntRTT <= 2).
 MIN_ROUND_SAMPLES = 3
@@ -69,11 +69,12 @@ class Vegas(Reno):
             if self.loss_is_new_event(now):
                 self.reduce(now)
         elif not self.in_recovery(now) and report.cwnd_limited and not report.app_limited:
+            delivered = delivered_bytes(report)
             if now >= self.round_end_us:
-                self.end_round(report.acked_bytes)
+                self.end_round(delivered)
                 self.new_round(now)
             elif self.cwnd_bytes < self.ssthresh_bytes:
-                self.slow_start(report.acked_bytes)
+                self.slow_start(delivered)
         if now >= self.round_end_us:
             # A round that ended in recovery or while app-limited is not evaluated.
             self.new_round(now)
