@@ -58,7 +58,7 @@
 //!   began has been delivered" without sequence numbers (dctcp.rs's window of data). Chosen over
 //!   one SRTT of datapath time, which would count rounds while nothing is delivered.
 //! - Delivered, as Linux's `tp->delivered` and `rs->acked_sacked` count it: each segment once,
-//!   when first cumulatively or selectively acknowledged (`Report::delivered_and_marked_segments`).
+//!   when first cumulatively or selectively acknowledged (`Report::delivered_bytes`).
 //!   Rounds, window growth, packet conservation and the application-limited stretch use it; only
 //!   the end of a recovery period (the recovery point) waits for the cumulative ACK. The cumulative
 //!   ACK alone stands still while SACKs fill a hole and then jumps by everything SACKed behind it:
