@@ -447,6 +447,15 @@ fn lines_between(p: &Proc, from_s: f64, to_s: f64) -> Vec<(f64, bool)> {
         .collect()
 }
 
+/// Blocks until the sender has stamped a line at or past `t_s` seconds (within 30 s of wall time).
+fn wait_for_sender_time(p: &Proc, t_s: f64) {
+    let t0 = Instant::now();
+    while !p.lines().iter().any(|v| v["t_us"].as_f64().is_some_and(|t| t / 1e6 >= t_s)) {
+        assert!(t0.elapsed() < Duration::from_secs(30), "the sender never reached t = {t_s} s; stderr:\n{}", p.stderr());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn after_kill_9_of_the_agent_the_fallback_keeps_the_transfer_going_and_a_new_agent_readopts_it() {
     let test = "after_kill_9_of_the_agent_the_fallback_keeps_the_transfer_going_and_a_new_agent_readopts_it";
@@ -461,9 +470,12 @@ fn after_kill_9_of_the_agent_the_fallback_keeps_the_transfer_going_and_a_new_age
     let agent = Agent::start_unix(dir.path(), &["--algorithm", "reno"]);
     let mut rx = sink(&router.receiver_ns, "10.77.0.2:5201", 1);
     let mut tx = send(&net, "10.77.0.2:5201", Some(dir.path()), &["--seconds", "12", "--report-ms", "500"]);
-    std::thread::sleep(Duration::from_secs(3));
+    // Kill and restart on the sender's own clock, the one its lines are stamped with: its start-up
+    // (DPDK, the port) takes a varying part of a second, and a wall-clock sleep once put the kill
+    // before the sender's t = 3 s, inside the window that must show the agent steering.
+    wait_for_sender_time(&tx, 3.0);
     agent.kill9();
-    std::thread::sleep(Duration::from_secs(4));
+    wait_for_sender_time(&tx, 7.0);
     let agent = Agent::start_unix(dir.path(), &["--algorithm", "reno"]);
     assert!(tx.wait(Duration::from_secs(40)), "sender exit; stderr:\n{}", tx.stderr());
     rx.wait(Duration::from_secs(10));
