@@ -112,6 +112,10 @@ declare_params! {
             "leave the initial slow start on rising delay through HyStart++'s conservative slow start, before the first loss (RFC 9406)",
         ),
         pub reno_friendly: bool = Param::bool(true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
+        pub w_est_alpha_one_after_prior: bool = Param::bool(
+            true,
+            "W_est grows by 1 segment per RTT once it regains the window before the last reduction (RFC 9438 §4.3, SHOULD); false keeps α_cubic throughout, as Linux's tcp_cubic does",
+        ),
         pub ecn: bool = Param::bool(true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
         pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
@@ -309,12 +313,13 @@ impl Cubic {
 
         let (mut next, windows) = integrate_cubic(cwnd, w_cubic(t + rtt, k, w_max, c), n);
         if self.cfg.reno_friendly {
+            let prior = if self.cfg.w_est_alpha_one_after_prior { self.cwnd_prior } else { f64::INFINITY };
             let w_now = w_cubic(t, k, w_max, c);
             self.w_est = if self.w_est >= cwnd && w_now < self.w_est {
                 // Already in the Reno-friendly region: W_est is the window and grows by α/W_est per segment.
-                grow_w_est_as_window(self.w_est, n, self.alpha, self.cwnd_prior)
+                grow_w_est_as_window(self.w_est, n, self.alpha, prior)
             } else {
-                advance_w_est(self.w_est, windows, self.alpha, self.cwnd_prior)
+                advance_w_est(self.w_est, windows, self.alpha, prior)
             };
             if w_now < self.w_est {
                 // RFC 9438 sets cwnd = W_est here; an ACK never shrinks the window, so take the larger.
@@ -603,6 +608,28 @@ mod tests {
         assert!(c.cwnd_pkts() > 190.0 && c.cwnd_pkts() < 215.0, "{}", c.cwnd_pkts());
         let pure = run(false);
         assert!(pure.cwnd_pkts() < 10.0, "{}", pure.cwnd_pkts());
+    }
+
+    #[test]
+    fn without_the_rfc_switch_w_est_keeps_alpha_cubic_past_the_prior_window() {
+        // As reno_friendly_region_dominates_at_small_bdp: 200 RTTs after a loss at 10 segments.
+        // Linux's tcp_cubic never switches α to 1: 0.529 per RTT from 7 all the way.
+        let run = |w_est_alpha_one_after_prior: bool| {
+            let mut c = cubic_with(CubicConfig { w_est_alpha_one_after_prior, ..CubicConfig::default() });
+            c.on_report(&ack_rtt(1_000, 0.0, 1_000));
+            c.on_report(&Report { lost_pkts: 1, ..ack_rtt(2_000, 0.0, 1_000) });
+            let mut now = 4_000;
+            for _ in 0..200 {
+                let cwnd = c.cwnd_pkts();
+                c.on_report(&ack_rtt(now, cwnd, 1_000));
+                now += 1_000;
+            }
+            c.cwnd_pkts()
+        };
+        let (rfc, linux) = (run(true), run(false));
+        assert!(rfc > 190.0 && rfc < 215.0, "{rfc}");
+        let expected = 7.0 + alpha_cubic(BETA_CUBIC) * 199.0;
+        assert!((linux - expected).abs() < 3.0, "{linux} vs {expected}");
     }
 
     #[test]
