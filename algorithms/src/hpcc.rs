@@ -57,7 +57,7 @@
 
 use std::sync::Arc;
 
-use crate::round::{WindowEnd, WindowMode};
+use crate::round::WindowEnd;
 use ccp_contract::{
     declare_params, param_choice, Action, Algorithm, AlgorithmFactory, AlgorithmInfo, Bound, FlowStart, IntHop, IntPath,
     NetworkFeedback, Pacing, Param, Report, StateVar, MIN_CWND_PKTS,
@@ -311,8 +311,7 @@ impl Hpcc {
     /// Starts the round that ends at the next update: the data in flight now (the artifact's
     /// lastUpdateSeq = snd_nxt).
     fn open_round(&mut self, report: &Report) {
-        let srtt_us = report.rtt.map_or(0, |r| r.srtt_us);
-        self.round = Some(WindowEnd::open(WindowMode::Inflight, report.inflight_bytes as f64, self.mss, report.now_us, srtt_us));
+        self.round = Some(WindowEnd::of_data(report.inflight_bytes as f64, self.mss));
     }
 
     fn action(&self) -> Action {

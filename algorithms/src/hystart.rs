@@ -32,7 +32,7 @@
 
 use ccp_contract::Report;
 
-use crate::round::{WindowEnd, WindowMode};
+use crate::round::WindowEnd;
 
 /// Lower bound of RttThresh, µs (RFC 9406 §4.2: MIN_RTT_THRESH = 4 ms).
 pub const MIN_RTT_THRESH_US: u64 = 4_000;
@@ -87,7 +87,7 @@ impl HyStart {
     pub fn new(inflight_bytes: f64, mss: f64) -> Self {
         HyStart {
             phase: Phase::SlowStart,
-            round: WindowEnd::open(WindowMode::Inflight, inflight_bytes, mss, 0, 0),
+            round: WindowEnd::of_data(inflight_bytes, mss),
             last_round_min_us: None,
             round_min_us: None,
             round_samples: 0,
@@ -144,7 +144,7 @@ impl HyStart {
     fn next_round(&mut self, report: &Report) {
         self.last_round_min_us = self.round_min_us.take();
         self.round_samples = 0;
-        self.round = WindowEnd::open(WindowMode::Inflight, report.inflight_bytes as f64, report.mss(), 0, 0);
+        self.round = WindowEnd::of_data(report.inflight_bytes as f64, report.mss());
         if let Phase::Css { baseline_us, rounds } = self.phase {
             let rounds = rounds + 1;
             self.phase = if rounds >= CSS_ROUNDS { Phase::Done } else { Phase::Css { baseline_us, rounds } };

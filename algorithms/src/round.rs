@@ -34,9 +34,15 @@ impl WindowEnd {
     /// A window starting now, with `inflight_bytes` outstanding.
     pub(crate) fn open(mode: WindowMode, inflight_bytes: f64, mss: f64, now_us: u64, srtt_us: u64) -> Self {
         match mode {
-            WindowMode::Inflight => WindowEnd::Acked { remaining_bytes: inflight_bytes.max(mss) },
+            WindowMode::Inflight => Self::of_data(inflight_bytes, mss),
             WindowMode::Srtt => WindowEnd::At { end_us: now_us.saturating_add(srtt_us) },
         }
+    }
+
+    /// A window of data starting now, with `inflight_bytes` outstanding (at least one MSS): for
+    /// callers that always delimit rounds by data.
+    pub(crate) fn of_data(inflight_bytes: f64, mss: f64) -> Self {
+        WindowEnd::Acked { remaining_bytes: inflight_bytes.max(mss) }
     }
 
     /// Bytes still to be acknowledged before the window ends (`None` for a window in time).
