@@ -381,7 +381,7 @@ impl Annulus {
         let before = self.ns.rate_bytes_per_s();
         let grow = |ns: &mut NearSource| {
             ns.on_acked_bytes(acked_bytes);
-            ns.on_time(now_us, true);
+            ns.on_time(now_us);
         };
         match self.cfg.gating {
             Gating::Off => grow(&mut self.ns),
@@ -393,7 +393,7 @@ impl Annulus {
                 }
             }
             // Paused: these ACKs and timer expiries are dropped, not banked (annulus.md §4.2.3).
-            Gating::Literal | Gating::Growth => self.ns.on_time(now_us, false),
+            Gating::Literal | Gating::Growth => self.ns.skip_time(now_us),
         }
         // After the clamp: cycles that would pass the cap do not end the loop on the way.
         self.ns.deactivate_at_line_rate();

@@ -83,18 +83,11 @@ impl NearSource {
         }
     }
 
-    /// The timer's expiries up to `now_us`, each an increase event when `run` (dropped, not
-    /// banked, while growth is paused); nothing without a timer. The caller clamps and
-    /// deactivates as after [`NearSource::on_acked_bytes`].
-    pub(super) fn on_time(&mut self, now_us: u64, run: bool) {
+    /// The timer's expiries up to `now_us`, each an increase event; nothing without a timer. The
+    /// caller clamps and deactivates as after [`NearSource::on_acked_bytes`].
+    pub(super) fn on_time(&mut self, now_us: u64) {
         let (Some(rp), Some(next)) = (self.rp.as_mut(), self.timer_next_us.as_mut()) else { return };
         let now = now_us as f64;
-        if !run {
-            if *next <= now {
-                *next += (((now - *next) / self.timer_us).floor() + 1.0) * self.timer_us;
-            }
-            return;
-        }
         // A long silence owes many expiries; past the fast-recovery cycles and the active-increase
         // steps to the line rate there is nothing left for them to do.
         let mut budget = MAX_TIMER_EVENTS_PER_REPORT;
@@ -105,6 +98,16 @@ impl NearSource {
         }
         if *next <= now {
             *next = now + self.timer_us;
+        }
+    }
+
+    /// The timer's expiries up to `now_us` while growth is paused: dropped, not banked; the timer
+    /// keeps its phase.
+    pub(super) fn skip_time(&mut self, now_us: u64) {
+        let (Some(_), Some(next)) = (self.rp.as_ref(), self.timer_next_us.as_mut()) else { return };
+        let now = now_us as f64;
+        if *next <= now {
+            *next += (((now - *next) / self.timer_us).floor() + 1.0) * self.timer_us;
         }
     }
 
