@@ -583,22 +583,25 @@ mod tests {
         assert!(w2 <= 12.0 && w2 > 11.999);
     }
 
+    /// A loss at the initial 10 segments, then 200 RTTs of 1 ms, each acknowledging a window.
+    fn after_loss_200_rtts_of_1_ms(cfg: CubicConfig) -> Cubic {
+        let mut c = cubic_with(cfg);
+        c.on_report(&ack_rtt(1_000, 0.0, 1_000));
+        c.on_report(&Report { lost_pkts: 1, ..ack_rtt(2_000, 0.0, 1_000) });
+        let mut now = 4_000;
+        for _ in 0..200 {
+            let cwnd = c.cwnd_pkts();
+            c.on_report(&ack_rtt(now, cwnd, 1_000));
+            now += 1_000;
+        }
+        c
+    }
+
     #[test]
     fn reno_friendly_region_dominates_at_small_bdp() {
         // W_max = 10 segments, RTT 1 ms: the cubic curve needs K ≈ 1.96 s to regain 10 segments,
         // while Reno would add a segment every millisecond.
-        let run = |reno_friendly: bool| {
-            let mut c = cubic_with(CubicConfig { reno_friendly, ..CubicConfig::default() });
-            c.on_report(&ack_rtt(1_000, 0.0, 1_000));
-            c.on_report(&Report { lost_pkts: 1, ..ack_rtt(2_000, 0.0, 1_000) });
-            let mut now = 4_000;
-            for _ in 0..200 {
-                let cwnd = c.cwnd_pkts();
-                c.on_report(&ack_rtt(now, cwnd, 1_000));
-                now += 1_000;
-            }
-            c
-        };
+        let run = |reno_friendly: bool| after_loss_200_rtts_of_1_ms(CubicConfig { reno_friendly, ..CubicConfig::default() });
         let c = run(true);
         let t = (c.last_now_us - c.epoch_start_us.unwrap()) as f64 / 1e6;
         let w_now = w_cubic(t, c.k_s, c.w_max, 0.4);
@@ -615,16 +618,7 @@ mod tests {
         // As reno_friendly_region_dominates_at_small_bdp: 200 RTTs after a loss at 10 segments.
         // Linux's tcp_cubic never switches α to 1: 0.529 per RTT from 7 all the way.
         let run = |w_est_alpha_one_after_prior: bool| {
-            let mut c = cubic_with(CubicConfig { w_est_alpha_one_after_prior, ..CubicConfig::default() });
-            c.on_report(&ack_rtt(1_000, 0.0, 1_000));
-            c.on_report(&Report { lost_pkts: 1, ..ack_rtt(2_000, 0.0, 1_000) });
-            let mut now = 4_000;
-            for _ in 0..200 {
-                let cwnd = c.cwnd_pkts();
-                c.on_report(&ack_rtt(now, cwnd, 1_000));
-                now += 1_000;
-            }
-            c.cwnd_pkts()
+            after_loss_200_rtts_of_1_ms(CubicConfig { w_est_alpha_one_after_prior, ..CubicConfig::default() }).cwnd_pkts()
         };
         let (rfc, linux) = (run(true), run(false));
         assert!(rfc > 190.0 && rfc < 215.0, "{rfc}");
