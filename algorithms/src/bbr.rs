@@ -180,7 +180,7 @@ const EXTRA_ACKED_MAX_US: f64 = 100_000.0;
 /// An aggregation epoch restarts once it has counted this many packets (tcp_bbr.c: 2^20), and its
 /// count never exceeds 0xFFFFF packets.
 const ACK_EPOCH_RESET_PKTS: f64 = 1_048_576.0;
-const ACK_EPOCH_MAX_PKTS: f64 = 1_048_575.0;
+const ACK_EPOCH_MAX_PKTS: f64 = ACK_EPOCH_RESET_PKTS - 1.0;
 /// One report per this many RTTs (see the module comment).
 const REPORT_RTTS: f64 = 0.25;
 /// Keeps the pacing rate positive (the controller refuses zero) after extreme scaling or capping,
@@ -414,7 +414,6 @@ impl AckAggregation {
     /// One report: `delivered` bytes over its interval, with BtlBw `bw` (bytes/s); the excess is
     /// never counted above `cwnd` (bytes).
     fn update(&mut self, r: &Report, round_start: bool, delivered: f64, bw: f64, cwnd: f64, mss: f64) {
-        let (now_us, interval_us) = (r.now_us, r.interval_us);
         if delivered <= 0.0 {
             return;
         }
@@ -426,12 +425,12 @@ impl AckAggregation {
                 self.extra_bytes[self.window_idx] = 0.0;
             }
         }
-        let elapsed_us = now_us.saturating_sub(self.epoch_start_us) as f64;
-        let mut expected = bw * elapsed_us / US_PER_S;
+        let expected_since = |start_us: u64| bw * r.now_us.saturating_sub(start_us) as f64 / US_PER_S;
+        let mut expected = expected_since(self.epoch_start_us);
         if self.epoch_delivered_bytes <= expected || self.epoch_delivered_bytes + delivered >= ACK_EPOCH_RESET_PKTS * mss {
-            self.epoch_start_us = now_us.saturating_sub(interval_us);
+            self.epoch_start_us = r.now_us.saturating_sub(r.interval_us);
             self.epoch_delivered_bytes = 0.0;
-            expected = bw * now_us.saturating_sub(self.epoch_start_us) as f64 / US_PER_S;
+            expected = expected_since(self.epoch_start_us);
         }
         self.epoch_delivered_bytes = (self.epoch_delivered_bytes + delivered).min(ACK_EPOCH_MAX_PKTS * mss);
         let extra = (self.epoch_delivered_bytes - expected).clamp(0.0, cwnd);
