@@ -59,6 +59,8 @@ struct Line<'a> {
     lost_pkts: u64,
     ce_pkts: u64,
     inflight_bytes: u64,
+    /// Sent and not cumulatively acknowledged (`Report::unacked_bytes`; 0 where not reported).
+    unacked_bytes: u64,
     /// The window limited the sender over the interval (`Report::cwnd_limited`).
     cwnd_limited: bool,
     app_limited: bool,
@@ -120,6 +122,7 @@ impl FlowTrace {
             lost_pkts: r.lost_pkts,
             ce_pkts: r.ce_pkts,
             inflight_bytes: r.inflight_bytes,
+            unacked_bytes: r.unacked_bytes,
             cwnd_limited: r.cwnd_limited,
             app_limited: r.app_limited,
             window_ceiling_bytes: c.window_ceiling_bytes(),

@@ -8,7 +8,7 @@
 //! (RFC 3168 §6.1.2): the same halving, at most once per round trip, without a retransmission.
 //!
 //! Reno is the shared window (window.rs, `RenoWindow`) with nothing added: a congestion event
-//! lasts until the flight at the cut is acknowledged (NewReno's recovery point, RFC 6582 §3.2),
+//! lasts until the data outstanding at the cut is acknowledged (NewReno's recovery point, RFC 6582 §3.2),
 //! growth is integrated over each report's acknowledged bytes, and windows never go below
 //! `MIN_CWND_PKTS` (the contract's floor). Those rules, and the evidence for them, are there.
 
@@ -312,5 +312,33 @@ mod tests {
         };
         assert_eq!(run(true), vec![0.5, 1.0, 0.5, 0.5], "one cut for the event, then one per new event");
         assert_eq!(run(false)[..2], [0.5, 0.5], "one SRTT only: the late loss cuts again");
+    }
+
+    /// The recovery point is the data outstanding at the cut (snd_nxt), not the flight: the flight
+    /// leaves out SACKed and lost segments, so the cumulative ACK that repairs the first hole
+    /// passes the flight at the cut while the last segments sent before it are still
+    /// unacknowledged, and a loss among them belongs to the same event. (The agent's Reno on the
+    /// eBPF datapath cut twice for one overflow this way before `unacked_bytes` was reported.)
+    #[test]
+    fn a_loss_before_the_recovery_point_is_the_same_event_though_the_flight_at_the_cut_is_acknowledged() {
+        let mss = u64::from(MSS);
+        let report = |now_us, acked_pkts: u64, inflight_pkts: u64, unacked_pkts: u64| Report {
+            lost_pkts: 1,
+            inflight_bytes: inflight_pkts * mss,
+            unacked_bytes: unacked_pkts * mss,
+            ..ack(now_us, acked_pkts * mss)
+        };
+        let run = |says_unacked: bool| {
+            let unacked = |pkts: u64| if says_unacked { pkts } else { 0 };
+            let mut r = Reno::new(RenoConfig::default());
+            r.init(&FlowStart::new(MSS, 28_000));
+            // The cut: 26 segments in flight, 3 SACKed and 1 lost besides, 30 outstanding.
+            r.on_report(&report(100_000, 0, 26, unacked(30)));
+            // After the SRTT the retransmission repairs the hole: the cumulative ACK moves 28, and
+            // one of the 2 segments sent last before the cut is found lost.
+            r.on_report(&report(220_000, 28, 12, unacked(14))).cwnd_bytes
+        };
+        assert_eq!(run(true), Some(14_000.0), "one cut for the overflow");
+        assert_eq!(run(false), Some(7_000.0), "with the flight alone it cuts again");
     }
 }

@@ -95,6 +95,8 @@ pub struct AckSample {
 pub struct Gauges {
     pub mss: u32,
     pub inflight_bytes: u64,
+    /// Sent and not cumulatively acknowledged (snd_nxt − snd_una).
+    pub unacked_bytes: u64,
     pub pending_bytes: u64,
     pub cwnd_bytes: u64,
     pub pacing: Option<f64>,
@@ -243,6 +245,7 @@ impl FlowCc {
             send_rate_bytes_per_s: f.send_rate,
             recv_rate_bytes_per_s: f.recv_rate,
             inflight_bytes: g.inflight_bytes,
+            unacked_bytes: g.unacked_bytes,
             pending_bytes: g.pending_bytes,
             cwnd_bytes: g.cwnd_bytes,
             pacing_rate_bytes_per_s: g.pacing.map(|r| r as u64),
@@ -341,6 +344,7 @@ mod tests {
         Gauges {
             mss: 1000,
             inflight_bytes: 5000,
+            unacked_bytes: 6000,
             pending_bytes: 9000,
             cwnd_bytes: 10_000,
             pacing: None,

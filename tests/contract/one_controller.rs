@@ -124,6 +124,8 @@ fn from_line(n: usize, line: &str) -> Report {
         send_rate_bytes_per_s: o(19),
         recv_rate_bytes_per_s: o(20),
         inflight_bytes: num(21),
+        // The recorded columns predate the field: unknown, as from a libccp datapath.
+        unacked_bytes: 0,
         pending_bytes: num(22),
         cwnd_bytes: num(23),
         pacing_rate_bytes_per_s: o(24),

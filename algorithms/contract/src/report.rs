@@ -184,7 +184,15 @@ pub struct Report {
     /// Delivery (receive) rate over the same packets, bytes/s.
     pub recv_rate_bytes_per_s: Option<u64>,
 
+    /// Bytes in the network at the end of the interval: sent and neither SACKed nor marked lost,
+    /// plus retransmissions (Linux's `tcp_packets_in_flight`, RFC 6675's pipe).
     pub inflight_bytes: u64,
+    /// Bytes sent and not yet cumulatively acknowledged (snd_nxt − snd_una): in flight, SACKed
+    /// and marked lost alike, the span a recovery point (RFC 6582 §3.2) covers. `inflight_bytes`
+    /// leaves out what was SACKed or marked lost, so a recovery point counted in it ends before
+    /// the data at the cut is acknowledged. Zero when the datapath does not say (libccp has no
+    /// such primitive).
+    pub unacked_bytes: u64,
     /// Bytes the application has written that are not yet acknowledged (includes in-flight).
     pub pending_bytes: u64,
     /// The congestion window the datapath is using at the end of the interval, bytes.
@@ -230,6 +238,7 @@ impl Default for Report {
             send_rate_bytes_per_s: None,
             recv_rate_bytes_per_s: None,
             inflight_bytes: 0,
+            unacked_bytes: 0,
             pending_bytes: 0,
             cwnd_bytes: 0,
             pacing_rate_bytes_per_s: None,

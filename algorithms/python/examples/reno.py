@@ -40,7 +40,7 @@ class Reno(Algorithm):
         Param("beta", 0.5, min=0.01, max=0.99, doc="multiplicative decrease on loss (RFC 5681: 1/2)"),
         Param("ecn", True, doc="respond to ECN-Echo as to a loss, once per congestion event"),
         Param("recovery_by_data", True,
-              doc="a congestion event lasts until the data in flight at the cut is acknowledged"),
+              doc="a congestion event lasts until the data outstanding at the cut is acknowledged"),
     ]
 
     def init(self, flow):
@@ -50,6 +50,7 @@ class Reno(Algorithm):
         self.recovery_left_bytes = 0.0
         self.reduced_at_us = 0
         self.inflight_bytes = 0
+        self.unacked_bytes = 0
         self.srtt_us = 0
         seed = flow.seed
         if seed is not None:
@@ -96,6 +97,7 @@ class Reno(Algorithm):
             self.srtt_us = max(rtt.srtt_us, 1)
         self.recovery_left_bytes = max(self.recovery_left_bytes - float(report.acked_bytes), 0.0)
         self.inflight_bytes = report.inflight_bytes
+        self.unacked_bytes = report.unacked_bytes
 
     def in_recovery(self, now_us):
         return now_us < self.recovery_until_us
@@ -111,7 +113,8 @@ class Reno(Algorithm):
         self.cwnd_bytes = self.ssthresh_bytes
         self.recovery_until_us = now_us + self.srtt_us
         self.reduced_at_us = now_us
-        self.recovery_left_bytes = float(self.inflight_bytes)
+        # The span up to snd_nxt (Linux's recovery point); the flight where it is not reported.
+        self.recovery_left_bytes = float(max(self.unacked_bytes, self.inflight_bytes))
 
     def timeout(self, now_us, inflight_bytes):
         flight = max(float(inflight_bytes), self.cwnd_bytes)

@@ -104,6 +104,7 @@ macro_rules! plain_report_fields {
             send_rate_bytes_per_s: Option<u64>,
             recv_rate_bytes_per_s: Option<u64>,
             inflight_bytes: u64,
+            unacked_bytes: u64,
             pending_bytes: u64,
             cwnd_bytes: u64,
             pacing_rate_bytes_per_s: Option<u64>,

@@ -320,6 +320,15 @@ impl Sender {
         }
     }
 
+    /// Bytes sent and not cumulatively acknowledged: segments [snd_una, snd_nxt), in flight,
+    /// SACKed or lost alike (only the flow's last segment can be short).
+    pub(crate) fn unacked_bytes(&self, mss: u32) -> u64 {
+        match self.snd_nxt.checked_sub(self.snd_una) {
+            None | Some(0) => 0,
+            Some(n) => u64::from(n - 1) * u64::from(mss) + u64::from(self.payload(self.snd_nxt - 1, mss)),
+        }
+    }
+
     fn payload(&self, seg: u32, mss: u32) -> u32 {
         if seg + 1 == self.total_segs {
             self.last_payload

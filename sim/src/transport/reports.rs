@@ -46,6 +46,7 @@ impl Sim {
         let g = Gauges {
             mss,
             inflight_bytes: st.snd.pipe_bytes,
+            unacked_bytes: st.snd.unacked_bytes(mss),
             pending_bytes: pending,
             cwnd_bytes: st.snd.cwnd_bytes,
             pacing: st.snd.pacing,

@@ -54,6 +54,7 @@ pub fn to_report(k: &KernelReport) -> Report {
         send_rate_bytes_per_s: send.filter(|_| both),
         recv_rate_bytes_per_s: recv.filter(|_| both),
         inflight_bytes: u64::from(k.inflight_pkts) * mss,
+        unacked_bytes: u64::from(k.unacked_pkts) * mss,
         pending_bytes: u64::from(k.pending_bytes),
         cwnd_bytes: u64::from(k.cwnd_pkts) * mss,
         pacing_rate_bytes_per_s: k.paced.then_some(k.pacing_rate),
@@ -147,6 +148,7 @@ mod tests {
             rate_snd_us: 20_000,
             rate_rcv_us: 25_000,
             inflight_pkts: 30,
+            unacked_pkts: 36,
             pending_bytes: 1_000_000,
             cwnd_pkts: 32,
             ssthresh: 20,
@@ -178,7 +180,8 @@ mod tests {
         // 100 packets of 1448 bytes over 20 ms sent and 25 ms acknowledged.
         assert_eq!(r.send_rate_bytes_per_s, Some(7_240_000));
         assert_eq!(r.recv_rate_bytes_per_s, Some(5_792_000));
-        assert_eq!((r.inflight_bytes, r.pending_bytes, r.cwnd_bytes), (30 * 1448, 1_000_000, 32 * 1448));
+        assert_eq!((r.inflight_bytes, r.unacked_bytes, r.pending_bytes), (30 * 1448, 36 * 1448, 1_000_000));
+        assert_eq!(r.cwnd_bytes, 32 * 1448);
         assert_eq!(r.pacing_rate_bytes_per_s, Some(5_000_000));
         assert!(!r.app_limited);
         assert!(!r.cwnd_limited);

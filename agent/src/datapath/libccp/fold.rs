@@ -332,6 +332,8 @@ impl FlowDecoder {
             send_rate_bytes_per_s: (send > 0 && recv > 0).then_some(send),
             recv_rate_bytes_per_s: (send > 0 && recv > 0).then_some(recv),
             inflight_bytes: f(layout.inflight_bytes),
+            // libccp has no primitive for snd_nxt − snd_una: the window falls back to the flight.
+            unacked_bytes: 0,
             pending_bytes: f(layout.pending_bytes),
             cwnd_bytes: f(layout.cwnd_bytes),
             pacing_rate_bytes_per_s: match f(layout.rate_bytes) {

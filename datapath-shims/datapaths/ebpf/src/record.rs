@@ -83,7 +83,8 @@ pub(crate) struct RawReport {
     pub urgent: u8,
     pub flags: u8,
     pub ca_state: u8,
-    pub pad: [u8; 7],
+    pub pad: [u8; 3],
+    pub unacked_pkts: u32,
 }
 
 #[repr(C)]
@@ -228,6 +229,9 @@ pub struct KernelReport {
     pub rate_snd_us: u32,
     pub rate_rcv_us: u32,
     pub inflight_pkts: u32,
+    /// Sent and not cumulatively acknowledged (`tp->packets_out`); 0 from an instance built
+    /// before the field (it was padding).
+    pub unacked_pkts: u32,
     pub pending_bytes: u32,
     pub cwnd_pkts: u32,
     pub ssthresh: u32,
@@ -410,6 +414,7 @@ impl From<&RawReport> for KernelReport {
             rate_snd_us: r.rate_snd_us,
             rate_rcv_us: r.rate_rcv_us,
             inflight_pkts: r.inflight_pkts,
+            unacked_pkts: r.unacked_pkts,
             pending_bytes: r.pending_bytes,
             cwnd_pkts: r.cwnd_pkts,
             ssthresh: r.ssthresh,

@@ -61,6 +61,9 @@ class Report:
     send_rate_bytes_per_s: Optional[int]
     recv_rate_bytes_per_s: Optional[int]
     inflight_bytes: int
+    unacked_bytes: int
+    """Sent and not cumulatively acknowledged (snd_nxt - snd_una); 0 where the datapath does not
+    say."""
     pending_bytes: int
     cwnd_bytes: int
     pacing_rate_bytes_per_s: Optional[int]

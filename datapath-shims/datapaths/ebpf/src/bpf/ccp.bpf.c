@@ -343,6 +343,7 @@ static __always_inline void emit_report(struct sock *sk, struct tcp_sock *tp, st
 	r->rate_snd_us = f->rate_snd_us;
 	r->rate_rcv_us = f->rate_rcv_us;
 	r->inflight_pkts = in_flight(tp);
+	r->unacked_pkts = tp->packets_out;
 	r->pending_bytes = tp->write_seq - tp->snd_una;
 	r->cwnd_pkts = tp->snd_cwnd;
 	r->ssthresh = tp->snd_ssthresh;

@@ -114,7 +114,10 @@ struct ccp_rec_report {
 	__u8 urgent;          /* enum ccp_urgent */
 	__u8 flags;           /* CCP_RF_* */
 	__u8 ca_state;
-	__u8 _pad[7];
+	__u8 _pad[3];
+	/* tp->packets_out: sent and not cumulatively acknowledged (snd_nxt - snd_una), in flight,
+	 * SACKed or lost alike. Was padding: an instance built before it writes 0 (unknown). */
+	__u32 unacked_pkts;
 };
 
 /*

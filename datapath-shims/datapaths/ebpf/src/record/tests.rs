@@ -36,7 +36,8 @@ fn report() -> RawReport {
         urgent: 2,
         flags: RF_APP_LIMITED | RF_PACED,
         ca_state: 3,
-        pad: [0; 7],
+        pad: [0; 3],
+        unacked_pkts: 11,
     }
 }
 
@@ -50,7 +51,7 @@ fn a_report_decodes_field_by_field() {
     assert_eq!((r.rtt_min_us, r.rtt_max_us, r.rtt_last_us, r.rtt_sum_us, r.rtt_samples), (10_000, 30_000, 20_000, 60_000, 3));
     assert_eq!((r.rtt_over_samples, r.srtt_us), (5, 21_000));
     assert_eq!((r.rate_delivered, r.rate_snd_us, r.rate_rcv_us), (10, 9_000, 10_000));
-    assert_eq!((r.inflight_pkts, r.pending_bytes, r.cwnd_pkts, r.mss), (8, 100_000, 12, 1448));
+    assert_eq!((r.inflight_pkts, r.unacked_pkts, r.pending_bytes, r.cwnd_pkts, r.mss), (8, 11, 100_000, 12, 1448));
     assert_eq!((r.pacing_rate, r.paced, r.app_limited, r.fallback), (1_000_000, true, true, false));
     assert_eq!((r.ctrl_seq, r.urgent, r.ca_state), (3, Some(Urgent::Loss), 3));
     assert!(r.cwnd_limited, "a record without CCP_RF_WINDOW_UNUSED (an older instance's too) reads as limited");
