@@ -8,8 +8,9 @@
  *
  * cong_control replaces the stack's whole window logic: no PRR, no cong_avoid, no pacing-rate
  * update, and tcp_end_cwnd_reduction returns early. So this program owns the loss response and
- * sk_pacing_rate in both modes (agent: hold what the agent commanded; fallback: the algorithm and
- * a PRR reduction as the stack would do).
+ * sk_pacing_rate in both modes (agent: hold what the agent commanded, conserving packets from a
+ * loss until the agent answers it; fallback: the algorithm and a PRR reduction as the stack
+ * would do).
  *
  * Per-flow state lives in socket storage (the 104 bytes of icsk_ca_priv are too few for the fold
  * plus the fallback). cong_control can run before init on an active open (the SYN-ACK is acked
@@ -88,6 +89,10 @@ struct flow {
 	__u32 ctrl_mss;     /* the MSS ctrl_cwnd was computed with */
 	__u32 ctrl_cwnd;    /* the entry's window in packets (0: none) */
 	__u32 prr_delivered;
+	/* Loss recovery under the agent: packets conserved from the stack's entry into CWR or
+	 * Recovery until the agent's next control entry (see conserve_until_answer). */
+	__u64 hold_start_ns; /* 0: not holding */
+	__u32 hold_seq;      /* ctrl_seq at the entry */
 	/* Life totals, for the close record. */
 	__u64 life_bytes_acked;
 	__u32 life_lost;
@@ -506,6 +511,34 @@ static __always_inline void apply_ctrl(struct sock *sk, struct tcp_sock *tp, str
 	}
 }
 
+/*
+ * The stack has just detected a loss (Recovery) or an ECN-Echo (CWR) and reported it urgently;
+ * the agent's answer is a round trip through user space away. Until it comes (a control entry
+ * newer than the one in force at the entry), and for at most one smoothed RTT, one packet goes
+ * out per packet delivered (RFC 6937's packet conservation; the first recovery round of Linux's
+ * BBR), with one for the fast retransmit. Without this the window of before the loss stays in
+ * force, and the ACK that detects the loss, having taken the lost packet out of the flight,
+ * sends new data into the queue that just overflowed: the agent's Reno lost three packets per
+ * overflow where the kernel's lost two, the last two sent before its cut.
+ */
+static __always_inline void conserve_until_answer(struct tcp_sock *tp, struct flow *f, const struct rate_sample *rs,
+						  __u64 now)
+{
+	__u32 acked = rs->acked_sacked > 0 ? rs->acked_sacked : 1;
+	__u32 conserve;
+
+	if (!f->hold_start_ns)
+		return;
+	if (f->ctrl_seq != f->hold_seq || (f->ca_state != TCP_CA_CWR && f->ca_state != TCP_CA_Recovery) ||
+	    since(now, f->hold_start_ns) > (__u64)(tp->srtt_us >> 3) * NSEC_PER_USEC) {
+		f->hold_start_ns = 0;
+		return;
+	}
+	conserve = in_flight(tp) + acked;
+	if (tp->snd_cwnd > conserve)
+		set_cwnd(tp, conserve);
+}
+
 /* The running agent's control entry for this flow: at the cached slot (every ACK of a controlled
  * flow: one array lookup), else where ctrl_slot says user space moved it, else at home. An entry
  * of an earlier agent (another epoch) is passed over at each step: after a restart it can still
@@ -898,6 +931,7 @@ void BPF_PROG(ccp_cong_control, struct sock *sk, __u32 ack, int flag, const stru
 
 	if (c) {
 		apply_ctrl(sk, tp, f, c);
+		conserve_until_answer(tp, f, rs, now);
 	} else {
 		count(CCP_CNT_FALLBACK_ACKS);
 		fallback_ack(sk, tp, f, ack, rs, now, k->fallback);
@@ -955,6 +989,10 @@ void BPF_PROG(ccp_set_state, struct sock *sk, __u8 new_state)
 	}
 	if ((new_state == TCP_CA_CWR || new_state == TCP_CA_Recovery) && old != new_state) {
 		f->prr_delivered = 0;
+		if (f->mode == MODE_AGENT) {
+			f->hold_start_ns = tp->tcp_mstamp * NSEC_PER_USEC;
+			f->hold_seq = f->ctrl_seq;
+		}
 		if (f->urgent < CCP_URGENT_STATE)
 			f->urgent = CCP_URGENT_STATE;
 		return;
