@@ -102,20 +102,21 @@ fn kernel_parity() -> String {
     }
 }
 
-/// Throughput and p95 delay. Not the retransmissions: 1.6× the kernel's in this cell here (21 vs
-/// 13), 1.2–3× across the matrix — losses answered a report later than the kernel's per-ACK
-/// reaction (README, "Fidelity").
+/// Throughput, p95 delay and retransmissions. The retransmissions were 1.6× the kernel's in
+/// this cell (21 vs 13) until the datapath conserved packets from a loss until the agent's answer
+/// (8f9f7d5); since, 10 vs 9.5 (2 repetitions of the experiment's cell).
 #[test]
 fn agent_reno_is_within_tolerance_of_the_kernels_reno() {
     if !common::can_run("agent_reno_is_within_tolerance_of_the_kernels_reno") {
         return;
     }
     let rows = parity_cell("parity-reno", &kernel_parity(), ["agent-reno", "kernel-reno"], "50mbps-10ms-2bdp", "solo");
-    assert_within(&rows, "reno", &["throughput", "queueing delay p95"]);
+    assert_within(&rows, "reno", &["throughput", "queueing delay p95", "retransmits after"]);
 }
 
-/// Throughput and p95 delay. Not the retransmissions: 2.4× here (17 vs 7), 1.1–3.3× across the
-/// matrix, and slow start's exit 10× (HyStart++ against the kernel's HyStart).
+/// Throughput and p95 delay. Not the retransmissions: 5 vs 6.5 in this cell since 8f9f7d5 (from
+/// 17 vs 7), but Cubic's few loss episodes in 12 s make a 1.5× bound on such counts a coin toss;
+/// slow start's exit is still 10× (HyStart++ against the kernel's HyStart).
 #[test]
 fn agent_cubic_is_within_tolerance_of_the_kernels_cubic() {
     if !common::can_run("agent_cubic_is_within_tolerance_of_the_kernels_cubic") {
