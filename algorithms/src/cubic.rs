@@ -20,10 +20,11 @@
 //! - Reno-friendly region (§4.3): W_est starts at cwnd_epoch and grows by α_cubic per window of
 //!   acknowledged data, α_cubic = 3(1 − β)/(1 + β) (0.529 for β = 0.7: AIMD(α_cubic, β) has the
 //!   average throughput of AIMD(1, 0.5)); once W_est reaches cwnd_prior (the window before the last
-//!   reduction) α is 1, as the RFC recommends. When W_cubic(t) < W_est the window is W_est.
+//!   reduction) α is 1, as the RFC recommends. When W_cubic(t) < W_est the window is W_est
+//!   (`w_est_at_once`; false: W_est is the target of the per-segment rule, as in Linux).
 //! - Multiplicative decrease (§4.6) on loss or ECN-Echo, once per congestion event: an event lasts
-//!   one SRTT (the recovery period of reno.rs) and, when the datapath reports bytes in flight, until
-//!   the flight at the reduction has been cumulatively acknowledged (at most 3 SRTTs) — the recovery
+//!   one SRTT (the recovery period of reno.rs) and until the data outstanding at the reduction
+//!   has been cumulatively acknowledged (at most 3 SRTTs) — the recovery
 //!   point of Linux and RFC 6582 (`recovery_by_data`; see `RenoWindow::loss_is_new_event` for the evidence):
 //!   ssthresh = max(cwnd·β, 2 segments), cwnd = ssthresh. Fast convergence (§4.7):
 //!   if the window had not regained the previous W_max, W_max = cwnd·(1 + β)/2, else W_max = cwnd.
@@ -115,6 +116,10 @@ declare_params! {
         pub w_est_alpha_one_after_prior: bool = Param::bool(
             true,
             "W_est grows by 1 segment per RTT once it regains the window before the last reduction (RFC 9438 §4.3, SHOULD); false keeps α_cubic throughout, as Linux's tcp_cubic does",
+        ),
+        pub w_est_at_once: bool = Param::bool(
+            true,
+            "the window is W_est as soon as W_est is above the curve (RFC 9438 §4.3); false approaches W_est as the curve's target, each segment adding (W_est − cwnd)/cwnd, as Linux's tcp_cubic does (cnt = cwnd/(W_est − cwnd))",
         ),
         pub ecn: bool = Param::bool(true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
         pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
@@ -323,7 +328,10 @@ impl Cubic {
             };
             if w_now < self.w_est {
                 // RFC 9438 sets cwnd = W_est here; an ACK never shrinks the window, so take the larger.
-                next = next.max(self.w_est);
+                // Linux takes W_est as the target of the per-segment rule instead, and so stays
+                // about an RTT's growth behind it.
+                let reno = if self.cfg.w_est_at_once { self.w_est } else { integrate_cubic(cwnd, self.w_est, n).0 };
+                next = next.max(reno);
             }
         }
         self.w.set_cwnd(next * self.w.mss());
@@ -624,6 +632,18 @@ mod tests {
         assert!(rfc > 190.0 && rfc < 215.0, "{rfc}");
         let expected = 7.0 + alpha_cubic(BETA_CUBIC) * 199.0;
         assert!((linux - expected).abs() < 3.0, "{linux} vs {expected}");
+    }
+
+    /// Linux's tcp_cubic takes W_est as the target of the per-segment rule (cnt = cwnd/(W_est −
+    /// cwnd)) rather than as the window: with one window of data per RTT the gap closes by 1/e per
+    /// RTT while W_est grows by α (then 1), so the window trails W_est by about half a segment.
+    #[test]
+    fn approaching_w_est_as_linux_does_trails_it_by_less_than_a_segment() {
+        let run = |w_est_at_once: bool| after_loss_200_rtts_of_1_ms(CubicConfig { w_est_at_once, ..CubicConfig::default() });
+        let (rfc, linux) = (run(true), run(false));
+        assert!((rfc.cwnd_pkts() - rfc.w_est).abs() < 1e-9, "RFC 9438: the window is W_est");
+        let gap = linux.w_est - linux.cwnd_pkts();
+        assert!(gap > 0.2 && gap < 1.0, "Linux's window trails W_est by about an RTT's growth: {gap}");
     }
 
     #[test]
