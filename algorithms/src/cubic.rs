@@ -48,7 +48,8 @@
 //!
 //! - HyStart++ (RFC 9406, hystart.rs; on by default, as Linux's HyStart is): the initial slow start
 //!   moves to conservative slow start when the round's minimum RTT rises, and ends after CSS_ROUNDS
-//!   rounds of it without waiting for a loss. Off (`hystart = false`), slow start runs until the
+//!   rounds of it without waiting for a loss (`hystart_css_rounds`; 0 ends slow start at the delay
+//!   signal itself, as Linux's HyStart does). Off (`hystart = false`), slow start runs until the
 //!   first loss or ECN-Echo.
 //!
 //! Not implemented: the undo of spurious congestion events (§4.9: reports carry no spurious-retransmission signal), and
@@ -60,7 +61,7 @@
 
 use std::sync::Arc;
 
-use crate::hystart::{Growth, HyStart, CSS_GROWTH_DIVISOR};
+use crate::hystart::{Growth, HyStart, CSS_GROWTH_DIVISOR, CSS_ROUNDS};
 use crate::window::{RenoBased, RenoWindow, WindowConfig, RECOVERY_BY_DATA};
 use ccp_contract::params::shared;
 use ccp_contract::{
@@ -111,6 +112,13 @@ declare_params! {
         pub hystart: bool = Param::bool(
             true,
             "leave the initial slow start on rising delay through HyStart++'s conservative slow start, before the first loss (RFC 9406)",
+        ),
+        pub hystart_css_rounds: u32 = Param::int(
+            CSS_ROUNDS as i64,
+            0,
+            100,
+            "rounds",
+            "rounds of HyStart++'s conservative slow start before slow start ends (RFC 9406: 5); 0 ends it at the delay signal, as Linux's HyStart",
         ),
         pub reno_friendly: bool = Param::bool(true, "never grow slower than the Reno estimate W_est (RFC 9438 §4.3)"),
         pub w_est_alpha_one_after_prior: bool = Param::bool(
@@ -399,7 +407,8 @@ impl Algorithm for Cubic {
             self.k_s = 0.0;
         }
         // A seeded window has left slow start behind (ssthresh = cwnd).
-        self.hystart = (self.cfg.hystart && self.w.in_slow_start()).then(|| HyStart::new(self.w.cwnd_bytes(), self.w.mss()));
+        self.hystart = (self.cfg.hystart && self.w.in_slow_start())
+            .then(|| HyStart::new(self.w.cwnd_bytes(), self.w.mss(), self.cfg.hystart_css_rounds));
         Action::cwnd(self.w.cwnd_bytes())
     }
 

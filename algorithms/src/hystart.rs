@@ -44,7 +44,8 @@ pub const MIN_RTT_DIVISOR: u64 = 8;
 pub const N_RTT_SAMPLE: u64 = 8;
 /// In CSS the window grows by the acknowledged data over this, dimensionless (CSS_GROWTH_DIVISOR).
 pub const CSS_GROWTH_DIVISOR: f64 = 4.0;
-/// Rounds spent in CSS before congestion avoidance (CSS_ROUNDS).
+/// Rounds spent in CSS before congestion avoidance (CSS_ROUNDS); the default of the callers'
+/// `hystart_css_rounds`.
 pub const CSS_ROUNDS: u32 = 5;
 
 /// How the caller's slow start should treat this report's acknowledged data.
@@ -74,6 +75,8 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct HyStart {
     phase: Phase,
+    /// Rounds of CSS before slow start ends; 0 ends it at the delay signal, as Linux's HyStart.
+    css_rounds: u32,
     round: WindowEnd,
     /// Minimum RTT of the previous completed round, µs (`None`: no samples in it).
     last_round_min_us: Option<u64>,
@@ -83,10 +86,12 @@ pub struct HyStart {
 }
 
 impl HyStart {
-    /// A flow starting in slow start with `inflight_bytes` (its initial window) in its first round.
-    pub fn new(inflight_bytes: f64, mss: f64) -> Self {
+    /// A flow starting in slow start with `inflight_bytes` (its initial window) in its first round,
+    /// spending `css_rounds` rounds in CSS (RFC 9406: `CSS_ROUNDS`).
+    pub fn new(inflight_bytes: f64, mss: f64, css_rounds: u32) -> Self {
         HyStart {
             phase: Phase::SlowStart,
+            css_rounds,
             round: WindowEnd::of_data(inflight_bytes, mss),
             last_round_min_us: None,
             round_min_us: None,
@@ -123,7 +128,7 @@ impl HyStart {
             (Phase::SlowStart, Some(now), Some(last)) if enough => {
                 let thresh = (last / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH_US, MAX_RTT_THRESH_US);
                 if now >= last.saturating_add(thresh) {
-                    self.phase = Phase::Css { baseline_us: now, rounds: 0 };
+                    self.phase = if self.css_rounds == 0 { Phase::Done } else { Phase::Css { baseline_us: now, rounds: 0 } };
                 }
             }
             (Phase::Css { baseline_us, .. }, Some(now), _) if enough && now < baseline_us => {
@@ -147,7 +152,7 @@ impl HyStart {
         self.round = WindowEnd::of_data(report.inflight_bytes as f64, report.mss());
         if let Phase::Css { baseline_us, rounds } = self.phase {
             let rounds = rounds + 1;
-            self.phase = if rounds >= CSS_ROUNDS { Phase::Done } else { Phase::Css { baseline_us, rounds } };
+            self.phase = if rounds >= self.css_rounds { Phase::Done } else { Phase::Css { baseline_us, rounds } };
         }
     }
 }
@@ -178,7 +183,7 @@ mod tests {
 
     #[test]
     fn a_flat_rtt_stays_in_slow_start() {
-        let mut h = HyStart::new(10.0 * MSS, MSS);
+        let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
         let mut pkts = 10;
         for _ in 0..12 {
             assert_eq!(round(&mut h, pkts, 50_000), Growth::SlowStart);
@@ -190,7 +195,7 @@ mod tests {
     fn a_rise_of_rtt_thresh_enters_css_and_one_just_below_does_not() {
         // 50 ms base: RttThresh = clamp(6.25 ms, 4, 16) = 6.25 ms.
         for (rise_us, css) in [(6_250, true), (6_249, false)] {
-            let mut h = HyStart::new(10.0 * MSS, MSS);
+            let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
             round(&mut h, 10, 50_000);
             assert_eq!(round(&mut h, 20, 50_000 + rise_us), if css { Growth::Conservative } else { Growth::SlowStart });
         }
@@ -198,7 +203,7 @@ mod tests {
         for (base_us, rise_us, css) in
             [(200_000, 16_000, true), (200_000, 15_999, false), (10_000, 4_000, true), (10_000, 3_999, false)]
         {
-            let mut h = HyStart::new(10.0 * MSS, MSS);
+            let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
             round(&mut h, 10, base_us);
             assert_eq!(round(&mut h, 20, base_us + rise_us) == Growth::Conservative, css, "base {base_us} rise {rise_us}");
         }
@@ -206,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_delay_test_waits_for_n_rtt_sample_samples() {
-        let mut h = HyStart::new(10.0 * MSS, MSS);
+        let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
         round(&mut h, 10, 50_000);
         // Seven samples of a much higher RTT inside the next round: not yet.
         assert_eq!(h.on_report(&rep(1, 80_000, 7, 20)), Growth::SlowStart);
@@ -216,7 +221,7 @@ mod tests {
 
     #[test]
     fn css_ends_slow_start_after_css_rounds() {
-        let mut h = HyStart::new(10.0 * MSS, MSS);
+        let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
         round(&mut h, 10, 50_000);
         assert_eq!(round(&mut h, 20, 60_000), Growth::Conservative);
         // The round CSS began in is its first; the end of the fifth ends slow start.
@@ -227,9 +232,20 @@ mod tests {
         assert!(!h.active());
     }
 
+    /// With no CSS rounds slow start ends at the delay signal itself, as Linux's HyStart does.
+    #[test]
+    fn zero_css_rounds_end_slow_start_at_the_delay_signal() {
+        let mut h = HyStart::new(10.0 * MSS, MSS, 0);
+        round(&mut h, 10, 50_000);
+        assert_eq!(round(&mut h, 20, 50_000 + 6_249), Growth::SlowStart);
+        // RttThresh is now 56.249 ms / 8 = 7.03 ms.
+        assert_eq!(round(&mut h, 40, 56_249 + 7_031), Growth::Exit);
+        assert!(!h.active());
+    }
+
     #[test]
     fn an_rtt_back_below_the_baseline_resumes_slow_start() {
-        let mut h = HyStart::new(10.0 * MSS, MSS);
+        let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
         round(&mut h, 10, 50_000);
         assert_eq!(round(&mut h, 20, 60_000), Growth::Conservative);
         assert_eq!(round(&mut h, 20, 59_999), Growth::SlowStart, "spurious: the minimum fell below the CSS baseline");
@@ -239,7 +255,7 @@ mod tests {
     fn rounds_end_when_the_flight_at_their_start_is_acknowledged() {
         // Round 1 is the initial 10 segments; 9 acknowledged leaves it open, so the high RTT below
         // is still round 1's and there is no previous round to compare with.
-        let mut h = HyStart::new(10.0 * MSS, MSS);
+        let mut h = HyStart::new(10.0 * MSS, MSS, CSS_ROUNDS);
         assert_eq!(h.on_report(&rep(9, 50_000, 9, 20)), Growth::SlowStart);
         assert_eq!(h.on_report(&rep(0, 90_000, 9, 20)), Growth::SlowStart);
         // The 10th ends round 1 (minimum 50 ms); round 2 (20 in flight) then sees 90 ms.

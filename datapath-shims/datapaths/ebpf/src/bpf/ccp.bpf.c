@@ -512,14 +512,16 @@ static __always_inline void apply_ctrl(struct sock *sk, struct tcp_sock *tp, str
 }
 
 /*
- * The stack has just detected a loss (Recovery) or an ECN-Echo (CWR) and reported it urgently;
- * the agent's answer is a round trip through user space away. Until it comes (a control entry
+ * The stack has just detected a loss (Recovery) and reported it urgently; the agent's answer is
+ * a round trip through user space away. Until it comes (a control entry
  * newer than the one in force at the entry), and for at most one smoothed RTT, one packet goes
  * out per packet delivered (RFC 6937's packet conservation; the first recovery round of Linux's
  * BBR), with one for the fast retransmit. Without this the window of before the loss stays in
  * force, and the ACK that detects the loss, having taken the lost packet out of the flight,
  * sends new data into the queue that just overflowed: the agent's Reno lost three packets per
- * overflow where the kernel's lost two, the last two sent before its cut.
+ * overflow where the kernel's lost two, the last two sent before its cut. Not on an ECN-Echo
+ * (CWR): nothing left the flight there, and for ABC, whose brake and accelerate marks are not
+ * congestion, holding the window at every echo broke its sharing (4 flows: Jain 0.86).
  */
 static __always_inline void conserve_until_answer(struct tcp_sock *tp, struct flow *f, const struct rate_sample *rs,
 						  __u64 now)
@@ -529,7 +531,7 @@ static __always_inline void conserve_until_answer(struct tcp_sock *tp, struct fl
 
 	if (!f->hold_start_ns)
 		return;
-	if (f->ctrl_seq != f->hold_seq || (f->ca_state != TCP_CA_CWR && f->ca_state != TCP_CA_Recovery) ||
+	if (f->ctrl_seq != f->hold_seq || f->ca_state != TCP_CA_Recovery ||
 	    since(now, f->hold_start_ns) > (__u64)(tp->srtt_us >> 3) * NSEC_PER_USEC) {
 		f->hold_start_ns = 0;
 		return;
@@ -989,7 +991,7 @@ void BPF_PROG(ccp_set_state, struct sock *sk, __u8 new_state)
 	}
 	if ((new_state == TCP_CA_CWR || new_state == TCP_CA_Recovery) && old != new_state) {
 		f->prr_delivered = 0;
-		if (f->mode == MODE_AGENT) {
+		if (f->mode == MODE_AGENT && new_state == TCP_CA_Recovery) {
 			f->hold_start_ns = tp->tcp_mstamp * NSEC_PER_USEC;
 			f->hold_seq = f->ctrl_seq;
 		}
