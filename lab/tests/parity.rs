@@ -138,11 +138,19 @@ fn agent_bbr_is_within_tolerance_of_the_kernels_bbr() {
 }
 
 /// 1 % random loss, where SACKs hold the cumulative ACK back: throughput, the retransmissions
-/// after the warm-up, and those of the warm-up (no tolerance in the issue; here at most 8× the
-/// kernel's, whose own count ranged 210–930 between sittings). Before BBR counted delivered data,
-/// ours retransmitted 17.7–25× the kernel's in the warm-up and up to 33× after it (1.0–3.3× and
-/// 0.65–1.03× since). Not the p95 delay: bimodal in both BBRs here (ours 11–42 ms, the kernel's
-/// 15–48 ms across the repetitions of one cell).
+/// after the warm-up, and those of the warm-up (no tolerance in the issue). Before BBR counted
+/// delivered data, ours retransmitted 17.7–25× the kernel's in the warm-up (15,095 in 5 s) and up
+/// to 33× after it (1.0–3.3× and 0.65–1.03× since). The warm-up guard is at most 8× the kernel's
+/// or at most `WARMUP_RETX_CEILING` in all: the kernel's own count ranged 111–930 between
+/// sittings, and at 111 (a CI run of 2026-11-30: its STARTUP left with little more than the
+/// random losses, ~120 in 3 s here) ours' ordinary 1,065 was 9.6× (836 and 1,123, 1.1× and 2.1×,
+/// in two runs after it). Not the p95 delay: bimodal in both BBRs here (ours 11–42 ms, the
+/// kernel's 15–48 ms across the repetitions of one cell).
+/// A fifth of the ~12,400 segments a 48 Mbit/s flow sends in the 3-s warm-up: far below the
+/// delivery-counting defect's scale, above ours' usual 475–1,123 in this cell (once 3,724, at
+/// 4.9× the kernel's, which the ratio admits).
+const WARMUP_RETX_CEILING: f64 = 2_500.0;
+
 #[test]
 fn agent_bbr_on_a_lossy_link_retransmits_as_the_kernels_bbr_does() {
     if !common::can_run("agent_bbr_on_a_lossy_link_retransmits_as_the_kernels_bbr_does") {
@@ -152,7 +160,12 @@ fn agent_bbr_on_a_lossy_link_retransmits_as_the_kernels_bbr_does() {
     assert_within(&rows, "bbr", &["throughput", "retransmits after"]);
     let warmup = rows.iter().find(|r| r.pair == "bbr" && r.metric.starts_with("retransmits in")).expect("no warm-up row");
     let ratio = warmup.ratio.expect("the kernel's BBR retransmits in the warm-up at 1 % loss");
-    assert!(ratio <= 8.0, "warm-up retransmissions: ours {:?}, theirs {:?} ({ratio:.2}×)", warmup.ours, warmup.theirs);
+    let ours = warmup.ours.expect("ours' warm-up retransmissions");
+    assert!(
+        ratio <= 8.0 || ours <= WARMUP_RETX_CEILING,
+        "warm-up retransmissions: ours {ours}, theirs {:?} ({ratio:.2}×)",
+        warmup.theirs
+    );
 }
 
 /// The directory of the kernel's `bpf_dctcp.c`: CCP_BPF_DCTCP_DIR, else what

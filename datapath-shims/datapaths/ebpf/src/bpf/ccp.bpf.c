@@ -89,8 +89,8 @@ struct flow {
 	__u32 ctrl_mss;     /* the MSS ctrl_cwnd was computed with */
 	__u32 ctrl_cwnd;    /* the entry's window in packets (0: none) */
 	__u32 prr_delivered;
-	/* Loss recovery under the agent: packets conserved from the stack's entry into CWR or
-	 * Recovery until the agent's next control entry (see conserve_until_answer). */
+	/* Loss recovery under the agent: packets conserved from the stack's entry into Recovery
+	 * until the agent's next control entry (see conserve_until_answer). */
 	__u64 hold_start_ns; /* 0: not holding */
 	__u32 hold_seq;      /* ctrl_seq at the entry */
 	/* Life totals, for the close record. */
@@ -513,15 +513,15 @@ static __always_inline void apply_ctrl(struct sock *sk, struct tcp_sock *tp, str
 
 /*
  * The stack has just detected a loss (Recovery) and reported it urgently; the agent's answer is
- * a round trip through user space away. Until it comes (a control entry
- * newer than the one in force at the entry), and for at most one smoothed RTT, one packet goes
- * out per packet delivered (RFC 6937's packet conservation; the first recovery round of Linux's
- * BBR), with one for the fast retransmit. Without this the window of before the loss stays in
- * force, and the ACK that detects the loss, having taken the lost packet out of the flight,
- * sends new data into the queue that just overflowed: the agent's Reno lost three packets per
- * overflow where the kernel's lost two, the last two sent before its cut. Not on an ECN-Echo
- * (CWR): nothing left the flight there, and for ABC, whose brake and accelerate marks are not
- * congestion, holding the window at every echo broke its sharing (4 flows: Jain 0.86).
+ * a round trip through user space away. Until it comes (a control entry newer than the one in
+ * force at the entry), and for at most one smoothed RTT, one packet goes out per packet
+ * delivered (RFC 6937's packet conservation; the first recovery round of Linux's BBR), with one
+ * for the fast retransmit. Without this the window of before the loss stays in force, and the
+ * ACK that detects the loss, having taken the lost packet out of the flight, sends new data into
+ * the queue that just overflowed: the agent's Reno lost three packets per overflow where the
+ * kernel's lost two, the last two sent before its cut. Not on an ECN-Echo (CWR): nothing left
+ * the flight there, and for ABC, whose brake and accelerate marks are not congestion, holding
+ * the window at every echo broke its sharing (4 flows: Jain 0.86).
  */
 static __always_inline void conserve_until_answer(struct tcp_sock *tp, struct flow *f, const struct rate_sample *rs,
 						  __u64 now)
