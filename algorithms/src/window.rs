@@ -65,11 +65,9 @@ pub struct RenoWindow {
     recovery_left_bytes: f64,
     /// Datapath time of the last reduction, µs.
     reduced_at_us: u64,
-    /// Bytes in flight after the last report.
-    inflight_bytes: u64,
-    /// Bytes sent and not cumulatively acknowledged after the last report (`Report::unacked_bytes`;
-    /// 0 when the datapath does not say).
-    unacked_bytes: u64,
+    /// Bytes sent and not cumulatively acknowledged after the last report: `Report::unacked_bytes`,
+    /// or the flight (never larger) where the datapath does not say.
+    outstanding_bytes: u64,
     /// Last smoothed RTT seen, µs (0 until the first sample).
     srtt_us: u64,
 }
@@ -84,8 +82,7 @@ impl RenoWindow {
             recovery_until_us: 0,
             recovery_left_bytes: 0.0,
             reduced_at_us: 0,
-            inflight_bytes: 0,
-            unacked_bytes: 0,
+            outstanding_bytes: 0,
             srtt_us: 0,
         }
     }
@@ -139,12 +136,6 @@ impl RenoWindow {
         self.srtt_us
     }
 
-    /// Bytes in flight after the last report.
-    #[inline]
-    pub fn inflight_bytes(&self) -> u64 {
-        self.inflight_bytes
-    }
-
     /// The multiplicative decrease of its own congestion events ([`RenoWindow::respond`]).
     #[inline]
     pub fn beta(&self) -> f64 {
@@ -173,8 +164,7 @@ impl RenoWindow {
             self.srtt_us = rtt.srtt_us.max(1);
         }
         self.recovery_left_bytes = (self.recovery_left_bytes - report.acked_bytes as f64).max(0.0);
-        self.inflight_bytes = report.inflight_bytes;
-        self.unacked_bytes = report.unacked_bytes;
+        self.outstanding_bytes = report.unacked_bytes.max(report.inflight_bytes);
     }
 
     /// True while inside the round trip that follows a window reduction: the window does not
@@ -224,9 +214,8 @@ impl RenoWindow {
         self.cut(factor);
         self.recovery_until_us = now_us.saturating_add(self.srtt_us);
         self.reduced_at_us = now_us;
-        // The span up to snd_nxt, as Linux's recovery point; a datapath that does not report it
-        // leaves the flight, which is never larger.
-        self.recovery_left_bytes = self.unacked_bytes.max(self.inflight_bytes) as f64;
+        // The span up to snd_nxt, as Linux's recovery point.
+        self.recovery_left_bytes = self.outstanding_bytes as f64;
     }
 
     /// Sets ssthresh and the window to `factor` times the window (never below the floor) without

@@ -49,8 +49,7 @@ class Reno(Algorithm):
         self.recovery_until_us = 0
         self.recovery_left_bytes = 0.0
         self.reduced_at_us = 0
-        self.inflight_bytes = 0
-        self.unacked_bytes = 0
+        self.outstanding_bytes = 0
         self.srtt_us = 0
         seed = flow.seed
         if seed is not None:
@@ -96,8 +95,8 @@ class Reno(Algorithm):
         if rtt is not None:
             self.srtt_us = max(rtt.srtt_us, 1)
         self.recovery_left_bytes = max(self.recovery_left_bytes - float(report.acked_bytes), 0.0)
-        self.inflight_bytes = report.inflight_bytes
-        self.unacked_bytes = report.unacked_bytes
+        # Sent and not cumulatively acknowledged; the flight (never larger) where not reported.
+        self.outstanding_bytes = max(report.unacked_bytes, report.inflight_bytes)
 
     def in_recovery(self, now_us):
         return now_us < self.recovery_until_us
@@ -113,8 +112,8 @@ class Reno(Algorithm):
         self.cwnd_bytes = self.ssthresh_bytes
         self.recovery_until_us = now_us + self.srtt_us
         self.reduced_at_us = now_us
-        # The span up to snd_nxt (Linux's recovery point); the flight where it is not reported.
-        self.recovery_left_bytes = float(max(self.unacked_bytes, self.inflight_bytes))
+        # The span up to snd_nxt (Linux's recovery point).
+        self.recovery_left_bytes = float(self.outstanding_bytes)
 
     def timeout(self, now_us, inflight_bytes):
         flight = max(float(inflight_bytes), self.cwnd_bytes)
