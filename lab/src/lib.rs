@@ -36,6 +36,7 @@ pub mod echo;
 pub mod error;
 pub mod link;
 pub mod metrics;
+pub mod module_params;
 pub mod netns;
 pub mod output;
 pub mod parity;

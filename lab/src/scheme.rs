@@ -172,6 +172,8 @@ pub struct Scheme {
     pub params: Vec<String>,
     pub sender_sysctls: Vec<(String, String)>,
     pub receiver_sysctls: Vec<(String, String)>,
+    /// Kernel module parameters for the run ([`crate::module_params`]).
+    pub module_params: Vec<(String, String)>,
     /// Both namespaces' routes carry `tcp_usec_ts` (microsecond TCP timestamps).
     pub tcp_usec_ts: bool,
     pub receiver_cc: Option<String>,
@@ -205,6 +207,11 @@ impl Scheme {
             params: spec.params.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             sender_sysctls: sysctls(&spec.sender_sysctls)?,
             receiver_sysctls: sysctls(&spec.receiver_sysctls)?,
+            module_params: spec
+                .module_params
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), crate::module_params::param_value(k, v)?)))
+                .collect::<Result<_, String>>()?,
             tcp_usec_ts: spec.tcp_usec_ts,
             receiver_cc: spec.receiver_cc.clone(),
             receiver_ce_echo: spec.receiver_ce_echo,
@@ -301,7 +308,8 @@ impl Scheme {
             format!(" ({})", g.join(", "))
         };
         let usec = if self.tcp_usec_ts { ", µs TCP timestamps" } else { "" };
-        format!("{what}{groups}, router {}{echo}{receiver}{ecn}{usec}", describe_qdisc(&self.qdisc))
+        let modules: String = self.module_params.iter().map(|(k, v)| format!(", {k} {v}")).collect();
+        format!("{what}{groups}, router {}{echo}{receiver}{ecn}{usec}{modules}", describe_qdisc(&self.qdisc))
     }
 }
 
@@ -757,6 +765,10 @@ mod tests {
         let spec: SchemeSpec = toml::from_str("name = \"k\"\ncc = \"kernel:cubic\"\ntcp_usec_ts = true").unwrap();
         let s = Scheme::from_spec(&spec).unwrap();
         assert!(s.tcp_usec_ts && s.describe().ends_with(", µs TCP timestamps"), "{}", s.describe());
+        let spec: SchemeSpec =
+            toml::from_str("name = \"k\"\ncc = \"kernel:cubic\"\nmodule_params = { \"tcp_cubic.hystart_detect\" = 2 }").unwrap();
+        let s = Scheme::from_spec(&spec).unwrap();
+        assert!(s.describe().ends_with(", tcp_cubic.hystart_detect 2"), "{}", s.describe());
     }
 
     #[test]

@@ -131,6 +131,17 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn a_module_parameter_outside_the_congestion_controls_is_refused_where_it_is_given() {
+        let ok = MINIMAL
+            .replace("cc = \"kernel:cubic\"", "cc = \"kernel:cubic\"\nmodule_params = { \"tcp_cubic.hystart_detect\" = 2 }");
+        let l = parse(Path::new("x.toml"), &ok).unwrap();
+        assert_eq!(l.experiment.schemes[0].module_params.len(), 1);
+        let (line, key, message) = err(&ok.replace("tcp_cubic.hystart_detect", "kvm.halt_poll_ns"));
+        assert_eq!((line, key.as_str()), (12, "schemes[0].module_params"));
+        assert!(message.contains("kvm.halt_poll_ns") && message.contains("tcp_<module>"), "{message}");
+    }
+
+    #[test]
     fn type_error_names_line_and_key() {
         let (line, key, message) = err(&MINIMAL.replace("rtt_ms = 20", "rtt_ms = \"twenty\""));
         assert_eq!((line, key.as_str()), (4, "network.rtt_ms"));

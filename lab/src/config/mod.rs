@@ -218,6 +218,12 @@ pub struct SchemeSpec {
     /// sysctls set in the receiver's namespace.
     #[serde(default)]
     pub receiver_sysctls: BTreeMap<String, toml::Value>,
+    /// Parameters of the kernel's congestion control modules for this scheme's runs
+    /// (`tcp_<module>.<parameter>`, e.g. `{ "tcp_cubic.hystart_detect" = 2 }`: the kernel's Cubic
+    /// with HyStart's delay test alone). Global, not per namespace: set when a run starts and
+    /// restored when it ends ([`crate::module_params`]).
+    #[serde(default)]
+    pub module_params: BTreeMap<String, toml::Value>,
     /// Microsecond TCP timestamps: both namespaces' routes get the `tcp_usec_ts` feature
     /// (Linux ≥ 6.7), so TSvals tick in µs instead of ms (ccp-router `--tcp-usec-ts`).
     #[serde(default)]

@@ -284,6 +284,9 @@ fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {
             crate::scheme::sysctl_value(k, v).map_err(|m| (format!("{key}.{field}"), m))?;
         }
     }
+    for (k, v) in &s.module_params {
+        crate::module_params::param_value(k, v).map_err(|m| (format!("{key}.module_params"), m))?;
+    }
     if let Some(r) = &s.receiver_cc {
         check_cc_name(&format!("{key}.receiver_cc"), r)?;
         if s.receiver_ce_echo {

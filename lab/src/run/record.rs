@@ -134,6 +134,10 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     for (k, v) in &ctx.scheme.receiver_sysctls {
         sysctls.set(&topo.receiver_ns(), k, v)?;
     }
+    let mut module_params = crate::module_params::ModuleParams::default();
+    for (k, v) in &ctx.scheme.module_params {
+        module_params.set(k, v)?;
+    }
     let ends = Endpoints {
         sender_ns: topo.sender_ns(),
         receiver_ns: topo.receiver_ns(),
@@ -179,6 +183,7 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
     let srtt = probe.map(SrttProbe::finish).transpose()?;
     rec.receiver = hook.map(ReceiverHook::finish);
     sysctls.restore();
+    module_params.restore();
     let summary = emu.stop()?;
     rec.ce_echo = echo.as_ref().map(CeEcho::counts);
     drop(echo);
