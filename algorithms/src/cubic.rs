@@ -12,7 +12,8 @@
 //! concave below W_max (fast recovery toward the old operating point, then a plateau around it at
 //! t = K) and convex above it (slow, then fast probing for more bandwidth).
 //!
-//! - Congestion avoidance (§4.4, §4.5): target = W_cubic(t + RTT) clamped to [cwnd, 1.5·cwnd];
+//! - Congestion avoidance (§4.4, §4.5): target = W_cubic(t + RTT) clamped to [cwnd, 1.5·cwnd],
+//!   RTT the smoothed RTT (`target_ahead_by_min_rtt`: the minimum, as Linux);
 //!   each acknowledged segment adds (target − cwnd)/cwnd. A report aggregates many ACKs, so the
 //!   per-segment rule is integrated exactly over the report's acknowledged segments (closed form
 //!   plus a one-dimensional monotone root solve), which makes the result independent of how many
@@ -21,7 +22,8 @@
 //!   acknowledged data, α_cubic = 3(1 − β)/(1 + β) (0.529 for β = 0.7: AIMD(α_cubic, β) has the
 //!   average throughput of AIMD(1, 0.5)); once W_est reaches cwnd_prior (the window before the last
 //!   reduction) α is 1, as the RFC recommends. When W_cubic(t) < W_est the window is W_est
-//!   (`w_est_at_once`; false: W_est is the target of the per-segment rule, as in Linux).
+//!   (`w_est_at_once`; false: W_est is the target of the per-segment rule, as in Linux;
+//!   `w_est_whole_segments`: only its whole segments count, as Linux's integer tcp_cwnd).
 //! - Multiplicative decrease (§4.6) on loss or ECN-Echo, once per congestion event: an event lasts
 //!   one SRTT (the recovery period of reno.rs) and until the data outstanding at the reduction
 //!   has been cumulatively acknowledged (at most 3 SRTTs) — the recovery
@@ -128,6 +130,14 @@ declare_params! {
         pub w_est_at_once: bool = Param::bool(
             true,
             "the window is W_est as soon as W_est is above the curve (RFC 9438 §4.3); false approaches W_est as the curve's target, each segment adding (W_est − cwnd)/cwnd, as Linux's tcp_cubic does (cnt = cwnd/(W_est − cwnd))",
+        ),
+        pub w_est_whole_segments: bool = Param::bool(
+            false,
+            "W_est counts only whole segments where it raises the window, as Linux's tcp_cwnd (an integer, one more every cwnd·(1 + β)/(3(1 − β)) segments acknowledged); RFC 9438 §4.3's W_est is continuous",
+        ),
+        pub target_ahead_by_min_rtt: bool = Param::bool(
+            false,
+            "the per-segment rule's target is W_cubic(t + RTT) with RTT the smoothed RTT (RFC 9438 §4.2); true: the minimum RTT, as Linux's tcp_cubic (delay_min), which a standing queue does not lengthen",
         ),
         pub ecn: bool = Param::bool(true, "treat ECN-Echo / CE-marked ACKs as a congestion event like loss (RFC 9438 §4.6, RFC 3168)"),
         pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
@@ -320,7 +330,11 @@ impl Cubic {
     fn avoid(&mut self, n: f64, now_us: u64) {
         let epoch = *self.epoch_start_us.get_or_insert(now_us);
         let t = now_us.saturating_sub(epoch) as f64 / US_PER_S;
-        let rtt = self.w.srtt_us() as f64 / US_PER_S;
+        let ahead_us = match (self.cfg.target_ahead_by_min_rtt, self.w.min_rtt_us()) {
+            (true, min) if min > 0 => min,
+            _ => self.w.srtt_us(),
+        };
+        let rtt = ahead_us as f64 / US_PER_S;
         let (c, k, w_max) = (self.cfg.c, self.k_s, self.w_max);
         let cwnd = self.cwnd_pkts();
 
@@ -338,7 +352,8 @@ impl Cubic {
                 // RFC 9438 sets cwnd = W_est here; an ACK never shrinks the window, so take the larger.
                 // Linux takes W_est as the target of the per-segment rule instead, and so stays
                 // about an RTT's growth behind it.
-                let reno = if self.cfg.w_est_at_once { self.w_est } else { integrate_cubic(cwnd, self.w_est, n).0 };
+                let w_est = if self.cfg.w_est_whole_segments { self.w_est.floor() } else { self.w_est };
+                let reno = if self.cfg.w_est_at_once { w_est } else { integrate_cubic(cwnd, w_est, n).0 };
                 next = next.max(reno);
             }
         }
@@ -653,6 +668,40 @@ mod tests {
         assert!((rfc.cwnd_pkts() - rfc.w_est).abs() < 1e-9, "RFC 9438: the window is W_est");
         let gap = linux.w_est - linux.cwnd_pkts();
         assert!(gap > 0.2 && gap < 1.0, "Linux's window trails W_est by about an RTT's growth: {gap}");
+    }
+
+    /// Linux's W_est is an integer: the window it pulls up trails the continuous one by the
+    /// fraction, so after the same data it is lower, and never above the whole segments of W_est.
+    #[test]
+    fn a_w_est_of_whole_segments_raises_the_window_only_to_its_floor() {
+        let run = |w_est_whole_segments: bool| {
+            after_loss_200_rtts_of_1_ms(CubicConfig { w_est_whole_segments, ..CubicConfig::default() })
+        };
+        let (continuous, whole) = (run(false), run(true));
+        assert!((continuous.cwnd_pkts() - continuous.w_est).abs() < 1e-9, "RFC 9438: the window is W_est");
+        assert!(whole.cwnd_pkts() <= whole.w_est.floor() + 1e-9, "{} above ⌊{}⌋", whole.cwnd_pkts(), whole.w_est);
+        assert!(whole.cwnd_pkts() < continuous.cwnd_pkts(), "{} vs {}", whole.cwnd_pkts(), continuous.cwnd_pkts());
+    }
+
+    /// Linux looks ahead on the curve by the minimum RTT: a standing queue that triples the
+    /// smoothed RTT then grows the window exactly as on an empty path, where looking ahead by
+    /// the smoothed RTT grows it faster.
+    #[test]
+    fn looking_ahead_by_the_minimum_rtt_ignores_a_standing_queue() {
+        let run = |target_ahead_by_min_rtt: bool, rtt_us: u64| {
+            let mut c = cubic_with(CubicConfig { target_ahead_by_min_rtt, ..CubicConfig::default() });
+            after_loss_at(&mut c, 100.0); // the flow's minimum RTT is 100 ms
+            let mut now = 1_200_000;
+            for _ in 0..20 {
+                let w = c.cwnd_pkts();
+                c.on_report(&Report { interval_us: 300_000, ..ack_rtt(now, w, rtt_us) });
+                now += 300_000;
+            }
+            c.cwnd_pkts()
+        };
+        let (queued_min, queued_srtt, empty) = (run(true, 300_000), run(false, 300_000), run(false, RTT_US));
+        assert!((queued_min - empty).abs() < 1e-9, "by the minimum RTT: {queued_min} vs empty path {empty}");
+        assert!(queued_srtt > queued_min + 0.5, "by the smoothed RTT the queue adds growth: {queued_srtt} vs {queued_min}");
     }
 
     #[test]

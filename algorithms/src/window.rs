@@ -70,6 +70,8 @@ pub struct RenoWindow {
     outstanding_bytes: u64,
     /// Last smoothed RTT seen, µs (0 until the first sample).
     srtt_us: u64,
+    /// Smallest RTT sample seen over the flow's life, µs (0 until the first sample).
+    min_rtt_us: u64,
 }
 
 impl RenoWindow {
@@ -84,6 +86,7 @@ impl RenoWindow {
             reduced_at_us: 0,
             outstanding_bytes: 0,
             srtt_us: 0,
+            min_rtt_us: 0,
         }
     }
 
@@ -97,6 +100,7 @@ impl RenoWindow {
                 self.cwnd_bytes = (seed.cwnd_bytes as f64).max(self.min_cwnd());
                 self.ssthresh_bytes = self.cwnd_bytes;
                 self.srtt_us = seed.srtt_us.unwrap_or(0);
+                self.min_rtt_us = seed.min_rtt_us.unwrap_or(0);
             }
             None => {
                 let datapath_init = start.init_cwnd_bytes as f64;
@@ -136,6 +140,12 @@ impl RenoWindow {
         self.srtt_us
     }
 
+    /// The smallest RTT sample seen over the flow's life, µs (0 until the first sample).
+    #[inline]
+    pub fn min_rtt_us(&self) -> u64 {
+        self.min_rtt_us
+    }
+
     /// The multiplicative decrease of its own congestion events ([`RenoWindow::respond`]).
     #[inline]
     pub fn beta(&self) -> f64 {
@@ -162,6 +172,9 @@ impl RenoWindow {
         }
         if let Some(rtt) = report.rtt {
             self.srtt_us = rtt.srtt_us.max(1);
+            if rtt.samples > 0 && rtt.min_us > 0 && (self.min_rtt_us == 0 || rtt.min_us < self.min_rtt_us) {
+                self.min_rtt_us = rtt.min_us;
+            }
         }
         self.recovery_left_bytes = (self.recovery_left_bytes - report.acked_bytes as f64).max(0.0);
         self.outstanding_bytes = report.unacked_bytes.max(report.inflight_bytes);
