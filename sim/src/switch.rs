@@ -14,7 +14,7 @@ use ccp_qdisc::droptail::DropTail;
 use ccp_qdisc::fair_queue::FairQueue;
 use ccp_qdisc::phantom::{Phantom, PhantomParams};
 use ccp_qdisc::qcn::{Qcn, QcnParams, Quantization, Sampling};
-use ccp_qdisc::red::{Red, RedParams};
+use ccp_qdisc::red::{Red, RedAtDeparture, RedParams};
 use ccp_qdisc::{Departure, Limit, Outputs, Qdisc};
 
 use crate::config::{Admission, QdiscConfig, SwitchConfig};
@@ -376,9 +376,13 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
             let ecn = ecn_k_bytes.map(|k| StepMarker { k: Threshold::Bytes(k), non_ect: NonEctPolicy::Pass });
             Box::new(Qcn::new(Limit::Unlimited, params, ecn).expect("validated scenario"))
         }
-        QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max } => {
+        QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max, at_departure } => {
             let params = RedParams { k_min_bytes: *k_min_bytes, k_max_bytes: *k_max_bytes, p_max: *p_max, seed };
-            Box::new(Red::new(Limit::Unlimited, params).expect("validated scenario"))
+            if *at_departure {
+                Box::new(RedAtDeparture::new(Limit::Unlimited, params).expect("validated scenario"))
+            } else {
+                Box::new(Red::new(Limit::Unlimited, params).expect("validated scenario"))
+            }
         }
         QdiscConfig::Codel { target_us, interval_us, ecn } => {
             let params = CodelParams {

@@ -119,7 +119,7 @@ fn table_3_1_dcqcn_override_selects_red() {
     };
     assert!(matches!(
         loaded.scenario.switch.qdisc,
-        ccp_sim::config::QdiscConfig::Red { k_min_bytes: 100_000, k_max_bytes: 400_000, p_max } if p_max == 0.2
+        ccp_sim::config::QdiscConfig::Red { k_min_bytes: 100_000, k_max_bytes: 400_000, p_max, .. } if p_max == 0.2
     ));
     ccp_sim::Sim::new(&loaded).unwrap();
 }

@@ -232,6 +232,8 @@ pub enum QdiscConfig {
     /// instantaneous queue an ECT packet finds, no mark up to K_min, probability rising linearly
     /// to P_max just below K_max, every packet from K_max. Defaults: the DCQCN paper's §5 values
     /// (5 KB, 200 KB, 1 %). The draws are seeded per switch queue from the scenario seed.
+    /// `at_departure` (false) applies the rule when a packet leaves, to the queue behind it, as
+    /// the HPCC authors' ns-3 switch does (`ccp_qdisc::red::RedAtDeparture`).
     Red {
         #[serde(default = "default_red_k_min")]
         k_min_bytes: u64,
@@ -239,6 +241,8 @@ pub enum QdiscConfig {
         k_max_bytes: u64,
         #[serde(default = "default_red_p_max")]
         p_max: f64,
+        #[serde(default)]
+        at_departure: bool,
     },
     /// Per-flow fair queueing: DRR over one queue per flow (`ccp_qdisc::fair_queue`). With a
     /// buffer too large to fill and hosts capped at one BDP in flight, the BFC thesis's Ideal-FQ

@@ -193,7 +193,7 @@ fn validate_qdisc(l: &Loaded, qdisc: &QdiscConfig, limit: u64, mss_wire: u64) ->
                 return Err(l.invalid("switch.qdisc.quantization", "must be \"packets\" or \"standard\""));
             }
         }
-        QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max } => {
+        QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max, .. } => {
             let params =
                 ccp_qdisc::red::RedParams { k_min_bytes: *k_min_bytes, k_max_bytes: *k_max_bytes, p_max: *p_max, seed: 0 };
             if let Err(e) = params.validate() {
@@ -495,7 +495,7 @@ mod tests {
         let l = load_text(&red).unwrap();
         assert!(matches!(
             l.scenario.switch.qdisc,
-            QdiscConfig::Red { k_min_bytes: 5_000, k_max_bytes: 200_000, p_max } if p_max == 0.01
+            QdiscConfig::Red { k_min_bytes: 5_000, k_max_bytes: 200_000, p_max, at_departure: false } if p_max == 0.01
         ));
         let set = |o: &str| load_str(Path::new("t.toml"), &red, &[o.into()]).map_err(|e| e.to_string());
         let e = set("switch.qdisc={kind=\"red\",k_min_bytes=400000,k_max_bytes=100000,p_max=0.2}").unwrap_err();

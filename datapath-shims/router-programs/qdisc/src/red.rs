@@ -10,13 +10,17 @@
 //!   q ≥ K_max          → CE
 //!
 //! so the probability ramps linearly to P_max just below K_max and jumps to 1 at K_max (Fig. 5).
+//! [`RedAtDeparture`] applies the same rule when a packet leaves, to the queue it leaves behind,
+//! as the HPCC authors' ns-3 switch does (`switch-node.cc`, `SwitchNotifyDequeue`): the mark then
+//! reports the queue as it is now rather than as it was one queueing delay ago, which matters
+//! when the queue is megabytes deep.
 //! Not-ECT packets pass unmarked (they are tail-dropped only at the buffer limit). The draws come
 //! from a seeded SplitMix64 stream ([`crate::rng`]), one draw per ECT arrival inside the ramp
 //! only, so the same seed and the same arrivals give the same marks.
 
 use crate::droptail::{DropTailWith, OnArrival};
 use crate::rng::{Draw, SeedableRng, SplitMix64};
-use crate::{Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError};
+use crate::{Departure, Ecn, Fifo, Limit, Nanos, Outputs, Packet, ParamError, Qdisc};
 
 /// DCQCN paper §5: K_min = 5 KB.
 pub const DCQCN_PAPER_K_MIN_BYTES: u64 = 5_000;
@@ -152,6 +156,42 @@ impl<P: Packet> Red<P> {
             }
         }
         Ok(DropTailWith::with_rule(limit, marker))
+    }
+}
+
+/// A drop-tail FIFO with RED-style ECN marking at dequeue, on the bytes still queued behind the
+/// departing packet (the HPCC authors' ns-3 switch).
+#[derive(Debug)]
+pub struct RedAtDeparture<P> {
+    fifo: Fifo<P>,
+    marker: RedMarker,
+}
+
+impl<P: Packet> RedAtDeparture<P> {
+    pub fn new(limit: Limit, params: RedParams) -> Result<RedAtDeparture<P>, ParamError> {
+        // The same parameter checks as marking at arrival.
+        let marker = Red::<P>::new(limit, params)?.rule().clone();
+        Ok(RedAtDeparture { fifo: Fifo::new(limit), marker })
+    }
+}
+
+impl<P: Packet> Qdisc<P> for RedAtDeparture<P> {
+    fn enqueue(&mut self, now: Nanos, packet: P, out: &mut Outputs<P>) {
+        self.fifo.push_or_drop(now, packet, out);
+    }
+
+    fn dequeue(&mut self, _now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
+        let mut d = self.fifo.pop()?;
+        self.marker.on_arrival(&mut d.packet, self.fifo.len_bytes());
+        Some(d)
+    }
+
+    fn buffers(&self) -> &[Fifo<P>] {
+        std::slice::from_ref(&self.fifo)
+    }
+
+    fn name(&self) -> &'static str {
+        "red-at-departure"
     }
 }
 
@@ -292,5 +332,24 @@ mod tests {
         assert_eq!(&ce[..3], &[false, false, false], "found 0, 1500, 3000 B: ≤ K_min");
         assert_eq!(&ce[4..], &[true, true, true, true], "found ≥ 6000 B: ≥ K_max");
         assert_eq!(q.name(), "red");
+    }
+
+    #[test]
+    fn marking_at_departure_sees_the_queue_left_behind() {
+        // Six packets queued, K_min 3 packets, K_max 4 (no ramp between): at arrival the fifth and sixth
+        // find 4 and 5 ahead (marked); at departure the first and second leave 5 and 4 behind.
+        let params = RedParams { k_min_bytes: 3 * MTU_BYTES as u64, k_max_bytes: 4 * MTU_BYTES as u64, p_max: 1.0, seed: 1 };
+        let marks = |q: &mut dyn Qdisc<TestPacket>| -> Vec<bool> {
+            let mut out = Outputs::new();
+            for _ in 0..6 {
+                q.enqueue(0, TestPacket::new(MTU_BYTES, Ecn::Ect0), &mut out);
+            }
+            (0..6).map(|_| q.dequeue(0, &mut out).unwrap().packet.ecn == Ecn::Ce).collect()
+        };
+        let mut arrival: Red<TestPacket> = Red::new(Limit::Unlimited, params).unwrap();
+        let mut departure: RedAtDeparture<TestPacket> = RedAtDeparture::new(Limit::Unlimited, params).unwrap();
+        assert_eq!(marks(&mut arrival), [false, false, false, false, true, true]);
+        assert_eq!(marks(&mut departure), [true, true, false, false, false, false]);
+        assert!(RedAtDeparture::<TestPacket>::new(Limit::Unlimited, RedParams { p_max: 0.0, ..params }).is_err());
     }
 }
