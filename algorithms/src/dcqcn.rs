@@ -64,6 +64,9 @@
 //! the SRTT until the first RTT sample. With gain 2 the window holds twice what the rate keeps in
 //! flight at the current RTT, so it never limits a flow in steady state, yet it shrinks with R_C at
 //! once after a cut and stays finite for the datapath (the agent clamps it to the datapath's limit).
+//! `window_rtt_us` (default 0: the SRTT) fixes the RTT of that product instead: with gain 1 and the
+//! path's base RTT the window is the HPCC paper's "DCQCN+win", the bandwidth-delay product scaled by
+//! R_C / line rate (the HPCC artifact's HAS_WIN and VAR_WIN), which bounds what a flow keeps queued.
 //!
 //! Choices where the paper is silent or the authors' ns-3 artifact (bobzhuyb/ns3-rdma,
 //! `qbb-net-device.cc`, read for comparison only) differs:
@@ -73,6 +76,11 @@
 //!   cycles, specs/dc.md §4.3); the artifact's `stage < F` test gives F − 1.
 //! - α is not decayed before the first CNP (the artifact starts its α timer at the first CNP), so a
 //!   flow's first cut is the paper's α₀ = 1 halving however long it ran unmarked.
+//! - `clamp_target_rate = false` (default true, the paper's eq. 1): a CNP sets R_T ← R_C only when an
+//!   increase event came since the last cut; cuts in a row keep the earlier target. That is the
+//!   HPCC authors' ns-3 DCQCN ("Mellanox version", `rdma-hw.cc`, CLAMP_TARGET_RATE 0 in its
+//!   `run.py`). On the BFC thesis's Table 3.1 setup it is most of the distance between our DCQCN
+//!   and theirs (configs/sim/bfc-table-3-1.toml).
 //! - Not implemented: the artifact's and 802.1Qau's halving of T and B in hyper increase, and its
 //!   target-rate reduction (R_T/8); neither is in the paper. DCQCN has no loss reaction (RoCE runs
 //!   over PFC; the paper has none); losses and timeouts are ignored here.
@@ -230,6 +238,17 @@ declare_params! {
             "Mbit/s",
             "R_HAI: hyper-increase step of the target rate, times the events past F (artifact config: 200)",
         ),
+        pub clamp_target_rate: bool = Param::bool(
+            true,
+            "every CNP sets R_T to R_C (eq. 1); false: only after an increase event since the last cut, as Mellanox NICs and the HPCC artifact by default (CLAMP_TARGET_RATE 0)",
+        ),
+        pub window_rtt_us: f64 = Param::float(
+            0.0,
+            Bound::Inclusive(0.0),
+            Bound::Inclusive(10_000_000.0),
+            "µs",
+            "the RTT of the window's rate x RTT; 0: the SRTT (a window that does not bind). The base RTT with cwnd_gain 1: DCQCN+win",
+        ),
         pub cwnd_gain: f64 = Param::float(
             CWND_GAIN,
             Bound::Inclusive(1.0),
@@ -269,7 +288,9 @@ pub struct DcqcnConfig {
     pub fast_recovery_steps: u64,
     pub rai_bytes_per_s: f64,
     pub rhai_bytes_per_s: f64,
+    pub clamp_target_rate: bool,
     pub cwnd_gain: f64,
+    pub window_rtt_us: f64,
     pub init_rtt_us: u64,
     pub report_interval_us: u64,
 }
@@ -292,7 +313,9 @@ impl From<&DcqcnParams> for DcqcnConfig {
             fast_recovery_steps: p.fast_recovery_steps,
             rai_bytes_per_s: mbps_to_bytes_per_s(p.rai_mbps),
             rhai_bytes_per_s: mbps_to_bytes_per_s(p.rhai_mbps),
+            clamp_target_rate: p.clamp_target_rate,
             cwnd_gain: p.cwnd_gain,
+            window_rtt_us: p.window_rtt_us,
             init_rtt_us: p.init_rtt_us,
             report_interval_us: p.report_interval_us,
         }
@@ -489,7 +512,11 @@ impl Dcqcn {
     }
 
     fn cwnd_bytes(&self) -> f64 {
-        let rtt_s = self.srtt_us.unwrap_or(self.cfg.init_rtt_us) as f64 / US_PER_S;
+        let rtt_s = if self.cfg.window_rtt_us > 0.0 {
+            self.cfg.window_rtt_us / US_PER_S
+        } else {
+            self.srtt_us.unwrap_or(self.cfg.init_rtt_us) as f64 / US_PER_S
+        };
         (self.cfg.cwnd_gain * self.rc * rtt_s).max(MIN_CWND_PKTS * self.mss)
     }
 
@@ -529,7 +556,11 @@ impl Dcqcn {
     /// Eq. 1: a CNP at `at`.
     fn cnp(&mut self, at: u64) {
         self.decay_alpha_to(at);
-        self.rt = self.rc;
+        // Unclamped, cuts in a row keep the target from before the first of them, so the next
+        // recovery aims back at it.
+        if self.cfg.clamp_target_rate || self.t_stage > 0 || self.bc_stage > 0 {
+            self.rt = self.rc;
+        }
         self.rc = self.clamp_rate(self.rc * (1.0 - self.alpha / 2.0));
         self.alpha = ((1.0 - self.cfg.g) * self.alpha + self.cfg.g).clamp(0.0, 1.0);
         self.alpha_anchor_us = Some(at);
@@ -821,6 +852,36 @@ mod tests {
         // No hyper increase from the timer alone, however long.
         d.on_report(&rep(t0 + 55 * 20, 0, 0));
         assert_eq!(d.rt, L / 2.0 + 15.0 * RAI);
+    }
+
+    /// With a fixed window RTT the window is R_C × that RTT whatever the SRTT (DCQCN+win).
+    #[test]
+    fn a_fixed_window_rtt_ignores_the_srtt() {
+        let mut d = flow(DcqcnConfig { window_rtt_us: 8.0, cwnd_gain: 1.0, ..DcqcnConfig::default() });
+        let a = d.on_report(&rep(100, 0, 1));
+        let fixed = a.cwnd_bytes.expect("a window");
+        assert!((fixed - L / 2.0 * 8e-6).abs() < 1e-6, "half the line rate for 8 µs: {fixed}");
+        let mut s = flow(DcqcnConfig::default());
+        let by_srtt = s.on_report(&rep(100, 0, 1)).cwnd_bytes.expect("a window");
+        assert!(by_srtt > 2.0 * fixed, "by the SRTT (20 µs here), gain 2: {by_srtt} vs {fixed}");
+    }
+
+    /// Unclamped, cuts in a row keep the target of before the first, and the first increase event
+    /// aims back at it; a cut after an increase event clamps as eq. 1 does.
+    #[test]
+    fn an_unclamped_target_survives_cuts_in_a_row() {
+        let mut d = flow(DcqcnConfig { clamp_target_rate: false, ..DcqcnConfig::default() });
+        d.on_report(&rep(100, 0, 1));
+        d.on_report(&rep(150, 0, 1));
+        assert_eq!((d.rt, d.rc, d.cnps), (L, L / 4.0, 2), "no increase event between the cuts");
+        d.on_report(&rep(205, 0, 0));
+        assert_eq!((d.t_stage, d.rt, d.rc), (1, L, (L + L / 4.0) / 2.0), "fast recovery toward the old target");
+        d.on_report(&rep(210, 0, 1));
+        assert_eq!(d.rt, (L + L / 4.0) / 2.0, "an increase event came since the last cut: clamped");
+        // Clamped (the default), the same cuts leave the target at the rate before the second.
+        let mut d = after_two_cnps(DcqcnConfig::default());
+        d.on_report(&rep(205, 0, 0));
+        assert_eq!((d.rt, d.rc), (L / 2.0, (L / 2.0 + L / 4.0) / 2.0));
     }
 
     #[test]
