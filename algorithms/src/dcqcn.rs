@@ -79,8 +79,8 @@
 //! - `clamp_target_rate = false` (default true, the paper's eq. 1): a CNP sets R_T ← R_C only when an
 //!   increase event came since the last cut; cuts in a row keep the earlier target. That is the
 //!   HPCC authors' ns-3 DCQCN ("Mellanox version", `rdma-hw.cc`, CLAMP_TARGET_RATE 0 in its
-//!   `run.py`). On the BFC thesis's Table 3.1 setup it is most of the distance between our DCQCN
-//!   and theirs (configs/sim/bfc-table-3-1.toml).
+//!   `run.py`). On the BFC thesis's Table 3.1 flows it brings our cross flows' FCTs from 1.3–3.4×
+//!   the artifact's to within 12 % (configs/sim/bfc-table-3-1.toml). Default: the paper.
 //! - Not implemented: the artifact's and 802.1Qau's halving of T and B in hyper increase, and its
 //!   target-rate reduction (R_T/8); neither is in the paper. DCQCN has no loss reaction (RoCE runs
 //!   over PFC; the paper has none); losses and timeouts are ignored here.
