@@ -81,6 +81,11 @@
 //!   HPCC authors' ns-3 DCQCN ("Mellanox version", `rdma-hw.cc`, CLAMP_TARGET_RATE 0 in its
 //!   `run.py`). On the BFC thesis's Table 3.1 flows it brings our cross flows' FCTs from 1.3–3.4×
 //!   the artifact's to within 12 % (configs/sim/bfc-table-3-1.toml). Default: the paper.
+//! - `timer_stage_increase = true` (default false): the increase of the HPCC artifact's RP, which has
+//!   no byte counter: after a cut, F timer events of fast recovery, one of additive increase, then
+//!   hyper increase by a constant R_HAI per event. The paper's rule needs both clocks past F for
+//!   hyper increase, so with a byte counter that rarely fires a flow held down by congestion climbs
+//!   by R_AI alone; on Table 3.1's flows that is the artifact's long flow's lead (bfc-table-3-1.toml).
 //! - Not implemented: the artifact's and 802.1Qau's halving of T and B in hyper increase, and its
 //!   target-rate reduction (R_T/8); neither is in the paper. DCQCN has no loss reaction (RoCE runs
 //!   over PFC; the paper has none); losses and timeouts are ignored here.
@@ -242,6 +247,10 @@ declare_params! {
             true,
             "every CNP sets R_T to R_C (eq. 1); false: only after an increase event since the last cut, as Mellanox NICs and the HPCC artifact by default (CLAMP_TARGET_RATE 0)",
         ),
+        pub timer_stage_increase: bool = Param::bool(
+            false,
+            "increase as the HPCC artifact's (Mellanox) RP: by the timer's stage alone, F events of fast recovery, one additive, then R_HAI per event; the byte counter is unused",
+        ),
         pub window_rtt_us: f64 = Param::float(
             0.0,
             Bound::Inclusive(0.0),
@@ -289,6 +298,7 @@ pub struct DcqcnConfig {
     pub rai_bytes_per_s: f64,
     pub rhai_bytes_per_s: f64,
     pub clamp_target_rate: bool,
+    pub timer_stage_increase: bool,
     pub cwnd_gain: f64,
     pub window_rtt_us: f64,
     pub init_rtt_us: u64,
@@ -309,11 +319,13 @@ impl From<&DcqcnParams> for DcqcnConfig {
             cnp_interval_us: p.cnp_interval_us,
             alpha_update_us: p.alpha_update_us,
             rate_timer_us: p.rate_timer_us,
-            byte_counter_bytes: p.byte_counter_bytes as f64,
+            // The artifact's RP has no byte counter.
+            byte_counter_bytes: if p.timer_stage_increase { f64::INFINITY } else { p.byte_counter_bytes as f64 },
             fast_recovery_steps: p.fast_recovery_steps,
             rai_bytes_per_s: mbps_to_bytes_per_s(p.rai_mbps),
             rhai_bytes_per_s: mbps_to_bytes_per_s(p.rhai_mbps),
             clamp_target_rate: p.clamp_target_rate,
+            timer_stage_increase: p.timer_stage_increase,
             cwnd_gain: p.cwnd_gain,
             window_rtt_us: p.window_rtt_us,
             init_rtt_us: p.init_rtt_us,
@@ -574,7 +586,15 @@ impl Dcqcn {
     fn increase(&mut self) {
         let f = self.cfg.fast_recovery_steps;
         let (hi, lo) = (self.t_stage.max(self.bc_stage), self.t_stage.min(self.bc_stage));
-        if hi > f {
+        if self.cfg.timer_stage_increase {
+            // rdma-hw.cc's RateIncEventMlx, on the stage before this event: below F fast recovery,
+            // at F additive, past F hyper increase by a constant R_HAI.
+            let stage = self.t_stage - 1;
+            if stage >= f {
+                let step = if stage == f { self.cfg.rai_bytes_per_s } else { self.cfg.rhai_bytes_per_s };
+                self.rt = (self.rt + step).min(self.line());
+            }
+        } else if hi > f {
             let step = if lo > f { (lo - f) as f64 * self.cfg.rhai_bytes_per_s } else { self.cfg.rai_bytes_per_s };
             self.rt = (self.rt + step).min(self.line());
         }
@@ -864,6 +884,20 @@ mod tests {
         let mut s = flow(DcqcnConfig::default());
         let by_srtt = s.on_report(&rep(100, 0, 1)).cwnd_bytes.expect("a window");
         assert!(by_srtt > 2.0 * fixed, "by the SRTT (20 µs here), gain 2: {by_srtt} vs {fixed}");
+    }
+
+    /// The artifact's increase: F fast-recovery events, one additive, then a constant R_HAI per
+    /// event, by the timer alone however many bytes are acknowledged.
+    #[test]
+    fn the_timer_stage_alone_leads_to_hyper_increase() {
+        let cfg =
+            DcqcnConfig::from(&DcqcnParams { timer_stage_increase: true, fast_recovery_steps: 1, ..DcqcnParams::default() });
+        assert!(cfg.byte_counter_bytes.is_infinite(), "no byte counter");
+        let mut d = after_two_cnps(cfg);
+        // Four timer events (at +55k µs), 20 kB/µs acknowledged all along.
+        d.on_report(&rep(150 + 4 * 55, 20_000 * 4 * 55, 0));
+        assert_eq!((d.t_stage, d.bc_stage), (4, 0));
+        assert_eq!(d.rt, L / 2.0 + RAI + 2.0 * RHAI, "FR, AI, then R_HAI twice");
     }
 
     /// Unclamped, cuts in a row keep the target of before the first, and the first increase event
