@@ -8,8 +8,17 @@
 #   scripts/annulus-sim.sh edge [OUT_DIR]               configs/sim/annulus-edge-caching.toml: the 20:1
 #                                                       WAN incast of 50 MB transfers (S7/S8), 5 back to
 #                                                       back per server
+#   scripts/annulus-sim.sh s6 [OUT_DIR] [DC_LOAD]       configs/sim/annulus-s6.toml: the 128-host fat-tree
+#                                                       with its WAN edge (S6), Data Mining for 2 s and
+#                                                       Facebook Hadoop for 1 s (arrivals stop 0.2 s
+#                                                       before the end) at DC load 0.6 (the WAN class at
+#                                                       0.8x, the external cross traffic filling the
+#                                                       border->external links to 80 %), for each seed in
+#                                                       $SEEDS; schemes annulus, annulus-e2e (no
+#                                                       near-source loop), dctcp, dcqcn, cubic
 # Results go to OUT_DIR (default results/annulus-sim/<mode>); the tables are printed and written to
-# OUT_DIR/table.md (TABLE_ONLY=1 re-tabulates OUT_DIR without running anything). The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
+# OUT_DIR/table.md (TABLE_ONLY=1 re-tabulates OUT_DIR without running anything; CCP_SIM=path runs that
+# binary instead of building this checkout's). The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
 # annulus-bc15k (its recovery cycle at 15 KB, spec A4's sensitivity), dctcp+bbr (the same flows
 # without the near-source loop: the paper's baseline), and dctcp, dcqcn, dcqcn+pfc, cubic, bbr on
 # every flow.
@@ -19,8 +28,13 @@ mode=${1:?usage: scripts/annulus-sim.sh table2|fabric|edge [OUT_DIR] [...]}
 shift
 out=${1:-results/annulus-sim/$mode}
 shift || true
-cargo build --release -p ccp-sim --locked -q
-sim=target/release/ccp-sim
+# CCP_SIM: a ccp-sim binary to run instead of building this checkout's.
+if [ -n "${CCP_SIM:-}" ]; then
+  sim=$CCP_SIM
+else
+  cargo build --release -p ccp-sim --locked -q
+  sim=target/release/ccp-sim
+fi
 
 line_rate=40.0
 [ "$mode" != table2 ] && line_rate=10.0
@@ -77,6 +91,38 @@ fabric)
     done
   done
   ;;
+s6)
+  # The fabric's file sets Annulus's WAN loop to DCTCP (ns-2, §12 A5): annulus-e2e is it without the
+  # near-source loop. Every class runs the scheme.
+  declare -A s6_schemes=(
+    [annulus]=''
+    [annulus-e2e]='--set cc.params.near_source=false'
+    [dctcp]="${schemes[dctcp]}"
+    [dcqcn]="${schemes[dcqcn]}"
+    [cubic]="${schemes[cubic]}"
+  )
+  dc=${1:-0.6}
+  # The WAN class at a fifth of the dc class's bytes; the cross traffic brings the border's links
+  # to the external hosts to 80 % (configs/sim/annulus-s6.toml's header).
+  wan=$(python3 -c "print(round(0.8 * $dc, 4))")
+  cross=$(python3 -c "print(round(0.8 - 0.4 * $dc, 4))")
+  declare -A workloads=([datamining]='datamining_vl2.cdf 2000' [fb_hadoop]='../../../shared/workloads/fb_hadoop_hpcc.cdf 1000')
+  for seed in ${SEEDS:-1}; do
+    for wl in "${!workloads[@]}"; do
+      read -r cdf ms <<<"${workloads[$wl]}"
+      classes=()
+      for i in 0 1 2; do
+        classes+=(--set "workload.random[$i].cdf=\"$cdf\"" --set "workload.random[$i].stop_ms=$((ms - 200)).0")
+      done
+      for scheme in "${!s6_schemes[@]}"; do
+        # shellcheck disable=SC2086
+        run "$out/dc$dc/seed$seed/$wl/$scheme" configs/sim/annulus-s6.toml --seed "$seed" --set "duration_ms=$ms" \
+          "${classes[@]}" --set "workload.random[0].load=$dc" --set "workload.random[1].load=$wan" \
+          --set "workload.random[2].load=$cross" ${s6_schemes[$scheme]}
+      done
+    done
+  done
+  ;;
 edge)
   for scheme in "${!schemes[@]}"; do
     # shellcheck disable=SC2086
@@ -84,7 +130,7 @@ edge)
   done
   ;;
 *)
-  echo "unknown mode $mode (table2, fabric or edge)" >&2
+  echo "unknown mode $mode (table2, fabric, edge or s6)" >&2
   exit 2
   ;;
 esac
@@ -130,6 +176,39 @@ elif mode == "edge":
         mean, p99 = ref(fct, None), ref(fct, 0.99)
         print(f"| {name} | {len(fct)}/{total} | {mean:.3f} | {p99:.3f} | {mean / ref(base, None):.3f} | {p99 / ref(base, 0.99):.3f} | "
               f"{100 * loss:.3f} | {util:.3f} |")
+elif mode == "s6":
+    # S6: the mean FCT of WAN flows. Every scheme draws the same flows (the workload is generated
+    # before the run), so the means are also taken over the WAN flows every scheme of the cell
+    # finished ("common"): a scheme that leaves its slow flows unfinished gains nothing.
+    from collections import defaultdict
+    cells = defaultdict(dict)
+    for s in sorted(root.glob("dc*/seed*/*/*/summary.json")):
+        dc, seed, wl, scheme = s.parts[-5][2:], s.parts[-4][4:], s.parts[-3], s.parts[-2]
+        j = json.loads(s.read_text())
+        cells[(dc, seed, wl)][scheme] = (j, flows(s.parent))
+    print("| DC load | seed | workload | scheme | WAN done | WAN mean FCT ms | WAN p99 ms | WAN mean, common ms | vs best other | "
+          "DC mean FCT µs | DC small p99 µs | cross mean ms | border→ext util | border→ext drops | drops (all) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
+    for (dc, seed, wl), runs in sorted(cells.items()):
+        done_by = {k: {f["id"] for f in fl if f["label"] == "wan" and f["fct_us"]} for k, (j, fl) in runs.items()}
+        common = set.intersection(*done_by.values()) if done_by else set()
+        common_mean = {}
+        for k, (j, fl) in runs.items():
+            common_mean[k] = mean([float(f["fct_us"]) / 1e3 for f in fl if f["id"] in common])
+        for k, (j, fl) in sorted(runs.items()):
+            cls = lambda lab: [f for f in fl if f["label"] == lab]
+            wan, dcf, cross = cls("wan"), cls("dc"), cls("cross")
+            fct = lambda fs: [float(f["fct_us"]) for f in fs if f["fct_us"]]
+            w = fct(wan)
+            small = [float(f["fct_us"]) for f in dcf if f["fct_us"] and int(f["bytes"]) <= 10_000]
+            ext = [p for p in j["ports"] if p["name"].startswith("border->e")]
+            others = [v for o, v in common_mean.items() if o != k and o != "annulus-e2e"]
+            best = min(others) if others else float("nan")
+            print(f"| {dc} | {seed} | {wl} | {k} | {len(w)}/{len(wan)} | {mean(w)/1e3:.2f} | {pct(w, 0.99)/1e3:.1f} | "
+                  f"{common_mean[k]:.2f} | {common_mean[k] / best:.3f} | {mean(fct(dcf)):.0f} | {pct(small, 0.99):.0f} | "
+                  f"{mean(fct(cross))/1e3:.2f} | {mean([p['utilization'] for p in ext]):.3f} | "
+                  f"{sum(p['drops'] for p in ext)} | {j['counters']['dropped_buffer']} |")
 else:
     print("| seed | workload | scheme | small p99.9 FCT µs | small p99 µs | small mean µs | medium mean µs | large mean µs | all mean FCT µs | all mean slowdown | drops | done |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

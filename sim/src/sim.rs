@@ -44,10 +44,13 @@ pub struct CcParams {
 pub struct FlowOverrides {
     /// Per `[[workload.flows]]` entry.
     pub explicit_cc: Vec<Option<Choice>>,
-    pub random_cc: Option<Choice>,
+    /// Per random class.
+    pub random_cc: Vec<Option<Choice>>,
     pub incast_cc: Option<Choice>,
     /// Per `[[workload.flows]]` entry.
     pub labels: Vec<Option<String>>,
+    /// Per random class.
+    pub random_labels: Vec<Option<String>>,
 }
 
 impl FlowOverrides {
@@ -66,19 +69,25 @@ impl FlowOverrides {
                 .enumerate()
                 .map(|(i, f)| choose(&f.cc, format!("workload.flows[{i}].cc")))
                 .collect::<Result<_, _>>()?,
-            random_cc: choose(&w.random.as_ref().and_then(|r| r.cc.clone()), "workload.random.cc".into())?,
+            random_cc: w
+                .random_classes()
+                .iter()
+                .enumerate()
+                .map(|(i, r)| choose(&r.cc, format!("{}.cc", w.random_key(i))))
+                .collect::<Result<_, _>>()?,
             incast_cc: choose(&w.incast.as_ref().and_then(|r| r.cc.clone()), "workload.incast.cc".into())?,
-            labels: Self::labels(s),
+            ..Self::labels_only(s)
         })
     }
 
     /// Only the labels (every flow runs one algorithm).
     fn labels_only(s: &Scenario) -> FlowOverrides {
-        FlowOverrides { labels: Self::labels(s), ..FlowOverrides::default() }
-    }
-
-    fn labels(s: &Scenario) -> Vec<Option<String>> {
-        s.workload.flows.iter().map(|f| f.label.clone()).collect()
+        let w = &s.workload;
+        FlowOverrides {
+            labels: w.flows.iter().map(|f| f.label.clone()).collect(),
+            random_labels: w.random_classes().iter().map(|r| r.label.clone()).collect(),
+            ..FlowOverrides::default()
+        }
     }
 }
 
@@ -175,12 +184,16 @@ impl Sim {
             tp.int_overhead = s.switch.int_overhead_bytes;
         }
         let mut flows: Vec<FlowSpec> = workload::explicit(&s.workload.flows);
-        if let Some(r) = &s.workload.random {
+        for (i, r) in s.workload.random_classes().iter().enumerate() {
             let cdf = SizeCdf::load(&loaded.base_dir().join(&r.cdf))?;
-            flows.extend(workload::random(r, &cdf, topo.load_reference_bps, topo.pairs, s.seed, end));
+            let (pairs, reference_bps) =
+                topo.pairs_for(r.pairs).map_err(|e| format!("{}.pairs: {e}", s.workload.random_key(i)))?;
+            flows.extend(workload::random(r, i as u32, &cdf, reference_bps, pairs, s.seed, end));
         }
         if let Some(inc) = &s.workload.incast {
-            flows.extend(workload::incast(inc, topo.hosts.len() as u32, s.seed, end));
+            // Among the datacenter's hosts: an incast is a datacenter pattern.
+            let hosts = topo.edge.map_or(topo.hosts.len() as u32, |e| e.dc_hosts);
+            flows.extend(workload::incast(inc, hosts, s.seed, end));
         }
         let ccp = CcParams {
             per_ack: s.cc.reporting == Reporting::PerAck,
@@ -224,10 +237,14 @@ impl Sim {
         let peers: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
         for (id, port) in ports.iter_mut().enumerate() {
             if let NodeKind::Switch(_) = topo.nodes[port.node as usize] {
+                let qdisc = match &s.switch.border_qdisc {
+                    Some(q) if topo.border == Some(port.node) => q,
+                    _ => &s.switch.qdisc,
+                };
                 let queues = (0..s.switch.queues_per_port)
                     .map(|q| {
                         let seed = Rng::stream(s.seed, Stream::Qcn, (id as u64) << 16 | u64::from(q)).next_u64();
-                        EgressQueue { qdisc: make_qdisc(&s.switch.qdisc, port.rate_bps, mss_wire, seed) }
+                        EgressQueue { qdisc: make_qdisc(qdisc, port.rate_bps, mss_wire, seed) }
                     })
                     .collect();
                 port.set_queues(queues);
@@ -322,7 +339,7 @@ impl Sim {
         let o = &self.overrides;
         let over = match spec.class {
             FlowClass::Explicit => spec.entry.and_then(|i| o.explicit_cc.get(i as usize)).and_then(Option::as_ref),
-            FlowClass::Random => o.random_cc.as_ref(),
+            FlowClass::Random => spec.entry.and_then(|i| o.random_cc.get(i as usize)).and_then(Option::as_ref),
             FlowClass::Incast => o.incast_cc.as_ref(),
         };
         over.unwrap_or(&self.choice)
@@ -359,9 +376,14 @@ impl Sim {
         BasePath { bottleneck_bps, rtt }
     }
 
-    /// An explicit flow's label.
+    /// A flow's label: its explicit entry's or its random class's.
     pub fn label_of(&self, spec: &FlowSpec) -> Option<&str> {
-        spec.entry.and_then(|i| self.overrides.labels.get(i as usize)).and_then(|l| l.as_deref())
+        let labels = match spec.class {
+            FlowClass::Explicit => &self.overrides.labels,
+            FlowClass::Random => &self.overrides.random_labels,
+            FlowClass::Incast => return None,
+        };
+        spec.entry.and_then(|i| labels.get(i as usize)).and_then(|l| l.as_deref())
     }
 
     /// Limits every host to NIC queue ids below `n` (what its first-hop switch can pause).

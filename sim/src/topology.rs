@@ -7,6 +7,7 @@
 
 use std::collections::VecDeque;
 
+use crate::config::PairClass;
 use crate::config::TopologyConfig;
 use crate::time::{from_us, Time};
 use crate::workload::Pairs;
@@ -50,6 +51,22 @@ pub struct Topology {
     pub pairs: Pairs,
     /// Ports sampled by default, by name.
     pub default_monitor: Vec<String>,
+    /// The border router (a fat-tree's WAN edge), whose ports take `switch.border_qdisc`.
+    pub border: Option<NodeId>,
+    /// The external hosts beyond it and the capacities WAN and external loads refer to.
+    pub edge: Option<Edge>,
+}
+
+/// A fat-tree's WAN edge, as random flows see it.
+#[derive(Debug, Clone, Copy)]
+pub struct Edge {
+    /// Hosts 0..dc_hosts are the datacenter's; the next `external_hosts` are beyond the border.
+    pub dc_hosts: u32,
+    pub external_hosts: u32,
+    /// Capacity of the pods' links to the border router, bits/s (one direction).
+    pub border_bps: f64,
+    /// Capacity of the external hosts' links, bits/s (one direction).
+    pub external_bps: f64,
 }
 
 impl Topology {
@@ -85,6 +102,8 @@ impl Topology {
             load_reference_bps: 0.0,
             pairs: Pairs::Any { hosts: 0 },
             default_monitor: Vec::new(),
+            border: None,
+            edge: None,
         }
     }
 
@@ -146,17 +165,114 @@ impl Topology {
                 t.pairs = Pairs::Any { hosts: tors * hosts_per_tor };
                 t.default_monitor = vec!["tor0->h0".into(), "tor0->spine0".into(), "spine0->tor1".into()];
             }
+            TopologyConfig::FatTree {
+                pods,
+                tors_per_pod,
+                aggs_per_pod,
+                hosts_per_tor,
+                cores,
+                link_gbps,
+                host_delay_us,
+                fabric_delay_us,
+                ref external,
+            } => {
+                let core_ids: Vec<NodeId> = (0..cores).map(|c| t.switch(format!("core{c}"))).collect();
+                let cores_per_agg = cores / aggs_per_pod;
+                let mut pod_aggs = Vec::new();
+                for p in 0..pods {
+                    let aggs: Vec<NodeId> = (0..aggs_per_pod).map(|a| t.switch(format!("agg{p}.{a}"))).collect();
+                    for r in 0..tors_per_pod {
+                        let tor = t.switch(format!("tor{p}.{r}"));
+                        let first = (p * tors_per_pod + r) * hosts_per_tor;
+                        for i in 0..hosts_per_tor {
+                            let h = t.host(format!("h{}", first + i));
+                            t.link(h, tor, link_gbps, host_delay_us);
+                        }
+                        for &agg in &aggs {
+                            t.link(tor, agg, link_gbps, fabric_delay_us);
+                        }
+                    }
+                    for (a, &agg) in aggs.iter().enumerate() {
+                        for &core in &core_ids[a * cores_per_agg as usize..][..cores_per_agg as usize] {
+                            t.link(agg, core, link_gbps, fabric_delay_us);
+                        }
+                    }
+                    pod_aggs.push(aggs);
+                }
+                let dc_hosts = pods * tors_per_pod * hosts_per_tor;
+                t.load_reference_bps = f64::from(pods * aggs_per_pod * cores_per_agg) * link_gbps * BPS_PER_GBPS;
+                t.pairs = Pairs::Any { hosts: dc_hosts };
+                t.default_monitor = vec!["tor0.0->h0".into(), "tor0.0->agg0.0".into(), "agg0.0->core0".into()];
+                if let Some(e) = external {
+                    let border = t.switch("border".into());
+                    t.border = Some(border);
+                    for aggs in &pod_aggs {
+                        for &agg in &aggs[..e.border_links_per_pod as usize] {
+                            t.link(agg, border, link_gbps, fabric_delay_us);
+                        }
+                    }
+                    let gbps = e.link_gbps.unwrap_or(link_gbps);
+                    for i in 0..e.hosts {
+                        let h = t.host(format!("e{i}"));
+                        t.link(h, border, gbps, e.delay_us);
+                    }
+                    t.edge = Some(Edge {
+                        dc_hosts,
+                        external_hosts: e.hosts,
+                        border_bps: f64::from(pods * e.border_links_per_pod) * link_gbps * BPS_PER_GBPS,
+                        external_bps: f64::from(e.hosts) * gbps * BPS_PER_GBPS,
+                    });
+                    t.default_monitor.extend(["agg0.0->border".into(), "border->e0".into()]);
+                }
+            }
         }
         t
     }
 
-    /// Hop distance from every node to `dst`, not forwarding through hosts.
+    /// How flows of `class` pick endpoints, and the capacity their `load` is a fraction of.
+    pub fn pairs_for(&self, class: Option<PairClass>) -> Result<(Pairs, f64), String> {
+        let edge = || self.edge.ok_or_else(|| "needs a topology with an external edge (`topology.external`)".to_string());
+        Ok(match class {
+            None => (self.pairs, self.load_reference_bps),
+            Some(PairClass::Internal) => match self.edge {
+                Some(e) => (Pairs::Any { hosts: e.dc_hosts }, self.load_reference_bps),
+                None => (self.pairs, self.load_reference_bps),
+            },
+            Some(PairClass::Wan) => {
+                let e = edge()?;
+                (Pairs::Wan { dc_hosts: e.dc_hosts, external_hosts: e.external_hosts }, e.border_bps)
+            }
+            Some(PairClass::External) => {
+                let e = edge()?;
+                if e.external_hosts < 2 {
+                    return Err("external pairs need at least 2 external hosts".into());
+                }
+                (Pairs::External { first: e.dc_hosts, hosts: e.external_hosts }, e.external_bps)
+            }
+        })
+    }
+
+    /// Whether node `n` may forward packets on their way to host node `dst`: not a host, nor the
+    /// border router toward a datacenter host (the fabric's own paths carry its traffic; through
+    /// the border, a path between two pods is as short as through a core).
+    fn forwards_toward(&self, n: NodeId, dst: NodeId) -> bool {
+        match self.nodes[n as usize] {
+            NodeKind::Host(_) => false,
+            NodeKind::Switch(_) if self.border == Some(n) => match (self.nodes[dst as usize], self.edge) {
+                (NodeKind::Host(h), Some(e)) => h >= e.dc_hosts,
+                _ => true,
+            },
+            NodeKind::Switch(_) => true,
+        }
+    }
+
+    /// Hop distance from every node to `dst` over nodes that forward toward it.
     fn distances_to(&self, dst: NodeId, adjacency: &[Vec<NodeId>]) -> Vec<u32> {
         let mut dist = vec![u32::MAX; self.nodes.len()];
         dist[dst as usize] = 0;
         let mut q = VecDeque::from([dst]);
         while let Some(n) = q.pop_front() {
-            if n != dst && matches!(self.nodes[n as usize], NodeKind::Host(_)) {
+            if n != dst && !self.forwards_toward(n, dst) {
                 continue;
             }
             for &m in &adjacency[n as usize] {
@@ -194,7 +310,11 @@ impl Routes {
                 }
                 next[s][h] = node_ports[sw as usize]
                     .iter()
-                    .filter(|&&(_, peer)| dist[peer as usize] != u32::MAX && dist[peer as usize] + 1 == d)
+                    .filter(|&&(_, peer)| {
+                        dist[peer as usize] != u32::MAX
+                            && dist[peer as usize] + 1 == d
+                            && (peer == dst || topo.forwards_toward(peer, dst))
+                    })
                     .map(|&(p, _)| p)
                     .collect();
             }
@@ -292,5 +412,93 @@ mod tests {
             [from_us(2.0), from_us(3.0), from_us(4000.0), from_us(5.0)],
             "one per host: the receiver's too"
         );
+    }
+}
+
+#[cfg(test)]
+mod fat_tree_tests {
+    use super::*;
+    use crate::config::ExternalEdge;
+
+    fn ports_of(t: &Topology) -> Vec<Vec<(PortId, NodeId)>> {
+        let mut np = vec![Vec::new(); t.nodes.len()];
+        for (i, l) in t.links.iter().enumerate() {
+            np[l.a as usize].push((2 * i as PortId, l.b));
+            np[l.b as usize].push((2 * i as PortId + 1, l.a));
+        }
+        np
+    }
+
+    /// The annulus.md §9.4 fabric: 4 pods × (4 ToRs × 8 hosts, 4 aggregation switches), 8 cores.
+    pub(crate) fn annulus_fabric(external: Option<ExternalEdge>) -> TopologyConfig {
+        TopologyConfig::FatTree {
+            pods: 4,
+            tors_per_pod: 4,
+            aggs_per_pod: 4,
+            hosts_per_tor: 8,
+            cores: 8,
+            link_gbps: 10.0,
+            host_delay_us: 1.0,
+            fabric_delay_us: 1.25,
+            external,
+        }
+    }
+
+    fn switch(t: &Topology, name: &str) -> u32 {
+        let node = t.names.iter().position(|n| n == name).unwrap() as NodeId;
+        match t.nodes[node as usize] {
+            NodeKind::Switch(s) => s,
+            NodeKind::Host(_) => panic!("{name} is a host"),
+        }
+    }
+
+    fn peers(t: &Topology, np: &[Vec<(PortId, NodeId)>], sw: &str, ports: &[PortId]) -> Vec<String> {
+        let node = t.switches[switch(t, sw) as usize];
+        let mut names: Vec<String> = ports
+            .iter()
+            .map(|p| {
+                let &(_, peer) = np[node as usize].iter().find(|(q, _)| q == p).unwrap();
+                t.names[peer as usize].clone()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_fat_tree_oversubscribes_four_to_one_and_spreads_over_its_cores() {
+        let t = Topology::build(&annulus_fabric(None));
+        // 128 hosts; 8 cores + 4 × (4 aggregation + 4 ToR) switches; host, ToR–agg and agg–core links.
+        assert_eq!((t.hosts.len(), t.switches.len(), t.links.len()), (128, 40, 128 + 64 + 32));
+        assert_eq!(t.load_reference_bps, 32.0 * 10e9, "the aggregation–core capacity");
+        let np = ports_of(&t);
+        let r = Routes::compute(&t, &np);
+        // A ToR to a host of another pod: all 4 aggregation switches; that agg to its 2 cores.
+        assert_eq!(peers(&t, &np, "tor0.0", r.next_hops(switch(&t, "tor0.0"), 40)), ["agg0.0", "agg0.1", "agg0.2", "agg0.3"]);
+        assert_eq!(peers(&t, &np, "agg0.1", r.next_hops(switch(&t, "agg0.1"), 40)), ["core2", "core3"]);
+        // Within the pod, never up to a core.
+        assert_eq!(peers(&t, &np, "agg0.1", r.next_hops(switch(&t, "agg0.1"), 9)), ["tor0.1"]);
+        assert_eq!(peers(&t, &np, "core3", r.next_hops(switch(&t, "core3"), 40)), ["agg1.1"]);
+    }
+
+    #[test]
+    fn the_border_router_carries_only_wan_traffic() {
+        let edge = ExternalEdge { hosts: 8, border_links_per_pod: 2, link_gbps: None, delay_us: 10_000.0 };
+        let t = Topology::build(&annulus_fabric(Some(edge)));
+        assert_eq!(t.hosts.len(), 136);
+        assert_eq!(t.names[t.hosts[128] as usize], "e0");
+        let e = t.edge.unwrap();
+        assert_eq!((e.dc_hosts, e.external_hosts, e.border_bps, e.external_bps), (128, 8, 80e9, 80e9));
+        let np = ports_of(&t);
+        let r = Routes::compute(&t, &np);
+        // Between pods through the cores only, although the border is as few hops away.
+        assert_eq!(peers(&t, &np, "agg0.0", r.next_hops(switch(&t, "agg0.0"), 40)), ["core0", "core1"]);
+        // Out of the datacenter through the pod's border-linked aggregation switches.
+        assert_eq!(peers(&t, &np, "tor0.0", r.next_hops(switch(&t, "tor0.0"), 128)), ["agg0.0", "agg0.1"]);
+        assert_eq!(peers(&t, &np, "agg0.0", r.next_hops(switch(&t, "agg0.0"), 130)), ["border"]);
+        // In from the edge straight to the destination's pod.
+        assert_eq!(peers(&t, &np, "border", r.next_hops(switch(&t, "border"), 40)), ["agg1.0", "agg1.1"]);
+        let delay_to = |name: &str| t.links.iter().find(|l| t.names[l.a as usize] == name).unwrap().delay;
+        assert_eq!(delay_to("e3"), from_us(10_000.0));
     }
 }

@@ -39,12 +39,14 @@ pub struct FlowSpec {
     pub bytes: Option<u64>,
     pub start: Time,
     pub class: FlowClass,
-    /// For an explicit flow, the index of its `[[workload.flows]]` entry (its label and
-    /// congestion-control override); `None` for random and incast flows.
+    /// For an explicit flow, the index of its `[[workload.flows]]` entry, for a random one its
+    /// class's (its label and congestion-control override); `None` for incast flows.
     pub entry: Option<u32>,
     /// Transfers still to follow this one back to back (`workload.flows[].transfers` − 1 for the
     /// first): the next starts, as a new flow, when this one's last byte is acknowledged.
     pub then: u32,
+    /// The flow's RTO floor instead of `[transport]`'s (its class's `rto_min_us`).
+    pub rto_min: Option<Time>,
 }
 
 /// A piecewise-linear flow-size CDF.
@@ -142,6 +144,7 @@ pub fn explicit(flows: &[FlowConfig]) -> Vec<FlowSpec> {
                     class: FlowClass::Explicit,
                     entry: Some(i as u32),
                     then: f.transfers.saturating_sub(1),
+                    rto_min: None,
                 },
                 f.count as usize,
             )
@@ -156,6 +159,11 @@ pub enum Pairs {
     Any { hosts: u32 },
     /// A sender in [0, senders) to a receiver in [senders, senders + receivers) (dumbbell).
     LeftToRight { senders: u32, receivers: u32 },
+    /// One end among the datacenter's hosts [0, dc_hosts), the other among the external hosts
+    /// after them, either way round with even odds.
+    Wan { dc_hosts: u32, external_hosts: u32 },
+    /// Any two distinct hosts of [first, first + hosts).
+    External { first: u32, hosts: u32 },
 }
 
 impl Pairs {
@@ -172,15 +180,38 @@ impl Pairs {
             Pairs::LeftToRight { senders, receivers } => {
                 (rng.below(u64::from(senders)) as u32, senders + rng.below(u64::from(receivers)) as u32)
             }
+            Pairs::Wan { dc_hosts, external_hosts } => {
+                let dc = rng.below(u64::from(dc_hosts)) as u32;
+                let external = dc_hosts + rng.below(u64::from(external_hosts)) as u32;
+                if rng.below(2) == 0 {
+                    (dc, external)
+                } else {
+                    (external, dc)
+                }
+            }
+            Pairs::External { first, hosts } => {
+                let (src, dst) = Pairs::Any { hosts }.draw(rng);
+                (first + src, first + dst)
+            }
         }
     }
 }
 
-/// Open-loop flows at `load` × `reference_bps`: λ = load·C / (8·mean size) flows per second.
-pub fn random(cfg: &RandomConfig, cdf: &SizeCdf, reference_bps: f64, pairs: Pairs, seed: u64, end: Time) -> Vec<FlowSpec> {
-    let mut sizes = Rng::stream(seed, Stream::FlowSize, 0);
-    let mut gaps = Rng::stream(seed, Stream::Arrival, 0);
-    let mut ends = Rng::stream(seed, Stream::Endpoints, 0);
+/// Open-loop flows of random class `class` at `load` × `reference_bps`: λ = load·C / (8·mean
+/// size) flows per second.
+pub fn random(
+    cfg: &RandomConfig,
+    class: u32,
+    cdf: &SizeCdf,
+    reference_bps: f64,
+    pairs: Pairs,
+    seed: u64,
+    end: Time,
+) -> Vec<FlowSpec> {
+    let mut sizes = Rng::stream(seed, Stream::FlowSize, u64::from(class));
+    let mut gaps = Rng::stream(seed, Stream::Arrival, u64::from(class));
+    let mut ends = Rng::stream(seed, Stream::Endpoints, u64::from(class));
+    let rto_min = cfg.rto_min_us.map(from_us);
     let rate = cfg.load * reference_bps / (8.0 * cdf.mean());
     let mean_gap_s = 1.0 / rate;
     let stop = cfg.stop_ms.map_or(end, |ms| (ms * PS_PER_MS as f64) as Time).min(end);
@@ -203,8 +234,9 @@ pub fn random(cfg: &RandomConfig, cdf: &SizeCdf, reference_bps: f64, pairs: Pair
             bytes: Some(cdf.sample(&mut sizes)),
             start: t as Time,
             class: FlowClass::Random,
-            entry: None,
+            entry: Some(class),
             then: 0,
+            rto_min,
         });
     }
     out
@@ -241,6 +273,7 @@ pub fn incast(cfg: &IncastConfig, hosts: u32, seed: u64, end: Time) -> Vec<FlowS
                 class: FlowClass::Incast,
                 entry: None,
                 then: 0,
+                rto_min: None,
             });
         }
         bursts += 1;
@@ -312,9 +345,12 @@ mod tests {
                 stop_ms: None,
                 max_flows: None,
                 cc: None,
+                pairs: None,
+                label: None,
+                rto_min_us: None,
             };
             let end = 2 * PS_PER_SEC;
-            let flows = random(&cfg, &cdf, 1e10, Pairs::Any { hosts: 8 }, 1, end);
+            let flows = random(&cfg, 0, &cdf, 1e10, Pairs::Any { hosts: 8 }, 1, end);
             let bytes: u64 = flows.iter().map(|f| f.bytes.unwrap()).sum();
             let load = bytes as f64 * 8.0 / 2.0 / 1e10;
             assert!((load - 0.5).abs() < 0.03, "{arrivals:?}: {load}");

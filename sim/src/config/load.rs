@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use super::locate::{find_key_after, locate};
 use super::validate::validate;
-use super::Scenario;
+use super::{RandomClasses, RandomConfig, Scenario};
 
 /// A scenario that could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -127,12 +127,21 @@ fn apply_override(table: &mut toml::Table, spec: &str) -> Result<(), ConfigError
         Err(_) => toml::Value::String(raw.to_string()),
     };
     let parts: Vec<&str> = key.split('.').collect();
+    let fail = |message: String| ConfigError::Override { key: key.to_string(), message };
     let mut cur = table;
     for p in &parts[..parts.len() - 1] {
-        let entry = cur.entry(p.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        cur = entry
-            .as_table_mut()
-            .ok_or_else(|| ConfigError::Override { key: key.to_string(), message: format!("`{p}` is not a table") })?;
+        // `name[i]`: the i-th table of an array of tables (`workload.random[1].load`).
+        let (name, index) = match p.strip_suffix(']').and_then(|q| q.split_once('[')) {
+            Some((name, i)) => (name, Some(i.parse::<usize>().map_err(|_| fail(format!("`{p}`: the index is not a number")))?)),
+            None => (*p, None),
+        };
+        let mut entry = cur.entry(name.to_string()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let Some(i) = index {
+            let items = entry.as_array_mut().ok_or_else(|| fail(format!("`{name}` is not an array")))?;
+            let n = items.len();
+            entry = items.get_mut(i).ok_or_else(|| fail(format!("`{name}` has {n} items, no [{i}]")))?;
+        }
+        cur = entry.as_table_mut().ok_or_else(|| fail(format!("`{p}` is not a table")))?;
     }
     cur.insert(parts[parts.len() - 1].to_string(), value);
     Ok(())
@@ -144,14 +153,18 @@ fn apply_override(table: &mut toml::Table, spec: &str) -> Result<(), ConfigError
 fn absolute_python_names(l: &mut Loaded) -> Result<(), ConfigError> {
     let base = l.base_dir();
     let w = &mut l.scenario.workload;
+    let keys: Vec<String> = (0..w.random_classes().len()).map(|i| w.random_key(i)).collect();
     let mut names: Vec<(String, &mut String)> = vec![("cc".into(), &mut l.scenario.cc.algorithm)];
     for (i, f) in w.flows.iter_mut().enumerate() {
         if let Some(c) = f.cc.as_mut() {
             names.push((format!("workload.flows[{i}].cc"), &mut c.algorithm));
         }
     }
-    if let Some(c) = w.random.as_mut().and_then(|r| r.cc.as_mut()) {
-        names.push(("workload.random.cc".into(), &mut c.algorithm));
+    let random: &mut [RandomConfig] = w.random.as_mut().map(RandomClasses::as_mut_slice).unwrap_or_default();
+    for (r, key) in random.iter_mut().zip(keys) {
+        if let Some(c) = r.cc.as_mut() {
+            names.push((format!("{key}.cc"), &mut c.algorithm));
+        }
     }
     if let Some(c) = w.incast.as_mut().and_then(|r| r.cc.as_mut()) {
         names.push(("workload.incast.cc".into(), &mut c.algorithm));

@@ -90,6 +90,45 @@ pub enum TopologyConfig {
     /// Two-tier Clos: every ToR connects to every spine (bfc.md §13.2: 8 ToR × 16 hosts, 8 spines,
     /// 100 Gbit/s, 1 µs). Hosts are numbered ToR by ToR.
     LeafSpine { tors: u32, hosts_per_tor: u32, spines: u32, host_gbps: f64, core_gbps: f64, link_delay_us: f64 },
+    /// Three-tier fat-tree (Annulus's ns-2 fabric, annulus.md §9.4: 4 pods of 4 ToRs × 8 hosts
+    /// and 4 aggregation switches, 8 cores, 10 Gbit/s): every ToR connects to every aggregation
+    /// switch of its pod, aggregation switch `j` of every pod to cores `j·c … j·c + c − 1` where
+    /// `c = cores / aggs_per_pod`. Hosts are numbered pod by pod, ToR by ToR; `load` is a fraction
+    /// of the aggregation–core capacity (the tier the oversubscription leaves thinnest with
+    /// uniform pairs). With `external`, a border router and hosts beyond it (the WAN edge).
+    FatTree {
+        pods: u32,
+        tors_per_pod: u32,
+        aggs_per_pod: u32,
+        hosts_per_tor: u32,
+        cores: u32,
+        /// Every link's rate inside the datacenter, host links included.
+        link_gbps: f64,
+        /// One-way propagation delay of each host–ToR link, µs.
+        host_delay_us: f64,
+        /// One-way propagation delay of each switch–switch link, µs.
+        fabric_delay_us: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        external: Option<ExternalEdge>,
+    },
+}
+
+/// The WAN edge of a fat-tree: a border router (switch `border`) linked to the first
+/// `border_links_per_pod` aggregation switches of every pod at the fabric's rate (Jupiter-style:
+/// annulus.md §9.4's "pool of 25 % of aggregate intra-cluster bandwidth" per pod is 2 of a pod's
+/// 8 core links), and `hosts` external hosts on the border router, each over a link of its own
+/// with `delay_us` one way (10 ms: a 20 ms RTT between the datacenter and the edge). External
+/// hosts are numbered after the datacenter's; ports on the border router may take their own
+/// queue discipline (`switch.border_qdisc`).
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalEdge {
+    pub hosts: u32,
+    pub border_links_per_pod: u32,
+    /// The external hosts' link rate, Gbit/s (default: the fabric's `link_gbps`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_gbps: Option<f64>,
+    pub delay_us: f64,
 }
 
 /// Switch buffers, admission, queue discipline and PFC (the same on every switch).
@@ -109,6 +148,11 @@ pub struct SwitchConfig {
     /// and served round-robin among non-paused queues.
     pub queues_per_port: u16,
     pub qdisc: QdiscConfig,
+    /// The queue discipline of the border router's ports instead of `qdisc` (a fat-tree's
+    /// `external` edge): Annulus's ns-2 runs mark ECN on intra-datacenter switches only, while
+    /// the border router keeps its QCN congestion point (annulus.md §9.4, §12 A19).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub border_qdisc: Option<QdiscConfig>,
     pub pfc: PfcConfig,
     /// BFC on every switch (`[switch.bfc]`; absent = off). Needs `queues_per_port` ≥ 2.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -172,6 +216,7 @@ impl Default for SwitchConfig {
             port_buffer_bytes: None,
             queues_per_port: 1,
             qdisc: QdiscConfig::Droptail {},
+            border_qdisc: None,
             pfc: PfcConfig::default(),
             bfc: None,
             int: false,
@@ -417,8 +462,76 @@ pub enum Reporting {
 #[serde(deny_unknown_fields, default)]
 pub struct WorkloadConfig {
     pub flows: Vec<FlowConfig>,
-    pub random: Option<RandomConfig>,
+    pub random: Option<RandomClasses>,
     pub incast: Option<IncastConfig>,
+}
+
+impl WorkloadConfig {
+    /// The random classes, in order (none, one `[workload.random]`, or each `[[workload.random]]`).
+    pub fn random_classes(&self) -> &[RandomConfig] {
+        match &self.random {
+            None => &[],
+            Some(RandomClasses::One(r)) => std::slice::from_ref(r),
+            Some(RandomClasses::Many(v)) => v,
+        }
+    }
+
+    /// How error messages name random class `i`: `workload.random`, or `workload.random[i]`
+    /// when there are several.
+    pub fn random_key(&self, i: usize) -> String {
+        match &self.random {
+            Some(RandomClasses::Many(_)) => format!("workload.random[{i}]"),
+            _ => "workload.random".into(),
+        }
+    }
+}
+
+/// Random traffic: one `[workload.random]` table, or several `[[workload.random]]` classes, each
+/// with its own endpoints, size CDF, load, label and transport (the intra-datacenter, WAN and
+/// external traffic of a fat-tree with a WAN edge). Class `i` draws from streams of its own, so
+/// adding a class leaves the ones before it unchanged.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum RandomClasses {
+    One(RandomConfig),
+    Many(Vec<RandomConfig>),
+}
+
+impl RandomClasses {
+    pub fn as_mut_slice(&mut self) -> &mut [RandomConfig] {
+        match self {
+            RandomClasses::One(r) => std::slice::from_mut(r),
+            RandomClasses::Many(v) => v,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for RandomClasses {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match toml::Value::deserialize(d)? {
+            toml::Value::Array(classes) => classes
+                .into_iter()
+                .enumerate()
+                .map(|(i, v)| RandomConfig::deserialize(v).map_err(|e| D::Error::custom(format!("class [{i}]: {e}"))))
+                .collect::<Result<Vec<_>, _>>()
+                .map(RandomClasses::Many),
+            one => RandomConfig::deserialize(one).map(RandomClasses::One).map_err(D::Error::custom),
+        }
+    }
+}
+
+/// Which hosts a random class's flows run between, on a topology with an external edge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PairClass {
+    /// Two datacenter hosts; `load` is of the topology's reference capacity.
+    Internal,
+    /// A datacenter host and an external one, either way round; `load` is of the pods' links to
+    /// the border router.
+    Wan,
+    /// Two external hosts (cross traffic on the edge); `load` is of the external hosts' links.
+    External,
 }
 
 /// One explicit flow (or `count` identical ones).
@@ -497,6 +610,17 @@ pub struct RandomConfig {
     /// The random flows' congestion control instead of `[cc]`'s algorithm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cc: Option<FlowCcConfig>,
+    /// Which hosts the flows run between (absent: any two of the topology's, or of the
+    /// datacenter's on a topology with an external edge).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairs: Option<PairClass>,
+    /// A name for these flows in `flows.csv`'s `label` column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+    /// These flows' minimum (and initial) retransmission timeout instead of `[transport]`'s, µs:
+    /// Annulus's ns-2 runs use 1 ms inside the datacenter and 100 ms across the WAN (§9.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rto_min_us: Option<f64>,
 }
 
 fn default_arrivals() -> Arrivals {

@@ -4,8 +4,8 @@
 
 use super::load::{ConfigError, Loaded};
 use super::{
-    Admission, BfcConfig, CcConfig, FlowConfig, IncastConfig, OutputConfig, PfcConfig, QdiscConfig, RandomConfig, SwitchConfig,
-    TopologyConfig, TransportConfig, WorkloadConfig, BFC_MAX_QUEUES, MAX_LABEL_LEN,
+    Admission, BfcConfig, CcConfig, FlowConfig, IncastConfig, OutputConfig, PairClass, PfcConfig, QdiscConfig, RandomClasses,
+    RandomConfig, SwitchConfig, TopologyConfig, TransportConfig, WorkloadConfig, BFC_MAX_QUEUES, MAX_LABEL_LEN,
 };
 
 fn positive(l: &Loaded, key: &str, v: f64) -> Result<(), ConfigError> {
@@ -53,9 +53,18 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
     }
     let hosts = validate_topology(l, &s.topology)?;
     validate_switch(l, &s.switch, &s.transport)?;
+    let external = matches!(&s.topology, TopologyConfig::FatTree { external: Some(_), .. });
+    if s.switch.border_qdisc.is_some() && !external {
+        return Err(l.invalid("switch.border_qdisc", "needs a border router: a fat-tree with `topology.external`"));
+    }
     validate_transport(l, &s.transport)?;
     validate_cc(l, &s.cc)?;
-    validate_workload(l, &s.workload, hosts)?;
+    validate_workload(l, &s.workload, hosts, external)?;
+    for (i, r) in s.workload.random_classes().iter().enumerate() {
+        if r.rto_min_us.is_some_and(|us| us > s.transport.rto_max_us) {
+            return Err(l.invalid(&format!("{}.rto_min_us", s.workload.random_key(i)), "must be ≤ transport.rto_max_us"));
+        }
+    }
     validate_output(l, &s.output)
 }
 
@@ -99,6 +108,58 @@ fn validate_topology(l: &Loaded, topology: &TopologyConfig) -> Result<u32, Confi
                 return Err(l.invalid("topology.tors", "tors, hosts_per_tor and spines must all be ≥ 1"));
             }
             tors * hosts_per_tor
+        }
+        TopologyConfig::FatTree {
+            pods,
+            tors_per_pod,
+            aggs_per_pod,
+            hosts_per_tor,
+            cores,
+            link_gbps,
+            host_delay_us,
+            fabric_delay_us,
+            external,
+        } => {
+            positive(l, "topology.link_gbps", *link_gbps)?;
+            non_negative(l, "topology.host_delay_us", *host_delay_us)?;
+            non_negative(l, "topology.fabric_delay_us", *fabric_delay_us)?;
+            if [*pods, *tors_per_pod, *aggs_per_pod, *hosts_per_tor, *cores].contains(&0) {
+                return Err(
+                    l.invalid("topology.pods", "pods, tors_per_pod, aggs_per_pod, hosts_per_tor and cores must all be ≥ 1")
+                );
+            }
+            if cores % aggs_per_pod != 0 {
+                return Err(l.invalid(
+                    "topology.cores",
+                    format!("{cores} cores do not split evenly over {aggs_per_pod} aggregation switches per pod"),
+                ));
+            }
+            let dc = pods * tors_per_pod * hosts_per_tor;
+            match external {
+                None => dc,
+                Some(e) => {
+                    if e.hosts == 0 {
+                        return Err(l.invalid("topology.external.hosts", "must be ≥ 1"));
+                    }
+                    if e.border_links_per_pod == 0 || e.border_links_per_pod > *aggs_per_pod {
+                        return Err(l.invalid(
+                            "topology.external.border_links_per_pod",
+                            format!("must be 1 to aggs_per_pod ({aggs_per_pod}), got {}", e.border_links_per_pod),
+                        ));
+                    }
+                    if let Some(g) = e.link_gbps {
+                        positive(l, "topology.external.link_gbps", g)?;
+                    }
+                    non_negative(l, "topology.external.delay_us", e.delay_us)?;
+                    if e.delay_us > MAX_HOST_DELAY_US {
+                        return Err(l.invalid(
+                            "topology.external.delay_us",
+                            format!("{} µs is above {MAX_HOST_DELAY_US} µs (10 s)", e.delay_us),
+                        ));
+                    }
+                    dc + e.hosts
+                }
+            }
         }
     };
     if hosts < 2 {
@@ -152,7 +213,10 @@ fn validate_switch(l: &Loaded, sw: &SwitchConfig, transport: &TransportConfig) -
         Admission::Dynamic => sw.buffer_bytes,
     };
     let mss_wire = u64::from(transport.mss_bytes + transport.header_bytes);
-    validate_qdisc(l, &sw.qdisc, limit, mss_wire)?;
+    validate_qdisc(l, "switch.qdisc", &sw.qdisc, limit, mss_wire)?;
+    if let Some(q) = &sw.border_qdisc {
+        validate_qdisc(l, "switch.border_qdisc", q, limit, mss_wire)?;
+    }
     validate_pfc(l, &sw.pfc)?;
     if let Some(b) = sw.bfc.as_ref().filter(|b| b.enabled) {
         validate_bfc(l, b, sw.queues_per_port)?;
@@ -160,56 +224,59 @@ fn validate_switch(l: &Loaded, sw: &SwitchConfig, transport: &TransportConfig) -
     Ok(())
 }
 
-/// `[switch.qdisc]`: its parameters, and thresholds below `limit` (the bytes a port can use;
+/// `[switch.qdisc]` (or `table`): its parameters, and thresholds below `limit` (the bytes a port can use;
 /// `mss_wire`: a full packet's bytes).
-fn validate_qdisc(l: &Loaded, qdisc: &QdiscConfig, limit: u64, mss_wire: u64) -> Result<(), ConfigError> {
+fn validate_qdisc(l: &Loaded, table: &str, qdisc: &QdiscConfig, limit: u64, mss_wire: u64) -> Result<(), ConfigError> {
     match qdisc {
         QdiscConfig::Dctcp { k_pkts, k_bytes, .. } => {
             let k = match (k_pkts, k_bytes) {
                 (Some(p), None) => p * mss_wire,
                 (None, Some(b)) => *b,
-                _ => return Err(l.invalid("switch.qdisc", "dctcp marking needs exactly one of k_pkts or k_bytes")),
+                _ => return Err(l.invalid(table, "dctcp marking needs exactly one of k_pkts or k_bytes")),
             };
             if k >= limit {
-                let key = if k_pkts.is_some() { "switch.qdisc.k_pkts" } else { "switch.qdisc.k_bytes" };
-                return Err(l.invalid(key, format!("K = {k} B is not below the buffer a port can use ({limit} B)")));
+                let key = if k_pkts.is_some() { "k_pkts" } else { "k_bytes" };
+                return Err(l.invalid(
+                    &format!("{table}.{key}"),
+                    format!("K = {k} B is not below the buffer a port can use ({limit} B)"),
+                ));
             }
         }
         QdiscConfig::Phantom { drain_fraction, mark_threshold_bytes } => {
             if !(*drain_fraction > 0.0 && *drain_fraction <= 1.0) {
-                return Err(l.invalid("switch.qdisc.drain_fraction", "must be in (0, 1]"));
+                return Err(l.invalid(&format!("{table}.drain_fraction"), "must be in (0, 1]"));
             }
-            non_negative(l, "switch.qdisc.mark_threshold_bytes", *mark_threshold_bytes)?;
+            non_negative(l, &format!("{table}.mark_threshold_bytes"), *mark_threshold_bytes)?;
         }
         QdiscConfig::Qcn { w, sampling_probability, sampling_bytes, quantization, .. } => {
-            non_negative(l, "switch.qdisc.w", *w)?;
+            non_negative(l, &format!("{table}.w"), *w)?;
             if *sampling_bytes == Some(0) {
-                return Err(l.invalid("switch.qdisc.sampling_bytes", "must be at least 1 byte"));
+                return Err(l.invalid(&format!("{table}.sampling_bytes"), "must be at least 1 byte"));
             }
             if !(*sampling_probability > 0.0 && *sampling_probability <= 1.0) {
-                return Err(l.invalid("switch.qdisc.sampling_probability", "must be in (0, 1]"));
+                return Err(l.invalid(&format!("{table}.sampling_probability"), "must be in (0, 1]"));
             }
             if quantization != "packets" && quantization != "standard" {
-                return Err(l.invalid("switch.qdisc.quantization", "must be \"packets\" or \"standard\""));
+                return Err(l.invalid(&format!("{table}.quantization"), "must be \"packets\" or \"standard\""));
             }
         }
         QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max, .. } => {
             let params =
                 ccp_qdisc::red::RedParams { k_min_bytes: *k_min_bytes, k_max_bytes: *k_max_bytes, p_max: *p_max, seed: 0 };
             if let Err(e) = params.validate() {
-                return Err(l.invalid(&format!("switch.qdisc.{}", e.param), e.message));
+                return Err(l.invalid(&format!("{table}.{}", e.param), e.message));
             }
             if *k_min_bytes >= limit {
                 return Err(l.invalid(
-                    "switch.qdisc.k_min_bytes",
+                    &format!("{table}.k_min_bytes"),
                     format!("K_min = {k_min_bytes} B is not below the buffer a port can use ({limit} B)"),
                 ));
             }
         }
         QdiscConfig::Codel { target_us, interval_us, .. } => {
-            positive(l, "switch.qdisc.target_us", *target_us)?;
+            positive(l, &format!("{table}.target_us"), *target_us)?;
             if interval_us <= target_us {
-                return Err(l.invalid("switch.qdisc.interval_us", "must exceed target_us"));
+                return Err(l.invalid(&format!("{table}.interval_us"), "must exceed target_us"));
             }
         }
         QdiscConfig::Droptail {} | QdiscConfig::Fq {} => {}
@@ -286,13 +353,17 @@ fn validate_cc(l: &Loaded, cc: &CcConfig) -> Result<(), ConfigError> {
     non_negative(l, "cc.agent_delay_us", cc.agent_delay_us)
 }
 
-/// `[workload]`: its flows, random and incast traffic among `hosts` hosts.
-fn validate_workload(l: &Loaded, w: &WorkloadConfig, hosts: u32) -> Result<(), ConfigError> {
+/// `[workload]`: its flows, random and incast traffic among `hosts` hosts (`external`: the
+/// topology has a WAN edge that random classes may name).
+fn validate_workload(l: &Loaded, w: &WorkloadConfig, hosts: u32, external: bool) -> Result<(), ConfigError> {
     for (i, f) in w.flows.iter().enumerate() {
         validate_flow(l, i, f, hosts)?;
     }
-    if let Some(r) = &w.random {
-        validate_random(l, r)?;
+    if matches!(&w.random, Some(RandomClasses::Many(v)) if v.is_empty()) {
+        return Err(l.invalid("workload.random", "an empty list: declare at least one class, or leave it out"));
+    }
+    for (i, r) in w.random_classes().iter().enumerate() {
+        validate_random(l, &w.random_key(i), r, external)?;
     }
     if let Some(inc) = &w.incast {
         validate_incast(l, inc, hosts)?;
@@ -324,13 +395,7 @@ fn validate_flow(l: &Loaded, i: usize, f: &FlowConfig, hosts: u32) -> Result<(),
         ));
     }
     if let Some(label) = &f.label {
-        let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:/+".contains(c);
-        if label.is_empty() || label.chars().count() > MAX_LABEL_LEN || !label.chars().all(ok) {
-            return Err(l.invalid(
-                &format!("workload.flows[{i}].label"),
-                format!("{label:?}: 1 to {MAX_LABEL_LEN} letters, digits or - _ . : / + (it is written into flows.csv unquoted)"),
-            ));
-        }
+        check_label(l, &format!("workload.flows[{i}].label"), label)?;
     }
     if let Some(c) = &f.cc {
         check_algorithm(l, &format!("workload.flows[{i}].cc"), &c.algorithm, &c.params)?;
@@ -338,21 +403,45 @@ fn validate_flow(l: &Loaded, i: usize, f: &FlowConfig, hosts: u32) -> Result<(),
     Ok(())
 }
 
-/// `[workload.random]`, whose size CDF must load.
-fn validate_random(l: &Loaded, r: &RandomConfig) -> Result<(), ConfigError> {
-    if !(r.load > 0.0 && r.load < 1.5) {
-        return Err(l.invalid("workload.random.load", format!("must be in (0, 1.5), got {}", r.load)));
+/// A flow label, written into flows.csv unquoted.
+fn check_label(l: &Loaded, key: &str, label: &str) -> Result<(), ConfigError> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-_.:/+".contains(c);
+    if label.is_empty() || label.chars().count() > MAX_LABEL_LEN || !label.chars().all(ok) {
+        return Err(l.invalid(
+            key,
+            format!("{label:?}: 1 to {MAX_LABEL_LEN} letters, digits or - _ . : / + (it is written into flows.csv unquoted)"),
+        ));
     }
-    positive(l, "workload.random.sigma", r.sigma)?;
+    Ok(())
+}
+
+/// A random class (`key`: `workload.random` or `workload.random[i]`), whose size CDF must load.
+fn validate_random(l: &Loaded, key: &str, r: &RandomConfig, external: bool) -> Result<(), ConfigError> {
+    if !(r.load > 0.0 && r.load < 1.5) {
+        return Err(l.invalid(&format!("{key}.load"), format!("must be in (0, 1.5), got {}", r.load)));
+    }
+    positive(l, &format!("{key}.sigma"), r.sigma)?;
     let path = l.base_dir().join(&r.cdf);
     if !path.exists() {
-        return Err(l.invalid("workload.random.cdf", format!("{} does not exist", path.display())));
+        return Err(l.invalid(&format!("{key}.cdf"), format!("{} does not exist", path.display())));
     }
     if let Err(e) = crate::workload::SizeCdf::load(&path) {
-        return Err(l.invalid("workload.random.cdf", e));
+        return Err(l.invalid(&format!("{key}.cdf"), e));
     }
     if let Some(c) = &r.cc {
-        check_algorithm(l, "workload.random.cc", &c.algorithm, &c.params)?;
+        check_algorithm(l, &format!("{key}.cc"), &c.algorithm, &c.params)?;
+    }
+    if matches!(r.pairs, Some(PairClass::Wan | PairClass::External)) && !external {
+        return Err(l.invalid(&format!("{key}.pairs"), "wan and external pairs need a fat-tree with `topology.external`"));
+    }
+    if let Some(label) = &r.label {
+        check_label(l, &format!("{key}.label"), label)?;
+    }
+    if let Some(us) = r.rto_min_us {
+        positive(l, &format!("{key}.rto_min_us"), us)?;
+        if us > MAX_HOST_DELAY_US {
+            return Err(l.invalid(&format!("{key}.rto_min_us"), format!("{us} µs is above {MAX_HOST_DELAY_US} µs (10 s)")));
+        }
     }
     Ok(())
 }

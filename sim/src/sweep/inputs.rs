@@ -34,8 +34,9 @@ impl Inputs {
     pub fn of_run(scenario: &Path, overrides: &[String]) -> Result<Inputs, String> {
         let loaded = config::load(scenario, overrides).map_err(|e| e.to_string())?;
         let mut references = Vec::new();
-        if let Some(r) = &loaded.scenario.workload.random {
-            references.push(Reference { key: "workload.random.cdf".into(), path: r.cdf.clone() });
+        let w = &loaded.scenario.workload;
+        for (i, r) in w.random_classes().iter().enumerate() {
+            references.push(Reference { key: format!("{}.cdf", w.random_key(i)), path: r.cdf.clone() });
         }
         // File-backed algorithms' names are absolute once loaded; the table keeps them as written.
         let table = config::load::overridden_table(scenario, &loaded.text, overrides).map_err(|e| e.to_string())?;

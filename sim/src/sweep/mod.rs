@@ -328,8 +328,14 @@ fn run_job(p: &Planned, i: usize, progress: &(dyn Fn(Progress) + Sync)) -> Resul
     let (scenario, job) = (&p.scenario, &p.jobs[i]);
     resume::unmark(job)?;
     let loaded = config::load(scenario, &job.overrides).map_err(|e| e.to_string())?;
-    if loaded.scenario.workload.random.is_none() {
-        return Err("the scenario has no [workload.random] whose load a sweep sets".into());
+    match &loaded.scenario.workload.random {
+        None => return Err("the scenario has no [workload.random] whose load a sweep sets".into()),
+        Some(config::RandomClasses::Many(_)) => {
+            return Err("a sweep sets one [workload.random]'s load; this scenario declares several \
+                        [[workload.random]] classes (sweep their loads with --set workload.random[i].load=…)"
+                .into())
+        }
+        Some(config::RandomClasses::One(_)) => {}
     }
     let sim_us = (loaded.scenario.duration_ms * 1000.0) as u64;
     progress(Progress::Started { job: i, sim_us });

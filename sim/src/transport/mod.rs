@@ -131,6 +131,8 @@ pub struct Sender {
     pub srtt: Option<Time>,
     rttvar: Time,
     rto: Time,
+    /// The RTO's floor: the flow's class's (`rto_min_us`), else `[transport]`'s.
+    rto_min: Time,
     rto_deadline: Option<Time>,
     rto_event: Option<Time>,
     pace_armed: bool,
@@ -309,7 +311,8 @@ impl Sender {
             cwr_until: None,
             srtt: None,
             rttvar: 0,
-            rto: tp.rto_initial,
+            rto: spec.rto_min.map_or(tp.rto_initial, |min| min.max(tp.rto_initial)),
+            rto_min: spec.rto_min.unwrap_or(tp.rto_min),
             rto_deadline: None,
             rto_event: None,
             pace_armed: false,
@@ -436,7 +439,7 @@ impl Sender {
             }
         }
         let srtt = self.srtt.unwrap_or(rtt);
-        self.rto = (srtt + 4 * self.rttvar).clamp(tp.rto_min, tp.rto_max);
+        self.rto = (srtt + 4 * self.rttvar).max(self.rto_min).min(tp.rto_max);
     }
 }
 
