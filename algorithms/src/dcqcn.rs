@@ -319,8 +319,7 @@ impl From<&DcqcnParams> for DcqcnConfig {
             cnp_interval_us: p.cnp_interval_us,
             alpha_update_us: p.alpha_update_us,
             rate_timer_us: p.rate_timer_us,
-            // The artifact's RP has no byte counter.
-            byte_counter_bytes: if p.timer_stage_increase { f64::INFINITY } else { p.byte_counter_bytes as f64 },
+            byte_counter_bytes: p.byte_counter_bytes as f64,
             fast_recovery_steps: p.fast_recovery_steps,
             rai_bytes_per_s: mbps_to_bytes_per_s(p.rai_mbps),
             rhai_bytes_per_s: mbps_to_bytes_per_s(p.rhai_mbps),
@@ -628,7 +627,8 @@ impl Dcqcn {
             }
             let timer_due = self.next_timer_us <= to;
             let byte_at = feed.consumed + self.byte_left;
-            let byte_due = byte_at <= upto;
+            // The artifact's RP (timer_stage_increase) has no byte counter.
+            let byte_due = !self.cfg.timer_stage_increase && byte_at <= upto;
             if !timer_due && !byte_due {
                 self.byte_left -= (upto - feed.consumed).max(0.0);
                 feed.consumed = feed.consumed.max(upto);
@@ -892,7 +892,6 @@ mod tests {
     fn the_timer_stage_alone_leads_to_hyper_increase() {
         let cfg =
             DcqcnConfig::from(&DcqcnParams { timer_stage_increase: true, fast_recovery_steps: 1, ..DcqcnParams::default() });
-        assert!(cfg.byte_counter_bytes.is_infinite(), "no byte counter");
         let mut d = after_two_cnps(cfg);
         // Four timer events (at +55k µs), 20 kB/µs acknowledged all along.
         d.on_report(&rep(150 + 4 * 55, 20_000 * 4 * 55, 0));

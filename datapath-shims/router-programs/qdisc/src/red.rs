@@ -74,6 +74,19 @@ impl RedParams {
         Ok(())
     }
 
+    /// As [`RedParams::validate`], and K_min below a queue limit of `limit`, or it could never
+    /// mark.
+    pub fn validate_within(&self, limit: Limit) -> Result<(), ParamError> {
+        self.validate()?;
+        match limit {
+            Limit::Bytes(max) if self.k_min_bytes >= max => Err(ParamError::new(
+                "k_min_bytes",
+                format!("K_min ({} B) must be below the buffer limit ({max} B), or it can never mark", self.k_min_bytes),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The marking probability for an ECT packet arriving to a queue of `bytes` (excluding it).
     pub fn probability(&self, bytes: u64) -> f64 {
         if bytes <= self.k_min_bytes {
@@ -110,9 +123,10 @@ impl RedMarker {
         &self.params
     }
 
-    /// Decides for a packet arriving to a queue of `bytes` bytes (excluding the arrival), marking
-    /// it CE in place when it is ECT and the draw says so.
-    pub fn on_arrival<P: Packet>(&mut self, packet: &mut P, bytes: u64) -> RedDecision {
+    /// Decides for a packet that sees a queue of `bytes` bytes (excluding itself: the queue it
+    /// joins, or the one it leaves behind), marking it CE in place when it is ECT and the draw
+    /// says so.
+    pub fn decide<P: Packet>(&mut self, packet: &mut P, bytes: u64) -> RedDecision {
         if !packet.ecn().is_ect() {
             return RedDecision::Pass;
         }
@@ -136,7 +150,7 @@ impl<P: Packet> OnArrival<P> for RedMarker {
     const NAME: &'static str = "red";
 
     fn admit(&mut self, _now: Nanos, packet: &mut P, fifo: &Fifo<P>, _out: &mut Outputs<P>) -> bool {
-        self.on_arrival(packet, fifo.len_bytes());
+        self.decide(packet, fifo.len_bytes());
         true
     }
 }
@@ -146,16 +160,8 @@ pub type Red<P> = DropTailWith<P, RedMarker>;
 
 impl<P: Packet> Red<P> {
     pub fn new(limit: Limit, params: RedParams) -> Result<Red<P>, ParamError> {
-        let marker = RedMarker::new(params)?;
-        if let Limit::Bytes(max) = limit {
-            if params.k_min_bytes >= max {
-                return Err(ParamError::new(
-                    "k_min_bytes",
-                    format!("K_min ({} B) must be below the buffer limit ({max} B), or it can never mark", params.k_min_bytes),
-                ));
-            }
-        }
-        Ok(DropTailWith::with_rule(limit, marker))
+        params.validate_within(limit)?;
+        Ok(DropTailWith::with_rule(limit, RedMarker::new(params)?))
     }
 }
 
@@ -169,9 +175,8 @@ pub struct RedAtDeparture<P> {
 
 impl<P: Packet> RedAtDeparture<P> {
     pub fn new(limit: Limit, params: RedParams) -> Result<RedAtDeparture<P>, ParamError> {
-        // The same parameter checks as marking at arrival.
-        let marker = Red::<P>::new(limit, params)?.rule().clone();
-        Ok(RedAtDeparture { fifo: Fifo::new(limit), marker })
+        params.validate_within(limit)?;
+        Ok(RedAtDeparture { fifo: Fifo::new(limit), marker: RedMarker::new(params)? })
     }
 }
 
@@ -182,7 +187,7 @@ impl<P: Packet> Qdisc<P> for RedAtDeparture<P> {
 
     fn dequeue(&mut self, _now: Nanos, _out: &mut Outputs<P>) -> Option<Departure<P>> {
         let mut d = self.fifo.pop()?;
-        self.marker.on_arrival(&mut d.packet, self.fifo.len_bytes());
+        self.marker.decide(&mut d.packet, self.fifo.len_bytes());
         Some(d)
     }
 
@@ -214,7 +219,7 @@ mod tests {
         (0..n)
             .filter(|_| {
                 let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect0);
-                let d = m.on_arrival(&mut p, bytes);
+                let d = m.decide(&mut p, bytes);
                 assert_eq!(d == RedDecision::Marked, p.ecn == Ecn::Ce, "decision and codepoint agree");
                 d == RedDecision::Marked
             })
@@ -270,7 +275,7 @@ mod tests {
         let mut m = marker(1.0, 3);
         for bytes in [0, 250_000, K_MAX, 10 * K_MAX] {
             let mut p = TestPacket::new(MTU_BYTES, Ecn::NotEct);
-            assert_eq!(m.on_arrival(&mut p, bytes), RedDecision::Pass);
+            assert_eq!(m.decide(&mut p, bytes), RedDecision::Pass);
             assert_eq!(p.ecn, Ecn::NotEct);
         }
         // Through the queue too: nothing dropped below the limit.
@@ -310,7 +315,7 @@ mod tests {
             (0..2000u64)
                 .map(|i| {
                     let mut p = TestPacket::new(MTU_BYTES, Ecn::Ect1);
-                    m.on_arrival(&mut p, K_MIN + (i * 997) % (K_MAX - K_MIN)) == RedDecision::Marked
+                    m.decide(&mut p, K_MIN + (i * 997) % (K_MAX - K_MIN)) == RedDecision::Marked
                 })
                 .collect()
         };
