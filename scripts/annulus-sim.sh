@@ -15,7 +15,7 @@
 #                                                       0.8x, the external cross traffic filling the
 #                                                       border->external links to 80 %), for each seed in
 #                                                       $SEEDS; schemes annulus, annulus-e2e (no
-#                                                       near-source loop), dctcp, dcqcn, cubic
+#                                                       near-source loop), dctcp, dcqcn, cubic (no ECN)
 # Results go to OUT_DIR (default results/annulus-sim/<mode>); the tables are printed and written to
 # OUT_DIR/table.md (TABLE_ONLY=1 re-tabulates OUT_DIR without running anything; CCP_SIM=path runs that
 # binary instead of building this checkout's). The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
@@ -99,7 +99,8 @@ s6)
     [annulus-e2e]='--set cc.params.near_source=false'
     [dctcp]="${schemes[dctcp]}"
     [dcqcn]="${schemes[dcqcn]}"
-    [cubic]="${schemes[cubic]}"
+    # ns-2's TCP CUBIC: SACK on drop-tail, no ECN (annulus.md §11).
+    [cubic]='--set cc.algorithm="cubic" --set cc.params={ecn=false}'
   )
   dc=${1:-0.6}
   # The WAN class at a fifth of the dc class's bytes; the cross traffic brings the border's links
@@ -179,36 +180,61 @@ elif mode == "edge":
 elif mode == "s6":
     # S6: the mean FCT of WAN flows. Every scheme draws the same flows (the workload is generated
     # before the run), so the means are also taken over the WAN flows every scheme of the cell
-    # finished ("common"): a scheme that leaves its slow flows unfinished gains nothing.
+    # finished ("common"): a scheme that leaves its slow flows unfinished gains nothing. Then the
+    # datacenter flows by size (S1-S5 on the same fabric, with the WAN traffic present).
     from collections import defaultdict
     cells = defaultdict(dict)
     for s in sorted(root.glob("dc*/seed*/*/*/summary.json")):
         dc, seed, wl, scheme = s.parts[-5][2:], s.parts[-4][4:], s.parts[-3], s.parts[-2]
-        j = json.loads(s.read_text())
-        cells[(dc, seed, wl)][scheme] = (j, flows(s.parent))
-    print("| DC load | seed | workload | scheme | WAN done | WAN mean FCT ms | WAN p99 ms | WAN mean, common ms | vs best other | "
-          "DC mean FCT µs | DC small p99 µs | cross mean ms | border→ext util | border→ext drops | drops (all) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        cells[(dc, seed, wl)][scheme] = (json.loads(s.read_text()), flows(s.parent))
     mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")
+    fct = lambda fs: [float(f["fct_us"]) for f in fs if f["fct_us"]]
+    print("| DC load | seed | workload | scheme | WAN done | WAN mean FCT ms | WAN p99 ms | WAN mean, common ms | vs best other | "
+          "cross mean ms | border→ext util | border→ext drops | drops (all) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for (dc, seed, wl), runs in sorted(cells.items()):
-        done_by = {k: {f["id"] for f in fl if f["label"] == "wan" and f["fct_us"]} for k, (j, fl) in runs.items()}
-        common = set.intersection(*done_by.values()) if done_by else set()
-        common_mean = {}
-        for k, (j, fl) in runs.items():
-            common_mean[k] = mean([float(f["fct_us"]) / 1e3 for f in fl if f["id"] in common])
+        done_by = [{f["id"] for f in fl if f["label"] == "wan" and f["fct_us"]} for j, fl in runs.values()]
+        common = set.intersection(*done_by)
+        common_mean = {k: mean([float(f["fct_us"]) / 1e3 for f in fl if f["id"] in common]) for k, (j, fl) in runs.items()}
         for k, (j, fl) in sorted(runs.items()):
-            cls = lambda lab: [f for f in fl if f["label"] == lab]
-            wan, dcf, cross = cls("wan"), cls("dc"), cls("cross")
-            fct = lambda fs: [float(f["fct_us"]) for f in fs if f["fct_us"]]
+            wan, cross = [f for f in fl if f["label"] == "wan"], [f for f in fl if f["label"] == "cross"]
             w = fct(wan)
-            small = [float(f["fct_us"]) for f in dcf if f["fct_us"] and int(f["bytes"]) <= 10_000]
             ext = [p for p in j["ports"] if p["name"].startswith("border->e")]
-            others = [v for o, v in common_mean.items() if o != k and o != "annulus-e2e"]
-            best = min(others) if others else float("nan")
+            others = [v for o, v in common_mean.items() if o not in (k, "annulus-e2e")]
             print(f"| {dc} | {seed} | {wl} | {k} | {len(w)}/{len(wan)} | {mean(w)/1e3:.2f} | {pct(w, 0.99)/1e3:.1f} | "
-                  f"{common_mean[k]:.2f} | {common_mean[k] / best:.3f} | {mean(fct(dcf)):.0f} | {pct(small, 0.99):.0f} | "
+                  f"{common_mean[k]:.2f} | {common_mean[k] / min(others, default=float('nan')):.3f} | "
                   f"{mean(fct(cross))/1e3:.2f} | {mean([p['utilization'] for p in ext]):.3f} | "
                   f"{sum(p['drops'] for p in ext)} | {j['counters']['dropped_buffer']} |")
+    # Where the WAN means differ: by size (slow start at a 20 ms RTT against a line-rate start)
+    # and by direction (into the border's congested links, or out of the external hosts).
+    bins = [("≤10K", 0, 10_000), ("10K-100K", 10_000, 100_000), ("100K-1M", 100_000, 1_000_000), (">1M", 1_000_000, 1 << 62)]
+    print()
+    print("| DC load | seed | workload | scheme | " + " | ".join(f"WAN {b[0]} ms" for b in bins) + " | DC→ext ms | ext→DC ms | WAN timeouts |")
+    print("|---|---|---|---|" + "---|" * (len(bins) + 3))
+    for (dc, seed, wl), runs in sorted(cells.items()):
+        common = set.intersection(*[{f["id"] for f in fl if f["label"] == "wan" and f["fct_us"]} for j, fl in runs.values()])
+        for k, (j, fl) in sorted(runs.items()):
+            wan = [f for f in fl if f["id"] in common]
+            ms = lambda fs: f"{mean([float(f['fct_us']) / 1e3 for f in fs]):.2f} ({len(fs)})"
+            sizes = [ms([f for f in wan if lo < int(f["bytes"]) <= hi]) for _, lo, hi in bins]
+            out_of_dc = [f for f in wan if int(f["src"]) < int(f["dst"])]
+            into_dc = [f for f in wan if int(f["src"]) > int(f["dst"])]
+            timeouts = sum(int(f["timeouts"]) for f in fl if f["label"] == "wan")
+            print(f"| {dc} | {seed} | {wl} | {k} | " + " | ".join(sizes) + f" | {ms(out_of_dc)} | {ms(into_dc)} | {timeouts} |")
+    print()
+    print("| DC load | seed | workload | scheme | DC done | small p99.9 µs | small p99 µs | small mean µs | medium mean µs | "
+          "large mean µs | all mean µs | all mean, common µs |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for (dc, seed, wl), runs in sorted(cells.items()):
+        common = set.intersection(*[{f["id"] for f in fl if f["label"] == "dc" and f["fct_us"]} for j, fl in runs.values()])
+        for k, (j, fl) in sorted(runs.items()):
+            dcf = [f for f in fl if f["label"] == "dc"]
+            by = lambda lo, hi: fct([f for f in dcf if lo < int(f["bytes"]) <= hi])
+            small, med, large = by(0, 10_000), by(10_000, 100_000), by(100_000, 1 << 62)
+            everything = fct(dcf)
+            cm = mean([float(f["fct_us"]) for f in dcf if f["id"] in common])
+            print(f"| {dc} | {seed} | {wl} | {k} | {len(everything)}/{len(dcf)} | {pct(small, 0.999):.1f} | {pct(small, 0.99):.1f} | "
+                  f"{mean(small):.1f} | {mean(med):.1f} | {mean(large):.0f} | {mean(everything):.0f} | {cm:.0f} |")
 else:
     print("| seed | workload | scheme | small p99.9 FCT µs | small p99 µs | small mean µs | medium mean µs | large mean µs | all mean FCT µs | all mean slowdown | drops | done |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")

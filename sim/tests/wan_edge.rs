@@ -145,6 +145,8 @@ fn edge_classes_need_an_edge_and_errors_name_the_class() {
     assert_eq!(load(&edge, &["workload.random[2].load=0.3"]), Ok(()));
     let e = load(&edge, &["workload.random[2].load=7"]).unwrap_err();
     assert!(e.contains("workload.random[2].load") && e.contains("(0, 1.5)"), "{e}");
+    let e = load(&edge, &["workload.random.load=0.3"]).unwrap_err();
+    assert!(e.contains("`random` is a list of tables: name one, as `random[0]`"), "{e}");
     let e = load(&edge, &["workload.random[5].load=0.3"]).unwrap_err();
     assert!(e.contains("has 3 items, no [5]"), "{e}");
     let e = load(&edge, &["workload.random[1].rto_min_us=5e7"]).unwrap_err();

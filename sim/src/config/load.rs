@@ -141,6 +141,9 @@ fn apply_override(table: &mut toml::Table, spec: &str) -> Result<(), ConfigError
             let n = items.len();
             entry = items.get_mut(i).ok_or_else(|| fail(format!("`{name}` has {n} items, no [{i}]")))?;
         }
+        if entry.is_array() {
+            return Err(fail(format!("`{p}` is a list of tables: name one, as `{p}[0]`")));
+        }
         cur = entry.as_table_mut().ok_or_else(|| fail(format!("`{p}` is not a table")))?;
     }
     cur.insert(parts[parts.len() - 1].to_string(), value);
