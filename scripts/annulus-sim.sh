@@ -15,7 +15,8 @@
 #                                                       0.8x, the external cross traffic filling the
 #                                                       border->external links to 80 %), for each seed in
 #                                                       $SEEDS; schemes annulus, annulus-e2e (no
-#                                                       near-source loop), dctcp, dcqcn, cubic (no ECN)
+#                                                       near-source loop), annulus-bc15k, dctcp, dcqcn,
+#                                                       cubic (no ECN)
 # Results go to OUT_DIR (default results/annulus-sim/<mode>); the tables are printed and written to
 # OUT_DIR/table.md (TABLE_ONLY=1 re-tabulates OUT_DIR without running anything; CCP_SIM=path runs that
 # binary instead of building this checkout's). The schemes: annulus (DCTCP for DC, BBR for WAN, plus the near-source loop),
@@ -97,6 +98,7 @@ s6)
   declare -A s6_schemes=(
     [annulus]=''
     [annulus-e2e]='--set cc.params.near_source=false'
+    [annulus-bc15k]='--set cc.params.bc_limit_bytes=15000.0'
     [dctcp]="${schemes[dctcp]}"
     [dcqcn]="${schemes[dcqcn]}"
     # ns-2's TCP CUBIC: SACK on drop-tail, no ECN (annulus.md §11).

@@ -340,7 +340,8 @@ impl Routes {
 mod tests {
     use super::*;
 
-    fn ports_of(t: &Topology) -> Vec<Vec<(PortId, NodeId)>> {
+    /// Per node, its ports as (port id, peer), numbered as the simulator numbers them.
+    pub(super) fn ports_of(t: &Topology) -> Vec<Vec<(PortId, NodeId)>> {
         let mut np = vec![Vec::new(); t.nodes.len()];
         for (i, l) in t.links.iter().enumerate() {
             np[l.a as usize].push((2 * i as PortId, l.b));
@@ -417,20 +418,12 @@ mod tests {
 
 #[cfg(test)]
 mod fat_tree_tests {
+    use super::tests::ports_of;
     use super::*;
     use crate::config::ExternalEdge;
 
-    fn ports_of(t: &Topology) -> Vec<Vec<(PortId, NodeId)>> {
-        let mut np = vec![Vec::new(); t.nodes.len()];
-        for (i, l) in t.links.iter().enumerate() {
-            np[l.a as usize].push((2 * i as PortId, l.b));
-            np[l.b as usize].push((2 * i as PortId + 1, l.a));
-        }
-        np
-    }
-
     /// The annulus.md §9.4 fabric: 4 pods × (4 ToRs × 8 hosts, 4 aggregation switches), 8 cores.
-    pub(crate) fn annulus_fabric(external: Option<ExternalEdge>) -> TopologyConfig {
+    fn annulus_fabric(external: Option<ExternalEdge>) -> TopologyConfig {
         TopologyConfig::FatTree {
             pods: 4,
             tors_per_pod: 4,
