@@ -238,7 +238,7 @@ impl Sim {
         for (id, port) in ports.iter_mut().enumerate() {
             if let NodeKind::Switch(_) = topo.nodes[port.node as usize] {
                 let qdisc = match &s.switch.border_qdisc {
-                    Some(q) if topo.border == Some(port.node) => q,
+                    Some(q) if topo.edge.is_some_and(|e| e.border == port.node) => q,
                     _ => &s.switch.qdisc,
                 };
                 let queues = (0..s.switch.queues_per_port)

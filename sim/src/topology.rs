@@ -51,15 +51,16 @@ pub struct Topology {
     pub pairs: Pairs,
     /// Ports sampled by default, by name.
     pub default_monitor: Vec<String>,
-    /// The border router (a fat-tree's WAN edge), whose ports take `switch.border_qdisc`.
-    pub border: Option<NodeId>,
-    /// The external hosts beyond it and the capacities WAN and external loads refer to.
+    /// A fat-tree's WAN edge: its border router, the hosts beyond it, and the capacities WAN
+    /// and external loads refer to.
     pub edge: Option<Edge>,
 }
 
 /// A fat-tree's WAN edge, as random flows see it.
 #[derive(Debug, Clone, Copy)]
 pub struct Edge {
+    /// The border router, whose ports take `switch.border_qdisc`.
+    pub border: NodeId,
     /// Hosts 0..dc_hosts are the datacenter's; the next `external_hosts` are beyond the border.
     pub dc_hosts: u32,
     pub external_hosts: u32,
@@ -102,7 +103,6 @@ impl Topology {
             load_reference_bps: 0.0,
             pairs: Pairs::Any { hosts: 0 },
             default_monitor: Vec::new(),
-            border: None,
             edge: None,
         }
     }
@@ -205,7 +205,6 @@ impl Topology {
                 t.default_monitor = vec!["tor0.0->h0".into(), "tor0.0->agg0.0".into(), "agg0.0->core0".into()];
                 if let Some(e) = external {
                     let border = t.switch("border".into());
-                    t.border = Some(border);
                     for aggs in &pod_aggs {
                         for &agg in &aggs[..e.border_links_per_pod as usize] {
                             t.link(agg, border, link_gbps, fabric_delay_us);
@@ -217,6 +216,7 @@ impl Topology {
                         t.link(h, border, gbps, e.delay_us);
                     }
                     t.edge = Some(Edge {
+                        border,
                         dc_hosts,
                         external_hosts: e.hosts,
                         border_bps: f64::from(pods * e.border_links_per_pod) * link_gbps * BPS_PER_GBPS,
@@ -233,11 +233,8 @@ impl Topology {
     pub fn pairs_for(&self, class: Option<PairClass>) -> Result<(Pairs, f64), String> {
         let edge = || self.edge.ok_or_else(|| "needs a topology with an external edge (`topology.external`)".to_string());
         Ok(match class {
-            None => (self.pairs, self.load_reference_bps),
-            Some(PairClass::Internal) => match self.edge {
-                Some(e) => (Pairs::Any { hosts: e.dc_hosts }, self.load_reference_bps),
-                None => (self.pairs, self.load_reference_bps),
-            },
+            // A fat-tree's default pairs are its datacenter hosts already.
+            None | Some(PairClass::Internal) => (self.pairs, self.load_reference_bps),
             Some(PairClass::Wan) => {
                 let e = edge()?;
                 (Pairs::Wan { dc_hosts: e.dc_hosts, external_hosts: e.external_hosts }, e.border_bps)
@@ -258,11 +255,10 @@ impl Topology {
     fn forwards_toward(&self, n: NodeId, dst: NodeId) -> bool {
         match self.nodes[n as usize] {
             NodeKind::Host(_) => false,
-            NodeKind::Switch(_) if self.border == Some(n) => match (self.nodes[dst as usize], self.edge) {
-                (NodeKind::Host(h), Some(e)) => h >= e.dc_hosts,
+            NodeKind::Switch(_) => match (self.edge, self.nodes[dst as usize]) {
+                (Some(e), NodeKind::Host(h)) if e.border == n => h >= e.dc_hosts,
                 _ => true,
             },
-            NodeKind::Switch(_) => true,
         }
     }
 
