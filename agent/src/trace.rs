@@ -72,6 +72,8 @@ struct Line<'a> {
     min_rtt_us: Option<u64>,
     send_rate_bytes_per_s: Option<u64>,
     recv_rate_bytes_per_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_delivery_rate_bytes_per_s: Option<u64>,
     urgent: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     qcn_fb: Option<u8>,
@@ -130,6 +132,7 @@ impl FlowTrace {
             min_rtt_us: r.rtt.map(|x| x.min_us),
             send_rate_bytes_per_s: r.send_rate_bytes_per_s,
             recv_rate_bytes_per_s: r.recv_rate_bytes_per_s,
+            max_delivery_rate_bytes_per_s: r.max_delivery_rate_bytes_per_s,
             urgent: r.urgent.map(|u| match u {
                 Urgent::Loss => "loss",
                 Urgent::Timeout => "timeout",

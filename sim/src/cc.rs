@@ -67,6 +67,7 @@ struct Fold {
     over_threshold: u64,
     send_rate: Option<u64>,
     recv_rate: Option<u64>,
+    max_delivery_rate: Option<u64>,
     app_limited: bool,
     cwnd_limited: bool,
     urgent: Option<Urgent>,
@@ -182,6 +183,8 @@ impl FlowCc {
         if let Some((send, recv)) = s.rates {
             f.send_rate = Some(send);
             f.recv_rate = Some(recv);
+            // Over the longer of the two intervals, as Linux's rate sample.
+            f.max_delivery_rate = f.max_delivery_rate.max(Some(send.min(recv)));
         }
     }
 
@@ -244,6 +247,7 @@ impl FlowCc {
             rtt_samples_over_threshold: f.over_threshold,
             send_rate_bytes_per_s: f.send_rate,
             recv_rate_bytes_per_s: f.recv_rate,
+            max_delivery_rate_bytes_per_s: f.max_delivery_rate,
             inflight_bytes: g.inflight_bytes,
             unacked_bytes: g.unacked_bytes,
             pending_bytes: g.pending_bytes,
@@ -365,7 +369,7 @@ mod tests {
                 ce_pkts: u64::from(i == 1),
                 ece: i == 1,
                 rtt: Some(rtt * PS_PER_US),
-                rates: Some((100 * (i as u64 + 1), 90)),
+                rates: Some([(100, 90), (300, 250), (300, 120)][i]),
                 ..AckSample::default()
             });
         }
@@ -378,11 +382,12 @@ mod tests {
         let rtt = r.rtt.unwrap();
         assert_eq!((rtt.min_us, rtt.max_us, rtt.last_us, rtt.mean_us, rtt.samples, rtt.srtt_us), (20, 40, 35, 31, 3, 50));
         assert_eq!(r.rtt_samples_over_threshold, 2, "two samples above 30 µs");
-        assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s), (Some(300), Some(90)));
+        assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s), (Some(300), Some(120)), "the last pair");
+        assert_eq!(r.max_delivery_rate_bytes_per_s, Some(250), "the fastest sample, each the lower of its pair");
         assert_eq!(r.urgent, Some(Urgent::Loss));
         assert_eq!((r.inflight_bytes, r.cwnd_bytes, r.mss_bytes), (5000, 10_000, 1000));
         let r2 = c.build_report(150 * PS_PER_US, &gauges());
-        assert_eq!((r2.acked_bytes, r2.interval_us, r2.urgent), (0, 50, None));
+        assert_eq!((r2.acked_bytes, r2.interval_us, r2.urgent, r2.max_delivery_rate_bytes_per_s), (0, 50, None, None));
         assert!(r2.rtt.is_none());
     }
 

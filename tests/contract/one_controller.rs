@@ -123,6 +123,8 @@ fn from_line(n: usize, line: &str) -> Report {
         rtt_samples_over_threshold: num(18),
         send_rate_bytes_per_s: o(19),
         recv_rate_bytes_per_s: o(20),
+        // The recorded columns predate the field: none, as from a datapath without per-ACK samples.
+        max_delivery_rate_bytes_per_s: None,
         inflight_bytes: num(21),
         // The recorded columns predate the field: unknown, as from a libccp datapath.
         unacked_bytes: 0,

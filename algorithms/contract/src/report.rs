@@ -183,6 +183,11 @@ pub struct Report {
     pub send_rate_bytes_per_s: Option<u64>,
     /// Delivery (receive) rate over the same packets, bytes/s.
     pub recv_rate_bytes_per_s: Option<u64>,
+    /// The fastest of the interval's per-ACK rate samples, bytes/s: each sample's data delivered
+    /// over the longer of its send and ACK intervals (Linux's rate sample), the figure tcp_bbr.c's
+    /// max filter takes from every ACK. The pair above is the last sample only, one draw from
+    /// these. `None` when the datapath takes no per-ACK samples or the interval had none.
+    pub max_delivery_rate_bytes_per_s: Option<u64>,
 
     /// Bytes in the network at the end of the interval: sent and neither SACKed nor marked lost,
     /// plus retransmissions (Linux's `tcp_packets_in_flight`, RFC 6675's pipe).
@@ -237,6 +242,7 @@ impl Default for Report {
             rtt_samples_over_threshold: 0,
             send_rate_bytes_per_s: None,
             recv_rate_bytes_per_s: None,
+            max_delivery_rate_bytes_per_s: None,
             inflight_bytes: 0,
             unacked_bytes: 0,
             pending_bytes: 0,

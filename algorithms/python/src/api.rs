@@ -103,6 +103,7 @@ macro_rules! plain_report_fields {
             rtt_samples_over_threshold: u64,
             send_rate_bytes_per_s: Option<u64>,
             recv_rate_bytes_per_s: Option<u64>,
+            max_delivery_rate_bytes_per_s: Option<u64>,
             inflight_bytes: u64,
             unacked_bytes: u64,
             pending_bytes: u64,

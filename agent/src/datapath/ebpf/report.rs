@@ -1,8 +1,9 @@
 //! The kernel's folded records in the measurement contract's terms.
 //!
 //! The BPF fold counts in packets where the kernel does (delivered, SACKed, lost, CE); bytes are
-//! packets times the report's MSS, as ccp-kernel reports them. Rates come from the interval's last
-//! valid rate sample, send and delivery over the same packets. The smoothed RTT is the kernel's.
+//! packets times the report's MSS, as ccp-kernel reports them. The send and delivery rates come from
+//! the interval's last valid rate sample, over the same packets; the fastest delivery rate from its
+//! fastest sample. The smoothed RTT is the kernel's.
 
 use std::net::IpAddr;
 
@@ -53,6 +54,7 @@ pub fn to_report(k: &KernelReport) -> Report {
         rtt_samples_over_threshold: u64::from(k.rtt_over_samples),
         send_rate_bytes_per_s: send.filter(|_| both),
         recv_rate_bytes_per_s: recv.filter(|_| both),
+        max_delivery_rate_bytes_per_s: rate(k.rate_max_delivered, k.mss, k.rate_max_us),
         inflight_bytes: u64::from(k.inflight_pkts) * mss,
         unacked_bytes: u64::from(k.unacked_pkts) * mss,
         pending_bytes: u64::from(k.pending_bytes),
@@ -147,6 +149,8 @@ mod tests {
             rate_delivered: 100,
             rate_snd_us: 20_000,
             rate_rcv_us: 25_000,
+            rate_max_delivered: 120,
+            rate_max_us: 24_000,
             inflight_pkts: 30,
             unacked_pkts: 36,
             pending_bytes: 1_000_000,
@@ -180,6 +184,8 @@ mod tests {
         // 100 packets of 1448 bytes over 20 ms sent and 25 ms acknowledged.
         assert_eq!(r.send_rate_bytes_per_s, Some(7_240_000));
         assert_eq!(r.recv_rate_bytes_per_s, Some(5_792_000));
+        // The fastest sample: 120 packets over 24 ms.
+        assert_eq!(r.max_delivery_rate_bytes_per_s, Some(7_240_000));
         assert_eq!((r.inflight_bytes, r.unacked_bytes, r.pending_bytes), (30 * 1448, 36 * 1448, 1_000_000));
         assert_eq!(r.cwnd_bytes, 32 * 1448);
         assert_eq!(r.pacing_rate_bytes_per_s, Some(5_000_000));
@@ -192,10 +198,19 @@ mod tests {
 
     #[test]
     fn absent_samples_stay_absent() {
-        let k = KernelReport { rtt_samples: 0, rate_delivered: 0, paced: false, srtt_us: 0, urgent: None, ..kreport() };
+        let k = KernelReport {
+            rtt_samples: 0,
+            rate_delivered: 0,
+            rate_max_delivered: 0,
+            rate_max_us: 0,
+            paced: false,
+            srtt_us: 0,
+            urgent: None,
+            ..kreport()
+        };
         let r = to_report(&k);
         assert_eq!(r.rtt, None);
-        assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s), (None, None));
+        assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s, r.max_delivery_rate_bytes_per_s), (None, None, None));
         assert_eq!(r.pacing_rate_bytes_per_s, None);
         assert_eq!(r.urgent, None);
         // A zero MSS from a broken record does not zero the byte counts' scale into nonsense.

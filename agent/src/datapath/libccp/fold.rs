@@ -57,6 +57,7 @@ pub const SOURCE: &str = r#"
     (volatile rtt_over_samples 0)
     (volatile send_rate 0)
     (volatile recv_rate 0)
+    (volatile max_delivery_rate 0)
     (volatile inflight_bytes 0)
     (volatile pending_bytes 0)
     (volatile cwnd_bytes 0)
@@ -94,6 +95,9 @@ pub const SOURCE: &str = r#"
   (:= rates (&& (> Flow.rate_outgoing 0) (> Flow.rate_incoming 0)))
   (:= Report.send_rate (if rates Flow.rate_outgoing))
   (:= Report.recv_rate (if rates Flow.rate_incoming))
+  (:= delivery 0)
+  (:= delivery (if rates (min Flow.rate_outgoing Flow.rate_incoming)))
+  (:= Report.max_delivery_rate (max Report.max_delivery_rate delivery))
   (:= Report.cwnd_limited (if (> (+ (+ (+ Flow.bytes_in_flight Ack.bytes_acked) Ack.bytes_misordered) mss_bytes) Cwnd) 1))
   (fallthrough))
 # The gauges (in flight, pending, window, rate, time) are read only when a report goes out:
@@ -179,6 +183,7 @@ pub struct Layout {
     rtt_over_samples: usize,
     send_rate: usize,
     recv_rate: usize,
+    max_delivery_rate: usize,
     inflight_bytes: usize,
     pending_bytes: usize,
     cwnd_bytes: usize,
@@ -225,6 +230,7 @@ impl Fold {
             rtt_over_samples: idx("rtt_over_samples")?,
             send_rate: idx("send_rate")?,
             recv_rate: idx("recv_rate")?,
+            max_delivery_rate: idx("max_delivery_rate")?,
             inflight_bytes: idx("inflight_bytes")?,
             pending_bytes: idx("pending_bytes")?,
             cwnd_bytes: idx("cwnd_bytes")?,
@@ -331,6 +337,10 @@ impl FlowDecoder {
             rtt_samples_over_threshold: f(layout.rtt_over_samples),
             send_rate_bytes_per_s: (send > 0 && recv > 0).then_some(send),
             recv_rate_bytes_per_s: (send > 0 && recv > 0).then_some(recv),
+            max_delivery_rate_bytes_per_s: match f(layout.max_delivery_rate) {
+                0 => None,
+                r => Some(r),
+            },
             inflight_bytes: f(layout.inflight_bytes),
             // libccp has no primitive for snd_nxt − snd_una: the window falls back to the flight.
             unacked_bytes: 0,

@@ -169,6 +169,22 @@ fn send_and_receive_rates_come_from_the_same_sample() {
 }
 
 #[test]
+fn the_fastest_delivery_rate_is_the_largest_lower_rate_of_any_sample() {
+    let mut h = Harness::new();
+    for (t, (out, inc)) in [(1_000, (5_000_000, 4_000_000)), (2_000, (6_000_000, 7_000_000)), (3_000, (2_000_000, 3_000_000))] {
+        let mut p = ack(1000, 20_000);
+        (p.rate_outgoing, p.rate_incoming) = (out, inc);
+        h.invoke(p, t);
+    }
+    let r = h.invoke(ack(1000, 20_000), 20_000).unwrap();
+    assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s), (Some(2_000_000), Some(3_000_000)), "the last pair");
+    assert_eq!(r.max_delivery_rate_bytes_per_s, Some(6_000_000));
+    // Volatile: the next report starts over, and has none without a sample.
+    let r = h.invoke(ack(1000, 20_000), 40_000).unwrap();
+    assert_eq!(r.max_delivery_rate_bytes_per_s, None);
+}
+
+#[test]
 fn gauges_are_the_latest_values() {
     let mut h = Harness::new();
     let mut p = ack(1000, 20_000);

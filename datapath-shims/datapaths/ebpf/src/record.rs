@@ -85,6 +85,8 @@ pub(crate) struct RawReport {
     pub ca_state: u8,
     pub pad: [u8; 3],
     pub unacked_pkts: u32,
+    pub rate_max_delivered: u32,
+    pub rate_max_us: u32,
 }
 
 #[repr(C)]
@@ -119,7 +121,9 @@ pub(crate) struct RawAck {
 
 const _: () = assert!(size_of::<RawHdr>() == 16);
 const _: () = assert!(size_of::<RawCreate>() == 120);
-const _: () = assert!(size_of::<RawReport>() == 144);
+const _: () = assert!(size_of::<RawReport>() == 152);
+/// A report of an instance built before `rate_max_*` were appended: decoded without them.
+const REPORT_SIZE_BEFORE_RATE_MAX: usize = 144;
 const _: () = assert!(size_of::<RawClose>() == 32);
 const _: () = assert!(size_of::<RawAck>() == 80);
 
@@ -228,6 +232,11 @@ pub struct KernelReport {
     pub rate_delivered: u32,
     pub rate_snd_us: u32,
     pub rate_rcv_us: u32,
+    /// The interval's fastest valid rate sample (delivered over the longer of its send and ACK
+    /// intervals, as tcp_bbr.c's max filter sees each ACK's): packets over `rate_max_us`. Zero
+    /// when the interval had none, or from an instance built before the fields.
+    pub rate_max_delivered: u32,
+    pub rate_max_us: u32,
     pub inflight_pkts: u32,
     /// Sent and not cumulatively acknowledged (`tp->packets_out`); 0 from an instance built
     /// before the field (it was padding).
@@ -413,6 +422,8 @@ impl From<&RawReport> for KernelReport {
             rate_delivered: r.rate_delivered,
             rate_snd_us: r.rate_snd_us,
             rate_rcv_us: r.rate_rcv_us,
+            rate_max_delivered: r.rate_max_delivered,
+            rate_max_us: r.rate_max_us,
             inflight_pkts: r.inflight_pkts,
             unacked_pkts: r.unacked_pkts,
             pending_bytes: r.pending_bytes,
@@ -474,6 +485,12 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
             check_size::<RawCreate>(&hdr, bytes.len())?;
             let raw: RawCreate = read_pod(bytes).ok_or(DecodeError::Short(bytes.len()))?;
             Ok(Record::Create(Create::from(&raw)))
+        }
+        KIND_REPORT if usize::from(hdr.size) == REPORT_SIZE_BEFORE_RATE_MAX && bytes.len() >= REPORT_SIZE_BEFORE_RATE_MAX => {
+            let mut padded = [0u8; size_of::<RawReport>()];
+            padded[..REPORT_SIZE_BEFORE_RATE_MAX].copy_from_slice(&bytes[..REPORT_SIZE_BEFORE_RATE_MAX]);
+            let raw: RawReport = read_pod(&padded).ok_or(DecodeError::Short(bytes.len()))?;
+            Ok(Record::Report(KernelReport::from(&raw)))
         }
         KIND_REPORT => {
             check_size::<RawReport>(&hdr, bytes.len())?;

@@ -60,6 +60,9 @@ class Report:
     rtt_samples_over_threshold: int
     send_rate_bytes_per_s: Optional[int]
     recv_rate_bytes_per_s: Optional[int]
+    max_delivery_rate_bytes_per_s: Optional[int]
+    """The fastest of the interval's per-ACK rate samples (what BBR's max filter takes); None
+    where the datapath takes no per-ACK samples."""
     inflight_bytes: int
     unacked_bytes: int
     """Sent and not cumulatively acknowledged (snd_nxt - snd_una); 0 where the datapath does not

@@ -118,6 +118,11 @@ struct ccp_rec_report {
 	/* tp->packets_out: sent and not cumulatively acknowledged (snd_nxt - snd_una), in flight,
 	 * SACKed or lost alike. Was padding: an instance built before it writes 0 (unknown). */
 	__u32 unacked_pkts;
+	/* The interval's fastest valid rate sample, delivered / max(send, ACK interval) as
+	 * tcp_bbr.c's max filter sees each ACK's: packets delivered over this many us (0: none).
+	 * Appended: an instance built before it writes 144-byte reports, decoded without it. */
+	__u32 rate_max_delivered;
+	__u32 rate_max_us;
 };
 
 /*
@@ -274,7 +279,7 @@ struct ccp_attach_cfg {
 /* The Rust mirrors assert the same sizes. */
 _Static_assert(sizeof(struct ccp_rec_hdr) == 16, "ccp_rec_hdr");
 _Static_assert(sizeof(struct ccp_rec_create) == 120, "ccp_rec_create");
-_Static_assert(sizeof(struct ccp_rec_report) == 144, "ccp_rec_report");
+_Static_assert(sizeof(struct ccp_rec_report) == 152, "ccp_rec_report");
 _Static_assert(sizeof(struct ccp_rec_close) == 32, "ccp_rec_close");
 _Static_assert(sizeof(struct ccp_rec_ack) == 80, "ccp_rec_ack");
 _Static_assert(sizeof(struct ccp_ctrl) == 48, "ccp_ctrl");

@@ -38,6 +38,8 @@ fn report() -> RawReport {
         ca_state: 3,
         pad: [0; 3],
         unacked_pkts: 11,
+        rate_max_delivered: 12,
+        rate_max_us: 9_500,
     }
 }
 
@@ -51,6 +53,7 @@ fn a_report_decodes_field_by_field() {
     assert_eq!((r.rtt_min_us, r.rtt_max_us, r.rtt_last_us, r.rtt_sum_us, r.rtt_samples), (10_000, 30_000, 20_000, 60_000, 3));
     assert_eq!((r.rtt_over_samples, r.srtt_us), (5, 21_000));
     assert_eq!((r.rate_delivered, r.rate_snd_us, r.rate_rcv_us), (10, 9_000, 10_000));
+    assert_eq!((r.rate_max_delivered, r.rate_max_us), (12, 9_500));
     assert_eq!((r.inflight_pkts, r.unacked_pkts, r.pending_bytes, r.cwnd_pkts, r.mss), (8, 11, 100_000, 12, 1448));
     assert_eq!((r.pacing_rate, r.paced, r.app_limited, r.fallback), (1_000_000, true, true, false));
     assert_eq!((r.ctrl_seq, r.urgent, r.ca_state), (3, Some(Urgent::Loss), 3));
@@ -58,6 +61,20 @@ fn a_report_decodes_field_by_field() {
     let unused = RawReport { flags: RF_WINDOW_UNUSED, ..raw };
     let Record::Report(r) = decode(pod_bytes(&unused)).unwrap() else { panic!("not a report") };
     assert!(!r.cwnd_limited && !r.app_limited && !r.paced);
+}
+
+#[test]
+fn a_report_of_an_instance_built_before_the_fastest_sample_decodes_without_it() {
+    let raw = report();
+    let mut old = pod_bytes(&raw)[..REPORT_SIZE_BEFORE_RATE_MAX].to_vec();
+    old[2..4].copy_from_slice(&(REPORT_SIZE_BEFORE_RATE_MAX as u16).to_ne_bytes());
+    let Record::Report(r) = decode(&old).unwrap() else { panic!("not a report") };
+    assert_eq!((r.rate_max_delivered, r.rate_max_us), (0, 0));
+    assert_eq!((r.rate_delivered, r.unacked_pkts, r.ca_state), (10, 11, 3), "the fields before it as written");
+    // A size between the two layouts is still refused.
+    old[2..4].copy_from_slice(&148u16.to_ne_bytes());
+    old.extend_from_slice(&[0; 4]);
+    assert!(matches!(decode(&old), Err(DecodeError::Size { .. })));
 }
 
 #[test]
