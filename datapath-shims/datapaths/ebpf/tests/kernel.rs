@@ -205,6 +205,14 @@ fn a_flow_reports_obeys_its_control_entry_and_falls_back_when_the_agent_is_silen
     assert!(r.acked_bytes > 0 && r.rtt_samples > 0 && r.mss > 1000, "{r:?}");
     let interval = r.ts_ns - r.start_ns;
     assert!((9_000_000..40_000_000).contains(&interval), "default 10 ms interval, got {interval} ns");
+    // The fastest rate sample of an interval is one, and at least as fast as its last.
+    let sampled: Vec<_> = seen.reports.iter().filter(|r| r.rate_delivered > 0).collect();
+    assert!(!sampled.is_empty(), "rate samples in {:?}", seen.reports);
+    for r in sampled {
+        let last_us = u64::from(r.rate_snd_us.max(r.rate_rcv_us));
+        assert!(r.rate_max_delivered > 0 && r.rate_max_us > 0, "{r:?}");
+        assert!(u64::from(r.rate_max_delivered) * last_us >= u64::from(r.rate_delivered) * u64::from(r.rate_max_us), "{r:?}");
+    }
 
     // The agent commands 10 packets and 2 ms reports.
     inst.heartbeat().unwrap();
