@@ -70,11 +70,15 @@ def create(family, saddr, daddr, prev_cc=b"", flags=3, cookie=0x1234, min_rtt=20
     return rec
 
 
-def report(urgent=0, flags=4):
-    rec = hdr(2, 144) + struct.pack("<QQQQ", 999_000_000, 144_800, 2_000_000, 1_250_000)
+def report(urgent=0, flags=4, fastest=None):
+    """A report; without `fastest` (packets, us) as an instance built before rate_max_* wrote it."""
+    size = 144 if fastest is None else 152
+    rec = hdr(2, size) + struct.pack("<QQQQ", 999_000_000, 144_800, 2_000_000, 1_250_000)
     rec += struct.pack("<21I", 100, 2, 1, 3, 1, 100, 19_000, 25_000, 20_000, 100, 0, 20_500, 100, 10_000, 10_000, 40, 60_000, 80, 70, 1448, 5)
     rec += struct.pack("<HBBB7x", 0, urgent, flags, 0)
-    assert len(rec) == 144
+    if fastest is not None:
+        rec += struct.pack("<II", *fastest)
+    assert len(rec) == size
     return rec
 
 
@@ -93,6 +97,7 @@ write("ringbuf", "create_v4", create(AF_INET, bytes([10, 77, 0, 1]), bytes([10, 
 write("ringbuf", "create_v6_attached", create(AF_INET6, bytes(15) + b"\1", bytes([0x20, 0x01, 0x0D, 0xB8]) + bytes(11) + b"\2", b"cubic", 1, 0, 0xFFFFFFFF))
 write("ringbuf", "report", report())
 write("ringbuf", "report_urgent_loss", report(urgent=2, flags=3))
+write("ringbuf", "report_fastest_sample", report(fastest=(120, 9_000)))
 write("ringbuf", "close", close())
 write("ringbuf", "ack", ack())
 write("ringbuf", "ack_timeout", ack(flags=3, rtt=0))
@@ -111,16 +116,18 @@ def libccp_create(sid, cong_alg=b""):
     return msg(0, sid, struct.pack("<6I", 14480, 1448, 0x0A4D0001, 40000, 0x0A4D0002, 5201) + cong_alg.ljust(64, b"\0"))
 
 
-FOLD_FIELDS = 23  # the standard fold's Report fields (agent/src/datapath/libccp/fold.rs), in order
+FOLD_FIELDS = 25  # the standard fold's Report fields (agent/src/datapath/libccp/fold.rs), in order
 
 
 def measure(sid, uid=1, fields=None):
     if fields is None:
         # acked_bytes, acked_pkts, sacked_bytes, sacked_pkts, lost_pkts, timeouts, ecn_bytes,
         # ecn_pkts, ece_acks, rtt_min, rtt_max, rtt_last, rtt_sum, rtt_samples, rtt_over,
-        # send_rate, recv_rate, inflight, pending, cwnd, rate, now_us, urgent
+        # send_rate, recv_rate, max_delivery_rate, inflight, pending, cwnd, rate, now_us, urgent,
+        # cwnd_limited
         fields = [14480, 10, 0, 0, 0, 0, 0, 0, 0, 19000, 25000, 20000, 200000, 10, 0,
-                  1_000_000, 900_000, 14480, 28960, 14480, 0, 123_456_789, 0]
+                  1_000_000, 900_000, 950_000, 14480, 28960, 14480, 0, 123_456_789, 0, 1]
+        assert len(fields) == FOLD_FIELDS
     return msg(1, sid, struct.pack("<II", uid, len(fields)) + b"".join(struct.pack("<Q", f) for f in fields))
 
 
@@ -140,7 +147,7 @@ lifecycle = [
     (0, frame(ready())),
     (0, frame(libccp_create(1, b"reno"))),
     (0, frame(measure(1))),
-    (0, frame(measure(1, fields=[0] * 21 + [123_466_789, 1]))),
+    (0, frame(measure(1, fields=[0] * (FOLD_FIELDS - 3) + [123_466_789, 1, 0]))),
     (0, frame(measure(1, uid=0, fields=[]))),
 ]
 write("netlink", "lifecycle", datagrams(0b00010, lifecycle))
