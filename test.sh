@@ -21,8 +21,14 @@ fi
 export CARGO_INCREMENTAL=0
 df -h . | sed 's/^/test.sh: disk: /'
 cargo build --workspace --all-targets --locked
-# --no-fail-fast: one run reports every failing test target, not only the first.
-cargo test --workspace --locked --no-fail-fast -- --test-threads=2
+# --no-fail-fast: one run reports every failing test target, not only the first. Each failing
+# test then runs once more, alone; the run passes only if each passes then, and those are printed
+# as FLAKY by name (scripts/rerun-failed-tests.py: why, and when it refuses to rerun).
+test_log="$(mktemp)"
+if ! cargo test --workspace --locked --no-fail-fast -- --test-threads=2 2>&1 | tee "$test_log"; then
+    ./scripts/rerun-failed-tests.py "$test_log"
+fi
+rm -f "$test_log"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The ccp_agent Python package (maturin wheel) and its pytest suite.
 ./scripts/python-package.sh
