@@ -22,8 +22,7 @@
 //!   [`Sim::set_switch_hook`]).
 
 use ccp_bfc_model::{
-    Bfc, BfcHeader, BfcMeta, Control, IngressPacket, CTRL_BITMAP, CTRL_PAUSE, NUM_PORTS, QUEUES_PER_PORT, STICKY_NS,
-    UPSTREAM_Q_SLOTS,
+    Bfc, BfcHeader, BfcMeta, Control, IngressPacket, CTRL_PAUSE, MAX_QUEUES_PER_PORT, NUM_PORTS, STICKY_NS, UPSTREAM_Q_SLOTS,
 };
 
 use crate::hook::{HookPacket, QueueControl, SwitchHook};
@@ -92,7 +91,7 @@ impl BfcHook {
             return Err(format!("switch {switch} has {} ports; the BFC pipeline holds {NUM_PORTS}", ports.len()));
         }
         let queues = ports.iter().map(|&p| sim.ports[p as usize].queues().len()).min().unwrap_or(1);
-        let data_queues = (queues as u32).clamp(1, QUEUES_PER_PORT);
+        let data_queues = (queues as u32).clamp(1, MAX_QUEUES_PER_PORT);
         let seed = params.seed ^ (switch as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let mut model = Bfc::new(data_queues, params.sticky_ns, seed);
         let hrtt_ns = params
@@ -139,8 +138,8 @@ pub fn install(sim: &mut Sim, params: &BfcParams) -> Result<(), String> {
 impl SwitchHook for BfcHook {
     fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> u16 {
         let (ingress, eg) = (self.local(packet.ingress), self.local(packet.egress));
-        let bitmap = egress.paused_queues().first_word() as u32;
-        self.model.on_control(eg, &ccp_bfc_model::CtrlHeader { op: CTRL_BITMAP, word_index: 0, upstream_q: 0, bitmap });
+        let paused = egress.paused_queues();
+        self.model.set_paused_queues(eg, u128::from(paused.word(0)) | u128::from(paused.word(1)) << 64);
         let pkt = IngressPacket {
             ingress_port: ingress,
             egress_port: eg,

@@ -55,10 +55,10 @@ impl QueueSet {
         }
     }
 
-    /// Bits 0-63 (queues 0-63).
+    /// Bits `64 × i` to `64 × i + 63` (0 past the port's queues).
     #[inline]
-    pub fn first_word(&self) -> u64 {
-        self.words.first().copied().unwrap_or(0)
+    pub fn word(&self, i: usize) -> u64 {
+        self.words.get(i).copied().unwrap_or(0)
     }
 
     /// The first queue at or after `from`, in cyclic order over the port's queues, that is in

@@ -32,6 +32,15 @@
 //!   above the slot count alias (pause/resume frames carry the slot, so aliasing can only leave
 //!   a queue unpaused, never stuck paused);
 //! - sampling (App. E) and multi-class partitioning (§8) are not modelled.
+//!
+//! One configuration goes beyond the P4: the thesis's stress tests run BFC with 128 queues per
+//! port (specs/bfc.md §4 "Q", targets 8, 9 and 11: "BFC 128"), which Tofino2 offers on a 400 G
+//! port. [`Bfc::new`] with more than [`QUEUES_PER_PORT`] data queues widens every per-queue
+//! register and table to that many queues per port (up to [`MAX_QUEUES_PER_PORT`]), with the
+//! flow table at 100 × the queues, as the thesis sizes it. The queue bitmaps (`nonempty_q`,
+//! `paused_q`) are therefore 128-bit words in the model, where the P4 declares 32-bit registers;
+//! at the P4's layout their upper 96 bits are always zero and every index, size and random draw
+//! is the P4's.
 
 pub mod manifest;
 
@@ -62,6 +71,13 @@ pub const CTRL_BITMAP: u8 = 3;
 /// advanced flow control (AFC) pauses or resumes one queue per packet. The model applies a frame
 /// in one step, so it never produces this op.
 pub const CTRL_BITMAP_RECIRC: u8 = 4;
+
+/// Most queues per port the model holds: the thesis's "BFC 128" (not a P4 constant; the pause
+/// counters' [`UPSTREAM_Q_SLOTS`] already give an upstream switch with this many queues one
+/// counter per queue).
+pub const MAX_QUEUES_PER_PORT: u32 = 128;
+/// Flow-table entries per queue (specs/bfc.md §4: 100 × the number of queues).
+const FLOW_ENTRIES_PER_QUEUE: u32 = FLOW_TABLE_PER_PORT / QUEUES_PER_PORT;
 
 /// Header `bfc_h`, carried by every data packet between the Ethernet header and IP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -134,9 +150,9 @@ pub struct Bfc {
     pub queue_depth: Vec<u32>,
     /// Register `nonempty_q`: per port, bit q set while queue q holds data. Kept as "non-empty"
     /// rather than "empty" so the all-zero reset state is correct.
-    pub nonempty_q: Vec<u32>,
+    pub nonempty_q: Vec<u128>,
     /// Register `paused_q`: per port, bit q set while the downstream has queue q paused.
-    pub paused_q: Vec<u32>,
+    pub paused_q: Vec<u128>,
     /// Table `th_table`: (egress port, N_active − 1) → Th bytes; `None` = no entry (no pauses).
     pub th_table: Vec<Option<u32>>,
     /// Table `allow_bp_table`: (ingress, egress) → backpressure allowed. Missing entries allow,
@@ -145,6 +161,10 @@ pub struct Bfc {
     /// Table `port_index`: device port → local index.
     pub port_index: Vec<(u32, u8)>,
     data_queues: u32,
+    /// The register layout's queues per port: the P4's [`QUEUES_PER_PORT`], or more for BFC 128.
+    queues_per_port: u32,
+    /// Flow-table entries per egress port: 100 × `queues_per_port`.
+    flow_table_per_port: u32,
     sticky_ns: u32,
     rng: u64,
     /// Frames sent, for tests and statistics.
@@ -175,24 +195,32 @@ fn splitmix64(state: &mut u64) -> u64 {
 }
 
 impl Bfc {
-    /// A pipeline with `data_queues` assignable queues per port (at most [`QUEUES_PER_PORT`]; the
-    /// hardware reserves [`CONTROL_QID`], so it uses [`DATA_QUEUES_PER_PORT`]) and the given
-    /// sticky time. `th_table` starts empty: install rows with [`Bfc::install_th_row`].
+    /// A pipeline with `data_queues` assignable queues per port and the given sticky time. Up to
+    /// [`QUEUES_PER_PORT`] it has the P4's registers and tables (the hardware reserves
+    /// [`CONTROL_QID`], so it uses [`DATA_QUEUES_PER_PORT`]); beyond, up to
+    /// [`MAX_QUEUES_PER_PORT`], every per-queue register and table holds `data_queues` queues per
+    /// port. `th_table` starts empty: install rows with [`Bfc::install_th_row`].
     pub fn new(data_queues: u32, sticky_ns: u32, seed: u64) -> Bfc {
-        assert!((1..=QUEUES_PER_PORT).contains(&data_queues), "data_queues must be 1..={QUEUES_PER_PORT}");
+        assert!((1..=MAX_QUEUES_PER_PORT).contains(&data_queues), "data_queues must be 1..={MAX_QUEUES_PER_PORT}");
+        let queues_per_port = data_queues.max(QUEUES_PER_PORT);
+        let flow_table_per_port = FLOW_ENTRIES_PER_QUEUE * queues_per_port;
+        let flow_table = (NUM_PORTS * flow_table_per_port) as usize;
+        let per_queue = (NUM_PORTS * queues_per_port) as usize;
         Bfc {
-            flow_q: vec![0; FLOW_TABLE_SIZE as usize],
-            flow_size: vec![0; FLOW_TABLE_SIZE as usize],
-            flow_ts: vec![0; FLOW_TABLE_SIZE as usize],
+            flow_q: vec![0; flow_table],
+            flow_size: vec![0; flow_table],
+            flow_ts: vec![0; flow_table],
             pause_counter: vec![0; PAUSE_COUNTER_SIZE as usize],
             pause_bitmap: vec![0; PAUSE_BITMAP_SIZE as usize],
-            queue_depth: vec![0; QUEUE_COUNT as usize],
+            queue_depth: vec![0; per_queue],
             nonempty_q: vec![0; NUM_PORTS as usize],
             paused_q: vec![0; NUM_PORTS as usize],
-            th_table: vec![None; TH_TABLE_SIZE as usize],
+            th_table: vec![None; per_queue],
             allow_bp_table: vec![true; ALLOW_BP_TABLE_SIZE as usize],
             port_index: Vec::new(),
             data_queues,
+            queues_per_port,
+            flow_table_per_port,
             sticky_ns,
             rng: seed,
             pauses_sent: 0,
@@ -209,8 +237,13 @@ impl Bfc {
         self.data_queues
     }
 
-    fn data_mask(&self) -> u32 {
-        ((1u64 << self.data_queues) - 1) as u32
+    /// Queues per port in the register layout: [`QUEUES_PER_PORT`], or more for BFC 128.
+    pub fn queues_per_port(&self) -> u32 {
+        self.queues_per_port
+    }
+
+    fn data_mask(&self) -> u128 {
+        u128::MAX >> (128 - self.data_queues)
     }
 
     /// Adds a `port_index` entry; returns the local index, or `None` when the table is full.
@@ -231,21 +264,22 @@ impl Bfc {
         self.port_index.iter().find(|(d, _)| *d == device_port).map(|&(_, l)| l)
     }
 
-    /// Fills the `th_table` row of `egress` for N_active = 1..=QUEUES_PER_PORT. `hrtt_ns` is the
+    /// Fills the `th_table` row of `egress` for N_active = 1..=queues per port. `hrtt_ns` is the
     /// maximum 1-hop RTT over the ingresses that feed this egress (§6.4).
     pub fn install_th_row(&mut self, egress: u8, hrtt_ns: u64, rate_bps: u64, multiplier_permille: u32) {
-        for n in 1..=QUEUES_PER_PORT {
-            self.th_table[Self::th_index(egress, n)] = Some(th_bytes(hrtt_ns, rate_bps, n, multiplier_permille));
+        for n in 1..=self.queues_per_port {
+            let i = self.th_index(egress, n);
+            self.th_table[i] = Some(th_bytes(hrtt_ns, rate_bps, n, multiplier_permille));
         }
     }
 
-    fn th_index(egress: u8, n_active: u32) -> usize {
-        (u32::from(egress) * QUEUES_PER_PORT + (n_active.clamp(1, QUEUES_PER_PORT) - 1)) as usize
+    fn th_index(&self, egress: u8, n_active: u32) -> usize {
+        (u32::from(egress) * self.queues_per_port + (n_active.clamp(1, self.queues_per_port) - 1)) as usize
     }
 
     /// `th_table` lookup; N_active 0 counts as 1.
     pub fn th_lookup(&self, egress: u8, n_active: u32) -> Option<u32> {
-        self.th_table[Self::th_index(egress, n_active)]
+        self.th_table[self.th_index(egress, n_active)]
     }
 
     /// Installs an `allow_bp_table` entry (§10: `false` on the edges removed from the
@@ -263,8 +297,8 @@ impl Bfc {
     /// The in-slice offset is a multiply-shift of the hash's low 16 bits (Lemire's range
     /// reduction) rather than a modulo, because Tofino has no modulo by 3200; the P4 does the
     /// same, so both map a hash to the same entry.
-    pub fn flow_index(egress: u8, flow_hash: u32) -> u32 {
-        u32::from(egress) * FLOW_TABLE_PER_PORT + (((flow_hash & 0xFFFF) * FLOW_TABLE_PER_PORT) >> 16)
+    pub fn flow_index(&self, egress: u8, flow_hash: u32) -> u32 {
+        u32::from(egress) * self.flow_table_per_port + (((flow_hash & 0xFFFF) * self.flow_table_per_port) >> 16)
     }
 
     fn pause_index(ingress: u8, upstream_q: u16) -> usize {
@@ -286,8 +320,10 @@ impl Bfc {
         let r = splitmix64(&mut self.rng);
         let start = (r % u64::from(self.data_queues)) as u32;
         if cand != 0 {
+            // Candidates are below `data_queues`, so the rotation's width does not change which
+            // one is first from `start`: the P4's 32-bit rotate picks the same queue.
             let rotated = cand.rotate_right(start);
-            ((rotated.trailing_zeros() + start) % QUEUES_PER_PORT) as u8
+            ((rotated.trailing_zeros() + start) % 128) as u8
         } else {
             ((r >> 32) % u64::from(self.data_queues)) as u8
         }
@@ -296,7 +332,7 @@ impl Bfc {
     /// The enqueue side (§5 then §6.2). Call once per admitted packet; the returned metadata must
     /// come back to [`Bfc::egress`] exactly once.
     pub fn ingress(&mut self, now_ns: u64, pkt: &IngressPacket, controls: &mut Vec<Control>) -> BfcMeta {
-        let idx = Self::flow_index(pkt.egress_port, pkt.flow_hash) as usize;
+        let idx = self.flow_index(pkt.egress_port, pkt.flow_hash) as usize;
         let now = stamp(now_ns);
         let ts = self.flow_ts[idx];
         // Sticky rule: only an entry with nothing in the switch and idle for more than the sticky
@@ -309,7 +345,7 @@ impl Bfc {
         let qid = self.flow_q[idx];
 
         let e = usize::from(pkt.egress_port);
-        let qi = e * QUEUES_PER_PORT as usize + usize::from(qid);
+        let qi = e * self.queues_per_port as usize + usize::from(qid);
         let depth_before = self.queue_depth[qi];
         self.queue_depth[qi] = depth_before.saturating_add(pkt.len_bytes);
         self.nonempty_q[e] |= 1 << qid;
@@ -348,7 +384,7 @@ impl Bfc {
         self.flow_ts[idx] = stamp(now_ns);
 
         let e = usize::from(meta.egress_port);
-        let qi = e * QUEUES_PER_PORT as usize + usize::from(meta.qid);
+        let qi = e * self.queues_per_port as usize + usize::from(meta.qid);
         self.queue_depth[qi] = self.queue_depth[qi].saturating_sub(meta.len_bytes);
         if self.queue_depth[qi] == 0 {
             self.nonempty_q[e] &= !(1 << meta.qid);
@@ -395,21 +431,32 @@ impl Bfc {
 
     /// A control frame from the downstream device on local `port`: sets the paused level of the
     /// queues it names. Applying the same frame again changes nothing (§6.3). Bitmap words past
-    /// the first name queues this switch does not have (they exist for NICs) and are ignored.
+    /// this switch's queues name queues it does not have (they exist for NICs) and are ignored.
     pub fn on_control(&mut self, port: u8, hdr: &CtrlHeader) {
         let p = usize::from(port);
         match hdr.op {
-            CTRL_PAUSE | CTRL_RESUME if u32::from(hdr.upstream_q) < QUEUES_PER_PORT => {
-                let bit = 1u32 << hdr.upstream_q;
+            CTRL_PAUSE | CTRL_RESUME if u32::from(hdr.upstream_q) < self.queues_per_port => {
+                let bit = 1u128 << hdr.upstream_q;
                 if hdr.op == CTRL_PAUSE {
                     self.paused_q[p] |= bit;
                 } else {
                     self.paused_q[p] &= !bit;
                 }
             }
-            CTRL_BITMAP if hdr.word_index == 0 => self.paused_q[p] = hdr.bitmap,
+            CTRL_BITMAP if u32::from(hdr.word_index) * BITMAP_WORD_BITS < self.queues_per_port => {
+                let shift = u32::from(hdr.word_index) * BITMAP_WORD_BITS;
+                let word = u128::from(u32::MAX) << shift;
+                self.paused_q[p] = (self.paused_q[p] & !word) | (u128::from(hdr.bitmap) << shift);
+            }
             _ => {}
         }
+    }
+
+    /// Sets which queues of `port` the downstream has paused, all at once: a simulator that
+    /// applies pause frames to its own queues hands the model their state this way, as Tofino2's
+    /// AFC state is to the P4. Bits at or above the queues per port are ignored.
+    pub fn set_paused_queues(&mut self, port: u8, paused: u128) {
+        self.paused_q[usize::from(port)] = paused & (u128::MAX >> (128 - self.queues_per_port));
     }
 
     /// Whether the downstream has queue `q` of `port` paused.
@@ -424,6 +471,6 @@ impl Bfc {
 
     /// Bytes queued in (port, queue).
     pub fn depth(&self, port: u8, q: u8) -> u32 {
-        self.queue_depth[(u32::from(port) * QUEUES_PER_PORT + u32::from(q)) as usize]
+        self.queue_depth[(u32::from(port) * self.queues_per_port + u32::from(q)) as usize]
     }
 }

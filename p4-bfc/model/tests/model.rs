@@ -347,3 +347,88 @@ fn every_counter_returns_to_zero_after_the_switch_drains() {
     assert!(b.queue_depth.iter().all(|&v| v == 0));
     assert!(b.nonempty_q.iter().all(|&v| v == 0));
 }
+
+// ---- BFC 128: the thesis's stress configuration, beyond the P4's 32 queues ----
+
+/// A 128-queue switch (every port has Th rows for 100 G at the default hop RTT).
+fn switch128(seed: u64) -> Bfc {
+    let mut b = Bfc::new(MAX_QUEUES_PER_PORT, STICKY_NS, seed);
+    for p in 0..NUM_PORTS as u8 {
+        b.install_th_row(p, u64::from(HRTT_NS), G100, 1000);
+    }
+    b
+}
+
+/// A hash landing in flow-table slot `slot` of a table with `per_port` entries per egress.
+fn hash_for_slot_in(slot: u32, per_port: u32) -> u32 {
+    let h = (slot << 16).div_ceil(per_port);
+    assert_eq!((h * per_port) >> 16, slot);
+    h
+}
+
+#[test]
+fn bfc128_widens_every_per_queue_register_and_the_flow_table() {
+    let b = switch128(1);
+    assert_eq!((b.data_queues(), b.queues_per_port()), (128, 128));
+    assert_eq!(b.flow_q.len(), (NUM_PORTS * 100 * 128) as usize, "100 × the queues per port (specs/bfc.md §4)");
+    assert_eq!(b.queue_depth.len(), (NUM_PORTS * 128) as usize);
+    assert_eq!(b.th_table.len(), (NUM_PORTS * 128) as usize);
+    // Th keeps falling as N_active grows past the P4's 32.
+    assert_eq!(b.th_lookup(0, 100), Some(th_bytes(u64::from(HRTT_NS), G100, 100, 1000)));
+    assert!(b.th_lookup(0, 128) < b.th_lookup(0, 32));
+    // Up to 32 queues the layout is the P4's.
+    let p4 = Bfc::new(16, STICKY_NS, 1);
+    assert_eq!(
+        (p4.queues_per_port(), p4.flow_q.len(), p4.th_table.len()),
+        (QUEUES_PER_PORT, FLOW_TABLE_SIZE as usize, TH_TABLE_SIZE as usize)
+    );
+}
+
+#[test]
+fn bfc128_gives_128_active_flows_128_distinct_queues() {
+    let mut b = switch128(3);
+    let per_port = 100 * MAX_QUEUES_PER_PORT;
+    let mut c = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for s in 0..MAX_QUEUES_PER_PORT {
+        // Slots 100 apart: distinct flow-table entries.
+        let m = b.ingress(0, &pkt(1, 4, hash_for_slot_in(s * 100, per_port), 0), &mut c);
+        assert!(seen.insert(m.qid), "flow {s} got queue {}, which another active flow holds", m.qid);
+    }
+    assert_eq!(seen.len(), 128);
+    assert_eq!(b.n_active(4), 128, "every queue holds data and none is paused");
+    let m = b.ingress(0, &pkt(1, 4, hash_for_slot_in(7, per_port), 0), &mut c);
+    assert!(seen.contains(&m.qid), "with every queue busy the next flow shares one");
+}
+
+#[test]
+fn bfc128_pause_resume_and_bitmap_reach_the_queues_above_32() {
+    let mut u = switch128(5);
+    for q in [31u16, 32, 100, 127] {
+        u.on_control(2, &CtrlHeader { op: CTRL_PAUSE, word_index: 0, upstream_q: q, bitmap: 0 });
+        assert!(u.is_paused(2, q as u8), "queue {q}");
+    }
+    u.on_control(2, &CtrlHeader { op: CTRL_RESUME, word_index: 0, upstream_q: 100, bitmap: 0 });
+    assert!(!u.is_paused(2, 100) && u.is_paused(2, 127));
+    // A bitmap word sets its 32 queues and leaves the others.
+    u.on_control(2, &CtrlHeader { op: CTRL_BITMAP, word_index: 3, upstream_q: 0, bitmap: 1 << 5 });
+    assert!(u.is_paused(2, 101) && !u.is_paused(2, 127), "word 3 is queues 96-127");
+    assert!(u.is_paused(2, 31) && u.is_paused(2, 32), "words 0 and 1 untouched");
+    // New flows avoid the paused empty queues there too.
+    let keep = [40u8, 77, 120];
+    let mut bits: u128 = u128::MAX;
+    for &q in &keep {
+        bits &= !(1u128 << q);
+    }
+    u.set_paused_queues(0, bits);
+    let mut c = Vec::new();
+    for s in 0..3 {
+        let m = u.ingress(0, &pkt(1, 0, hash_for_slot_in(s * 100, 100 * MAX_QUEUES_PER_PORT), 0), &mut c);
+        assert!(keep.contains(&m.qid), "flow {s} got paused queue {}", m.qid);
+    }
+    // The P4's layout ignores queues it does not have.
+    let mut p4 = switch(G100, 5);
+    p4.on_control(2, &CtrlHeader { op: CTRL_PAUSE, word_index: 0, upstream_q: 40, bitmap: 0 });
+    p4.on_control(2, &CtrlHeader { op: CTRL_BITMAP, word_index: 1, upstream_q: 0, bitmap: u32::MAX });
+    assert_eq!(p4.paused_q[2], 0);
+}

@@ -195,8 +195,9 @@ pub struct BfcConfig {
     pub hrtt_ns: Option<u64>,
 }
 
-/// Most BFC queues per port the pipeline holds (`queues_per_port` with BFC on).
-pub const BFC_MAX_QUEUES: u16 = ccp_bfc_model::QUEUES_PER_PORT as u16;
+/// Most BFC queues per port the pipeline holds (`queues_per_port` with BFC on): the thesis's
+/// "BFC 128"; the P4 has 32.
+pub const BFC_MAX_QUEUES: u16 = ccp_bfc_model::MAX_QUEUES_PER_PORT as u16;
 
 impl Default for BfcConfig {
     fn default() -> Self {
