@@ -86,6 +86,13 @@
 //!   hyper increase by a constant R_HAI per event. The paper's rule needs both clocks past F for
 //!   hyper increase, so with a byte counter that rarely fires a flow held down by congestion climbs
 //!   by R_AI alone; on Table 3.1's flows that is the artifact's long flow's lead (bfc-table-3-1.toml).
+//! - `decrease_check_us` > 0 (default 0, the paper's cut at each CNP): the cut of the HPCC
+//!   artifact's RP (`CheckRateDecreaseMlx`), which a CNP only flags: a check every
+//!   `decrease_check_us` from the flow's first CNP cuts (eq. 1's rate part, with the α of that
+//!   moment) if a CNP came since the last check, and restarts the increase clocks then. So the
+//!   first cut comes one check interval after the first CNP, at line rate meanwhile (its
+//!   RATE_DECREASE_INTERVAL: 4 µs in its `run.py` dcqcn, 50 µs in dcqcn_paper). α still moves at
+//!   each CNP, as in the paper.
 //! - Not implemented: the artifact's and 802.1Qau's halving of T and B in hyper increase, and its
 //!   target-rate reduction (R_T/8); neither is in the paper. DCQCN has no loss reaction (RoCE runs
 //!   over PFC; the paper has none); losses and timeouts are ignored here.
@@ -251,6 +258,13 @@ declare_params! {
             false,
             "increase as the HPCC artifact's (Mellanox) RP: by the timer's stage alone, F events of fast recovery, one additive, then R_HAI per event; the byte counter is unused",
         ),
+        pub decrease_check_us: u64 = Param::int(
+            0,
+            0,
+            10_000_000,
+            "µs",
+            "0: cut at each CNP (eq. 1). Else cut as the HPCC artifact's (Mellanox) RP: on a check every this many µs from the first CNP, if a CNP came since the last (RATE_DECREASE_INTERVAL: 4 in its run.py, 50 as dcqcn_paper)",
+        ),
         pub window_rtt_us: f64 = Param::float(
             0.0,
             Bound::Inclusive(0.0),
@@ -299,6 +313,7 @@ pub struct DcqcnConfig {
     pub rhai_bytes_per_s: f64,
     pub clamp_target_rate: bool,
     pub timer_stage_increase: bool,
+    pub decrease_check_us: u64,
     pub cwnd_gain: f64,
     pub window_rtt_us: f64,
     pub init_rtt_us: u64,
@@ -325,6 +340,7 @@ impl From<&DcqcnParams> for DcqcnConfig {
             rhai_bytes_per_s: mbps_to_bytes_per_s(p.rhai_mbps),
             clamp_target_rate: p.clamp_target_rate,
             timer_stage_increase: p.timer_stage_increase,
+            decrease_check_us: p.decrease_check_us,
             cwnd_gain: p.cwnd_gain,
             window_rtt_us: p.window_rtt_us,
             init_rtt_us: p.init_rtt_us,
@@ -470,6 +486,10 @@ pub struct Dcqcn {
     /// α periods since the anchor already applied.
     alpha_decays: u64,
     last_cnp_us: Option<u64>,
+    /// `decrease_check_us` > 0: the first CNP, from which the rate-decrease checks count.
+    check_anchor_us: Option<u64>,
+    /// `decrease_check_us` > 0: a CNP came since the last check, so the next one cuts.
+    cut_pending: bool,
     /// End of the time already processed (the previous report's `now_us`).
     last_now_us: u64,
     cnps: u64,
@@ -494,6 +514,8 @@ impl Dcqcn {
             alpha_anchor_us: None,
             alpha_decays: 0,
             last_cnp_us: None,
+            check_anchor_us: None,
+            cut_pending: false,
             last_now_us: 0,
             cnps: 0,
             last_report_events: 0,
@@ -564,20 +586,51 @@ impl Dcqcn {
         self.alpha_decays = periods;
     }
 
-    /// Eq. 1: a CNP at `at`.
+    /// Eq. 1: a CNP at `at`. With `decrease_check_us` the cut waits for the next check.
     fn cnp(&mut self, at: u64) {
         self.decay_alpha_to(at);
+        let deferred = self.cfg.decrease_check_us > 0;
+        if !deferred {
+            self.cut();
+        }
+        self.alpha = ((1.0 - self.cfg.g) * self.alpha + self.cfg.g).clamp(0.0, 1.0);
+        self.alpha_anchor_us = Some(at);
+        self.alpha_decays = 0;
+        self.last_cnp_us = Some(at);
+        self.cnps += 1;
+        if deferred {
+            self.check_anchor_us.get_or_insert(at);
+            self.cut_pending = true;
+        } else {
+            self.restart_clocks(at);
+        }
+    }
+
+    /// Eq. 1's rate part with the α of the moment.
+    fn cut(&mut self) {
         // Unclamped, cuts in a row keep the target from before the first of them, so the next
         // recovery aims back at it.
         if self.cfg.clamp_target_rate || self.t_stage > 0 || self.bc_stage > 0 {
             self.rt = self.rc;
         }
         self.rc = self.clamp_rate(self.rc * (1.0 - self.alpha / 2.0));
-        self.alpha = ((1.0 - self.cfg.g) * self.alpha + self.cfg.g).clamp(0.0, 1.0);
-        self.alpha_anchor_us = Some(at);
-        self.alpha_decays = 0;
-        self.last_cnp_us = Some(at);
-        self.cnps += 1;
+    }
+
+    /// The first rate-decrease check after `after` (exclusive), when a cut is pending.
+    fn next_check_after(&self, after: u64) -> Option<u64> {
+        let (anchor, d) = (self.check_anchor_us?, self.cfg.decrease_check_us);
+        if !self.cut_pending || d == 0 {
+            return None;
+        }
+        Some(anchor.saturating_add((after.saturating_sub(anchor) / d + 1).saturating_mul(d)))
+    }
+
+    /// A rate-decrease check at `at` with a CNP since the last: the cut, and the increase clocks
+    /// restart (rdma-hw.cc's CheckRateDecreaseMlx).
+    fn check(&mut self, at: u64) {
+        self.decay_alpha_to(at);
+        self.cut();
+        self.cut_pending = false;
         self.restart_clocks(at);
     }
 
@@ -684,14 +737,31 @@ impl Algorithm for Dcqcn {
         }
         let s = self.last_now_us;
         let e = report.now_us.max(s);
-        let cnps = cnp_instants(s, e, marks(report), self.last_cnp_us, self.cfg.cnp_interval_us);
+        let mut cnps = cnp_instants(s, e, marks(report), self.last_cnp_us, self.cfg.cnp_interval_us).into_iter().peekable();
         let mut feed = ByteFeed { s, span: e - s, acked: report.acked_bytes as f64, consumed: 0.0 };
         let mut budget = MAX_INCREASE_EVENTS_PER_REPORT;
         self.last_report_events = 0;
-        for at in cnps {
+        // The last check processed (or the report's start): at most one check cuts per CNP, so
+        // this loop runs at most twice per CNP however long the report.
+        let mut checked_to = s;
+        loop {
+            // A check due at the same instant as a CNP comes first (it did not see that CNP).
+            let check = self.next_check_after(checked_to).filter(|&c| c <= e && cnps.peek().is_none_or(|&n| c <= n));
+            if let Some(at) = check {
+                self.increase_until(at, &mut feed, &mut budget);
+                feed.consumed = feed.consumed.max(feed.at(at));
+                self.check(at);
+                checked_to = at;
+                continue;
+            }
+            let Some(at) = cnps.next() else { break };
             self.increase_until(at, &mut feed, &mut budget);
-            // The counter restarts at the CNP: bytes before it do not count.
-            feed.consumed = feed.consumed.max(feed.at(at));
+            if self.cfg.decrease_check_us == 0 {
+                // The counter restarts at the CNP: bytes before it do not count.
+                feed.consumed = feed.consumed.max(feed.at(at));
+            } else if !self.cut_pending {
+                checked_to = checked_to.max(at);
+            }
             self.cnp(at);
         }
         self.increase_until(e, &mut feed, &mut budget);
@@ -897,6 +967,64 @@ mod tests {
         d.on_report(&rep(150 + 4 * 55, 20_000 * 4 * 55, 0));
         assert_eq!((d.t_stage, d.bc_stage), (4, 0));
         assert_eq!(d.rt, L / 2.0 + RAI + 2.0 * RHAI, "FR, AI, then R_HAI twice");
+    }
+
+    /// The artifact's RP: a CNP only flags a cut; the check one interval later makes it, with the
+    /// α of then, and restarts the increase clocks from there.
+    #[test]
+    fn a_deferred_cut_waits_for_the_next_check() {
+        let cfg = DcqcnConfig { decrease_check_us: 50, ..DcqcnConfig::default() };
+        let mut d = flow(cfg);
+        d.on_report(&rep(100, 0, 1));
+        assert_eq!((d.cnps, d.rc, d.rt), (1, L, L), "the CNP at 100 µs flags a cut and cuts nothing");
+        d.on_report(&rep(149, 0, 0));
+        assert_eq!(d.rc, L);
+        d.on_report(&rep(150, 0, 0));
+        assert_eq!((d.rc, d.rt), (L / 2.0, L), "the check at 150 µs halves (α = 1)");
+        // The increase clocks run from the check, not from the CNP.
+        d.on_report(&rep(204, 0, 0));
+        assert_eq!(d.t_stage, 0);
+        d.on_report(&rep(205, 0, 0));
+        assert_eq!(d.t_stage, 1);
+        let rc = d.rc;
+        // A check with no CNP since the last changes nothing; a CNP at a check's instant waits for
+        // the next check.
+        d.on_report(&rep(200 + 50, 0, 1));
+        assert_eq!((d.cnps, d.rc), (2, rc), "the check at 250 µs came before the CNP at 250 µs");
+        // Timer events at 260 and 315 µs: the check at 300 cuts the rate of then.
+        d.on_report(&rep(299, 0, 0));
+        let (rc, alpha) = (d.rc, d.alpha());
+        d.on_report(&rep(300, 0, 0));
+        assert_eq!(d.rc, rc * (1.0 - alpha / 2.0), "cut at the 300 µs check with the α of then");
+        // Off (the default), the same CNP at 100 µs cuts at once.
+        let mut p = flow(DcqcnConfig::default());
+        p.on_report(&rep(100, 0, 1));
+        assert_eq!(p.rc, L / 2.0);
+    }
+
+    /// With deferred cuts too, a CE timeline gives the same rate however it is batched into reports.
+    #[test]
+    fn deferred_cuts_do_not_depend_on_the_report_batching() {
+        let cfg = DcqcnConfig { decrease_check_us: 50, ..DcqcnConfig::default() };
+        // Marks at 50, 100, ..., 350 µs: one report, or one report per mark, or one every 10 µs.
+        let mut one = flow(cfg);
+        one.on_report(&rep(350, 7_000_000, 7));
+        one.on_report(&rep(1_000, 0, 0));
+        let mut per_mark = flow(cfg);
+        for k in 1..=7 {
+            per_mark.on_report(&rep(50 * k, 1_000_000, 1));
+        }
+        per_mark.on_report(&rep(1_000, 0, 0));
+        let mut fine = flow(cfg);
+        for t in (10..=350).step_by(10) {
+            fine.on_report(&rep(t, 7_000_000 / 35, u64::from(t % 50 == 0)));
+        }
+        fine.on_report(&rep(1_000, 0, 0));
+        for d in [&per_mark, &fine] {
+            assert_eq!((d.cnps, d.rc, d.rt, d.alpha, d.t_stage), (one.cnps, one.rc, one.rt, one.alpha, one.t_stage));
+        }
+        assert_eq!(one.cnps, 7);
+        assert!(one.rc < L / 8.0, "checks at 100-400 µs each cut: {}", one.rc / L);
     }
 
     /// Unclamped, cuts in a row keep the target of before the first, and the first increase event

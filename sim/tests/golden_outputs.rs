@@ -120,6 +120,19 @@ fn clos_bfc() {
     check("clos_bfc", "leafspine-fb-dctcp.toml", &[CLOS_SHORT, &bfc].concat());
 }
 
+/// BFC 128 (bfc-clos-sweep.toml's bfc128-* variants): the model's wide layout, beyond the P4's.
+#[test]
+fn clos_bfc128() {
+    let bfc = [
+        "switch.bfc={hrtt_ns=2000}",
+        "switch.queues_per_port=128",
+        r#"switch.qdisc={kind="droptail"}"#,
+        r#"cc.algorithm="constant""#,
+        "cc.params={cwnd_pkts=100}",
+    ];
+    check("clos_bfc128", "leafspine-fb-dctcp.toml", &[CLOS_SHORT, &bfc].concat());
+}
+
 #[test]
 fn clos_dcqcn_pfc() {
     let dcqcn = [
