@@ -247,9 +247,13 @@ fn live_flows_of_one_host_never_share_a_nic_queue() {
     assert_ne!(q(1), q(2), "two live flows of h0 on one NIC queue");
 }
 
-/// Two hosts with 150 flows of 100 KB each, all at line rate into one receiver: more concurrent
-/// flows per host than the switch has pause counters for one ingress (128).
-const MANY_FLOWS_PER_HOST: &str = r#"
+/// Two hosts start `flows` flows of `bytes` each at line rate into a third through one 100 G star
+/// switch with `queues` queues per port and BFC on; each flow is on a NIC queue of its own while
+/// its host has fewer live flows than the switch has pause counters for one ingress (128).
+fn two_hosts_into_one(queues: u16, buffer_bytes: u64, cwnd_pkts: u32, bytes: u64, flows: u32) -> String {
+    let flow = |src: u32| format!("[[workload.flows]]\nsrc = {src}\ndst = 2\nbytes = {bytes}\ncount = {flows}\n");
+    format!(
+        r#"
 duration_ms = 5
 stop_when_done = true
 
@@ -260,33 +264,32 @@ link_gbps = 100.0
 link_delay_us = 1.0
 
 [switch]
-buffer_bytes = 2_000_000
-queues_per_port = 8
+buffer_bytes = {buffer_bytes}
+queues_per_port = {queues}
 
 [switch.bfc]
 hrtt_ns = 2000
 
 [cc]
 algorithm = "constant"
-params = { cwnd_pkts = 1000 }
+params = {{ cwnd_pkts = {cwnd_pkts} }}
 
 [transport]
 mss_bytes = 1000
 rto_min_us = 1000.0
 rto_initial_us = 1000.0
 
-[[workload.flows]]
-src = 0
-dst = 2
-bytes = 100_000
-count = 150
+{}
+{}"#,
+        flow(0),
+        flow(1)
+    )
+}
 
-[[workload.flows]]
-src = 1
-dst = 2
-bytes = 100_000
-count = 150
-"#;
+/// 150 flows of 100 KB per host: more concurrent flows per host than pause counters.
+fn many_flows_per_host() -> String {
+    two_hosts_into_one(8, 2_000_000, 1000, 100_000, 150)
+}
 
 /// A NIC queue id at or past the switch's pause counters for its ingress aliases onto a counter
 /// whose pause names another id, so its flow could never be paused: with Google's RPCs and
@@ -298,7 +301,7 @@ count = 150
 #[test]
 fn hosts_with_more_flows_than_pause_counters_share_queues_the_switch_can_pause() {
     // 20 µs in, every flow has started and none has finished.
-    let early = MANY_FLOWS_PER_HOST.replace("duration_ms = 5\nstop_when_done = true", "duration_ms = 0.02");
+    let early = many_flows_per_host().replace("duration_ms = 5\nstop_when_done = true", "duration_ms = 0.02");
     let (sim, _) = common::run(&common::scenario(&early));
     let mut max_queue = 0;
     let mut shared = false;
@@ -315,51 +318,10 @@ fn hosts_with_more_flows_than_pause_counters_share_queues_the_switch_can_pause()
     assert!(u32::from(max_queue) < ccp_bfc_model::UPSTREAM_Q_SLOTS, "NIC queue {max_queue} has no pause counter");
     assert!(shared, "150 flows on at most 128 queues share some");
 
-    let (_, r) = common::run(&common::scenario(MANY_FLOWS_PER_HOST));
+    let (_, r) = common::run(&common::scenario(&many_flows_per_host()));
     assert_eq!(r.flows_completed, 300, "every flow finishes");
     assert!(r.counters.queue_controls > 0, "BFC paused the senders");
 }
-
-/// Two hosts start 20 flows of 200 KB each at line rate into one 100 G egress of a star: 40 active
-/// flows at the bottleneck, each on a NIC queue of its own.
-const FORTY_TO_ONE: &str = r#"
-duration_ms = 5
-stop_when_done = true
-
-[topology]
-kind = "star"
-hosts = 3
-link_gbps = 100.0
-link_delay_us = 1.0
-
-[switch]
-buffer_bytes = 4_000_000
-queues_per_port = 128
-
-[switch.bfc]
-hrtt_ns = 2000
-
-[cc]
-algorithm = "constant"
-params = { cwnd_pkts = 100 }
-
-[transport]
-mss_bytes = 1000
-rto_min_us = 1000.0
-rto_initial_us = 1000.0
-
-[[workload.flows]]
-src = 0
-dst = 2
-bytes = 200_000
-count = 20
-
-[[workload.flows]]
-src = 1
-dst = 2
-bytes = 200_000
-count = 20
-"#;
 
 /// Records the queues BFC picks at the congested egress, passing everything else through.
 struct QueuesUsed {
@@ -404,7 +366,8 @@ impl ccp_sim::hook::SwitchHook for QueuesUsed {
 #[test]
 fn bfc_128_spreads_forty_flows_over_more_queues_than_the_p4_has() {
     for queues in [128u16, 32] {
-        let text = FORTY_TO_ONE.replace("queues_per_port = 128", &format!("queues_per_port = {queues}"));
+        // 20 flows of 200 KB per host: 40 active flows at the bottleneck.
+        let text = two_hosts_into_one(queues, 4_000_000, 100, 200_000, 20);
         let loaded = common::scenario(&text);
         let mut sim = Sim::new(&loaded).unwrap();
         let params = BfcParams::from_config(loaded.scenario.switch.bfc.as_ref().unwrap(), 1);
