@@ -13,6 +13,9 @@ use std::path::Path;
 
 use ccp_sim::bfc::{install, BfcHook, BfcParams};
 use ccp_sim::config::load_str;
+use ccp_sim::hook::{HookPacket, QueueControl, SwitchHook};
+use ccp_sim::switch::Port;
+use ccp_sim::time::Time;
 use ccp_sim::Sim;
 
 const TWO_TO_ONE: &str = r#"
@@ -330,32 +333,18 @@ struct QueuesUsed {
     used: std::rc::Rc<std::cell::RefCell<std::collections::BTreeSet<u16>>>,
 }
 
-impl ccp_sim::hook::SwitchHook for QueuesUsed {
-    fn classify(&mut self, now: ccp_sim::time::Time, egress: &ccp_sim::switch::Port, p: &ccp_sim::hook::HookPacket) -> u16 {
+impl SwitchHook for QueuesUsed {
+    fn classify(&mut self, now: Time, egress: &Port, p: &HookPacket) -> u16 {
         let q = self.inner.classify(now, egress, p);
         if p.egress == self.egress {
             self.used.borrow_mut().insert(q);
         }
         q
     }
-    fn on_enqueue(
-        &mut self,
-        now: ccp_sim::time::Time,
-        egress: &ccp_sim::switch::Port,
-        queue: u16,
-        p: &ccp_sim::hook::HookPacket,
-        controls: &mut Vec<ccp_sim::hook::QueueControl>,
-    ) {
+    fn on_enqueue(&mut self, now: Time, egress: &Port, queue: u16, p: &HookPacket, controls: &mut Vec<QueueControl>) {
         self.inner.on_enqueue(now, egress, queue, p, controls)
     }
-    fn on_dequeue(
-        &mut self,
-        now: ccp_sim::time::Time,
-        egress: &ccp_sim::switch::Port,
-        queue: u16,
-        p: &ccp_sim::hook::HookPacket,
-        controls: &mut Vec<ccp_sim::hook::QueueControl>,
-    ) {
+    fn on_dequeue(&mut self, now: Time, egress: &Port, queue: u16, p: &HookPacket, controls: &mut Vec<QueueControl>) {
         self.inner.on_dequeue(now, egress, queue, p, controls)
     }
 }
