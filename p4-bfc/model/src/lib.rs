@@ -323,7 +323,7 @@ impl Bfc {
             // Candidates are below `data_queues`, so the rotation's width does not change which
             // one is first from `start`: the P4's 32-bit rotate picks the same queue.
             let rotated = cand.rotate_right(start);
-            ((rotated.trailing_zeros() + start) % 128) as u8
+            ((rotated.trailing_zeros() + start) % u128::BITS) as u8
         } else {
             ((r >> 32) % u64::from(self.data_queues)) as u8
         }
