@@ -488,8 +488,8 @@ pub struct Dcqcn {
     last_cnp_us: Option<u64>,
     /// `decrease_check_us` > 0: the first CNP, from which the rate-decrease checks count.
     check_anchor_us: Option<u64>,
-    /// `decrease_check_us` > 0: a CNP came since the last check, so the next one cuts.
-    cut_pending: bool,
+    /// `decrease_check_us` > 0: the check that will cut, set by a CNP while none is due.
+    next_check_us: Option<u64>,
     /// End of the time already processed (the previous report's `now_us`).
     last_now_us: u64,
     cnps: u64,
@@ -515,7 +515,7 @@ impl Dcqcn {
             alpha_decays: 0,
             last_cnp_us: None,
             check_anchor_us: None,
-            cut_pending: false,
+            next_check_us: None,
             last_now_us: 0,
             cnps: 0,
             last_report_events: 0,
@@ -599,8 +599,9 @@ impl Dcqcn {
         self.last_cnp_us = Some(at);
         self.cnps += 1;
         if deferred {
-            self.check_anchor_us.get_or_insert(at);
-            self.cut_pending = true;
+            let (anchor, d) = (*self.check_anchor_us.get_or_insert(at), self.cfg.decrease_check_us);
+            // The first check strictly after the CNP: one at its very instant did not see it.
+            self.next_check_us.get_or_insert(anchor.saturating_add((at.saturating_sub(anchor) / d + 1).saturating_mul(d)));
         } else {
             self.restart_clocks(at);
         }
@@ -616,21 +617,12 @@ impl Dcqcn {
         self.rc = self.clamp_rate(self.rc * (1.0 - self.alpha / 2.0));
     }
 
-    /// The first rate-decrease check after `after` (exclusive), when a cut is pending.
-    fn next_check_after(&self, after: u64) -> Option<u64> {
-        let (anchor, d) = (self.check_anchor_us?, self.cfg.decrease_check_us);
-        if !self.cut_pending || d == 0 {
-            return None;
-        }
-        Some(anchor.saturating_add((after.saturating_sub(anchor) / d + 1).saturating_mul(d)))
-    }
-
     /// A rate-decrease check at `at` with a CNP since the last: the cut, and the increase clocks
     /// restart (rdma-hw.cc's CheckRateDecreaseMlx).
     fn check(&mut self, at: u64) {
         self.decay_alpha_to(at);
         self.cut();
-        self.cut_pending = false;
+        self.next_check_us = None;
         self.restart_clocks(at);
     }
 
@@ -741,17 +733,15 @@ impl Algorithm for Dcqcn {
         let mut feed = ByteFeed { s, span: e - s, acked: report.acked_bytes as f64, consumed: 0.0 };
         let mut budget = MAX_INCREASE_EVENTS_PER_REPORT;
         self.last_report_events = 0;
-        // The last check processed (or the report's start): at most one check cuts per CNP, so
-        // this loop runs at most twice per CNP however long the report.
-        let mut checked_to = s;
+        // A check is due only after a CNP and cuts once, so this loop runs at most twice per CNP
+        // however long the report.
         loop {
             // A check due at the same instant as a CNP comes first (it did not see that CNP).
-            let check = self.next_check_after(checked_to).filter(|&c| c <= e && cnps.peek().is_none_or(|&n| c <= n));
+            let check = self.next_check_us.filter(|&c| c <= e && cnps.peek().is_none_or(|&n| c <= n));
             if let Some(at) = check {
                 self.increase_until(at, &mut feed, &mut budget);
                 feed.consumed = feed.consumed.max(feed.at(at));
                 self.check(at);
-                checked_to = at;
                 continue;
             }
             let Some(at) = cnps.next() else { break };
@@ -759,8 +749,6 @@ impl Algorithm for Dcqcn {
             if self.cfg.decrease_check_us == 0 {
                 // The counter restarts at the CNP: bytes before it do not count.
                 feed.consumed = feed.consumed.max(feed.at(at));
-            } else if !self.cut_pending {
-                checked_to = checked_to.max(at);
             }
             self.cnp(at);
         }
