@@ -69,5 +69,5 @@ pub fn run_loaded_recording(
         r.finish()?;
     }
     let s = &loaded.scenario;
-    Ok(sim.results(&loaded.name(), s.seed, &s.output.buckets_bytes, wall.elapsed().as_secs_f64()))
+    Ok(sim.into_results(&loaded.name(), s.seed, &s.output.buckets_bytes, wall.elapsed().as_secs_f64()))
 }

@@ -14,6 +14,7 @@
 
 use std::error::Error;
 use std::fmt::Write as _;
+use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -39,41 +40,19 @@ const MAX_SERIES: usize = 8;
 pub fn write_data(r: &Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir)?;
     let mut written = Vec::new();
-    let mut put = |name: &str, text: String| -> std::io::Result<()> {
+    let mut put = |name: &str, write: &dyn Fn(&mut dyn io::Write) -> io::Result<()>| -> io::Result<()> {
         let p = dir.join(name);
-        std::fs::write(&p, text)?;
+        let mut w = io::BufWriter::new(std::fs::File::create(&p)?);
+        write(&mut w)?;
+        w.flush()?;
         written.push(p);
         Ok(())
     };
-    put("summary.json", serde_json::to_string_pretty(r).map_err(std::io::Error::other)? + "\n")?;
+    let summary = serde_json::to_string_pretty(r).map_err(io::Error::other)? + "\n";
+    put("summary.json", &|w| w.write_all(summary.as_bytes()))?;
 
-    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
-    let mut s =
-        String::from("id,class,src,dst,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,timeouts,goodput_gbps,min_rtt_us,mean_rtt_us,algorithm,label\n");
-    for f in &r.flows {
-        let _ = writeln!(
-            s,
-            "{},{},{},{},{},{:.3},{},{},{:.3},{},{},{},{:.6},{},{},{},{}",
-            f.id,
-            f.class,
-            f.src,
-            f.dst,
-            f.bytes.map_or(String::new(), |b| b.to_string()),
-            f.start_us,
-            opt(f.finish_us),
-            opt(f.fct_us),
-            f.ideal_us,
-            f.slowdown.map_or(String::new(), |x| format!("{x:.4}")),
-            f.retransmits,
-            f.timeouts,
-            f.goodput_gbps,
-            opt(f.min_rtt_us),
-            opt(f.mean_rtt_us),
-            f.algorithm,
-            f.label.as_deref().unwrap_or("")
-        );
-    }
-    put("flows.csv", s)?;
+    // Row by row: a run of millions of flows would otherwise hold the whole file in memory.
+    put("flows.csv", &|w| write_flows_csv(r, w))?;
 
     let mut s = String::from(
         "class,lo_bytes,hi_bytes,flows,completed,fct_mean_us,fct_p50_us,fct_p95_us,fct_p99_us,slowdown_mean,slowdown_p50,slowdown_p95,slowdown_p99\n",
@@ -97,7 +76,7 @@ pub fn write_data(r: &Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             b.slowdown_p99
         );
     }
-    put("fct_buckets.csv", s)?;
+    put("fct_buckets.csv", &|w| w.write_all(s.as_bytes()))?;
 
     let sm = &r.samples;
     let mut q = String::from("time_us,port,queue_bytes\n");
@@ -110,16 +89,46 @@ pub fn write_data(r: &Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
             }
         }
     }
-    put("queues.csv", q)?;
-    put("throughput.csv", t)?;
+    put("queues.csv", &|w| w.write_all(q.as_bytes()))?;
+    put("throughput.csv", &|w| w.write_all(t.as_bytes()))?;
     let mut b = String::from("time_us,switch,buffer_bytes\n");
     for (i, (name, _)) in r.switch_peak_buffer_bytes.iter().enumerate() {
         for (k, &time) in sm.times.iter().enumerate() {
             let _ = writeln!(b, "{:.3},{name},{}", to_us_f64(time), sm.switch_buffer[i][k]);
         }
     }
-    put("switch_buffer.csv", b)?;
+    put("switch_buffer.csv", &|w| w.write_all(b.as_bytes()))?;
     Ok(written)
+}
+
+/// `flows.csv`: one row per started flow.
+fn write_flows_csv(r: &Results, w: &mut dyn io::Write) -> io::Result<()> {
+    let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
+    w.write_all(b"id,class,src,dst,bytes,start_us,finish_us,fct_us,ideal_us,slowdown,retransmits,timeouts,goodput_gbps,min_rtt_us,mean_rtt_us,algorithm,label\n")?;
+    for f in &r.flows {
+        writeln!(
+            w,
+            "{},{},{},{},{},{:.3},{},{},{:.3},{},{},{},{:.6},{},{},{},{}",
+            f.id,
+            f.class,
+            f.src,
+            f.dst,
+            f.bytes.map_or(String::new(), |b| b.to_string()),
+            f.start_us,
+            opt(f.finish_us),
+            opt(f.fct_us),
+            f.ideal_us,
+            f.slowdown.map_or(String::new(), |x| format!("{x:.4}")),
+            f.retransmits,
+            f.timeouts,
+            f.goodput_gbps,
+            opt(f.min_rtt_us),
+            opt(f.mean_rtt_us),
+            f.algorithm,
+            f.label.as_deref().unwrap_or("")
+        )?;
+    }
+    Ok(())
 }
 
 /// Throughput of monitored port `i` over the sample interval ending at sample `k`, Gbit/s.

@@ -183,18 +183,15 @@ impl Sim {
         if s.switch.int {
             tp.int_overhead = s.switch.int_overhead_bytes;
         }
-        let mut flows: Vec<FlowSpec> = workload::explicit(&s.workload.flows);
+        let mut random = Vec::new();
         for (i, r) in s.workload.random_classes().iter().enumerate() {
             let cdf = SizeCdf::load(&loaded.base_dir().join(&r.cdf))?;
             let (pairs, reference_bps) =
                 topo.pairs_for(r.pairs).map_err(|e| format!("{}.pairs: {e}", s.workload.random_key(i)))?;
-            flows.extend(workload::random(r, i as u32, &cdf, reference_bps, pairs, s.seed, end));
+            random.push((r, cdf, pairs, reference_bps));
         }
-        if let Some(inc) = &s.workload.incast {
-            // Among the datacenter's hosts: an incast is a datacenter pattern.
-            let hosts = topo.edge.map_or(topo.hosts.len() as u32, |e| e.dc_hosts);
-            flows.extend(workload::incast(inc, hosts, s.seed, end));
-        }
+        // An incast is a datacenter pattern: among the datacenter's hosts.
+        let dc_hosts = topo.edge.map_or(topo.hosts.len() as u32, |e| e.dc_hosts);
         let ccp = CcParams {
             per_ack: s.cc.reporting == Reporting::PerAck,
             limits: crate::cc::limits(ReportPolicy::EveryUs((s.cc.report_interval_us.round() as u64).max(1))),
@@ -207,8 +204,19 @@ impl Sim {
             crate::bfc::install(&mut sim, &crate::bfc::BfcParams::from_config(b, s.seed))
                 .map_err(|e| format!("switch.bfc: {e}"))?;
         }
-        for spec in flows {
+        // Flow ids in this order: explicit flows, each random class, incast flows.
+        for spec in workload::explicit(&s.workload.flows) {
             sim.add_flow(spec);
+        }
+        for (i, (r, cdf, pairs, reference_bps)) in random.iter().enumerate() {
+            for spec in workload::random(r, i as u32, cdf, *reference_bps, *pairs, s.seed, end) {
+                sim.add_flow(spec);
+            }
+        }
+        if let Some(inc) = &s.workload.incast {
+            for spec in workload::incast(inc, dc_hosts, s.seed, end) {
+                sim.add_flow(spec);
+            }
         }
         Ok(sim)
     }

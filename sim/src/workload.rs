@@ -198,16 +198,17 @@ impl Pairs {
 }
 
 /// Open-loop flows of random class `class` at `load` × `reference_bps`: λ = load·C / (8·mean
-/// size) flows per second.
-pub fn random(
-    cfg: &RandomConfig,
+/// size) flows per second, in order of start. An iterator, so that a run of millions of flows
+/// never holds their specifications twice.
+pub fn random<'a>(
+    cfg: &'a RandomConfig,
     class: u32,
-    cdf: &SizeCdf,
+    cdf: &'a SizeCdf,
     reference_bps: f64,
     pairs: Pairs,
     seed: u64,
     end: Time,
-) -> Vec<FlowSpec> {
+) -> impl Iterator<Item = FlowSpec> + 'a {
     let mut sizes = Rng::stream(seed, Stream::FlowSize, u64::from(class));
     let mut gaps = Rng::stream(seed, Stream::Arrival, u64::from(class));
     let mut ends = Rng::stream(seed, Stream::Endpoints, u64::from(class));
@@ -217,18 +218,19 @@ pub fn random(
     let stop = cfg.stop_ms.map_or(end, |ms| (ms * PS_PER_MS as f64) as Time).min(end);
     let max = cfg.max_flows.unwrap_or(u64::MAX);
     let mut t = cfg.start_ms * PS_PER_MS as f64;
-    let mut out = Vec::new();
-    loop {
+    let mut made = 0;
+    std::iter::from_fn(move || {
         let gap = match cfg.arrivals {
             Arrivals::Poisson => gaps.exponential(mean_gap_s),
             Arrivals::Lognormal => gaps.lognormal(mean_gap_s, cfg.sigma),
         };
         t += gap * PS_PER_SEC as f64;
-        if t >= stop as f64 || out.len() as u64 >= max {
-            break;
+        if t >= stop as f64 || made >= max {
+            return None;
         }
+        made += 1;
         let (src, dst) = pairs.draw(&mut ends);
-        out.push(FlowSpec {
+        Some(FlowSpec {
             src,
             dst,
             bytes: Some(cdf.sample(&mut sizes)),
@@ -237,9 +239,9 @@ pub fn random(
             entry: Some(class),
             then: 0,
             rto_min,
-        });
-    }
-    out
+        })
+    })
+    .fuse()
 }
 
 /// Incast bursts: every interval, `degree` distinct senders to one receiver, total bytes split
@@ -350,7 +352,7 @@ mod tests {
                 rto_min_us: None,
             };
             let end = 2 * PS_PER_SEC;
-            let flows = random(&cfg, 0, &cdf, 1e10, Pairs::Any { hosts: 8 }, 1, end);
+            let flows: Vec<FlowSpec> = random(&cfg, 0, &cdf, 1e10, Pairs::Any { hosts: 8 }, 1, end).collect();
             let bytes: u64 = flows.iter().map(|f| f.bytes.unwrap()).sum();
             let load = bytes as f64 * 8.0 / 2.0 / 1e10;
             assert!((load - 0.5).abs() < 0.03, "{arrivals:?}: {load}");
