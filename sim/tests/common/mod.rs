@@ -14,9 +14,10 @@ pub fn scenario(text: &str) -> Loaded {
     load_str(Path::new("test.toml"), &text, &[]).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A web-search-like CDF from 1 KB to 1 MB.
+/// A web-search-like CDF from 1 KB to 1 MB, in cargo's scratch directory for integration tests
+/// (under `target/`), so test runs leave nothing in the system's temporary directory.
 pub fn test_cdf() -> PathBuf {
-    let path = std::env::temp_dir().join(format!("ccp-sim-test-{}.cdf", std::process::id()));
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("ccp-sim-test-{}.cdf", std::process::id()));
     if !path.exists() {
         std::fs::write(&path, "1000 0\n5000 30\n20000 60\n100000 85\n1000000 100\n").unwrap();
     }
