@@ -101,6 +101,27 @@ fn competitive_mode_is_cubic_rate_plus_pulse() {
     assert!(var(&n, "pulse_bytes_per_s").abs() <= 0.25 * MU + 1e-6);
 }
 
+/// A paced Nimbus flow's real window (twice the paced flight) never stops its sender, so a
+/// datapath reports `cwnd_limited = false` nearly always. The emulated competitive windows (Cubic,
+/// MulTCP) set the paced rate, so they are in use and must still grow; only `app_limited` stops them.
+#[test]
+fn paced_reports_still_grow_the_emulated_competitive_window() {
+    for competitive in [CompetitiveAlg::Cubic, CompetitiveAlg::MulTcp] {
+        let comp_cwnd = |app_limited: bool| {
+            let mut n = started(NimbusConfig { competitive, ..config() });
+            let mut first = None;
+            for k in 1..=200u64 {
+                n.on_report(&Report { cwnd_limited: false, app_limited, ..rep(k * 10_000, 2e6, 2e6, 50_000) });
+                first.get_or_insert(var(&n, "competitive_cwnd_bytes"));
+            }
+            (first.unwrap(), var(&n, "competitive_cwnd_bytes"))
+        };
+        let ((start, backlogged), (held, app_limited)) = (comp_cwnd(false), comp_cwnd(true));
+        assert!(backlogged > 4.0 * start, "{competitive:?}: {start} -> {backlogged}: did not grow");
+        assert_eq!(app_limited, held, "{competitive:?}: grew while app-limited");
+    }
+}
+
 /// §15.2 test 23: nothing is evaluated before 10 s, nothing switches before 15 s.
 #[test]
 fn t23_timers() {
