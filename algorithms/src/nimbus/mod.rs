@@ -713,15 +713,11 @@ impl NimbusCC {
 
     /// The active controller's rate for this report (unfloored), if it can give one.
     ///
-    /// The window controllers here are emulated: their window, divided by the RTT, is the rate
-    /// the flow is paced at, so it is in use whenever the application keeps the flow backlogged.
-    /// The datapath's `cwnd_limited` says something else — whether the flow's real window, set to
-    /// twice the paced rate's flight, stopped the sender — and is false nearly always. Passed on,
-    /// it froze every emulated window (Cubic and MulTCP grow only while the window limits):
-    /// against on/off cross traffic a competitive window sized while the traffic ran stayed that
-    /// size through each off-second, left the link 10–40 % idle, and with the link idle ẑ = μ − S
-    /// mirrors our own pulse, so η read elastic and the flow stayed competitive (24 Mbit/s / 30 ms:
-    /// 0 % accuracy where the authors' code got 99.7 %). `app_limited` still stops growth.
+    /// The window controllers here are emulated: their window over the RTT is the paced rate, so
+    /// it is in use whenever the application keeps the flow backlogged (`app_limited` still stops
+    /// growth). The datapath's `cwnd_limited` is about the real window, twice the paced flight,
+    /// and is false nearly always; passed on, it froze the emulated windows, the link went idle
+    /// when cross traffic paused, and ẑ = μ − S then mirrored our own pulse (η read elastic).
     fn controller_rate(&mut self, report: &Report, dt_s: f64) -> Option<f64> {
         let x = self.x_s?;
         let emulated = Report { cwnd_limited: true, ..report.clone() };
