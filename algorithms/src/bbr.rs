@@ -8,7 +8,7 @@
 //!
 //!   BtlBw  = max of the delivery-rate samples over the last 10 round trips
 //!   RTprop = min of the RTT samples over the last 10 s
-//!   pacing_rate = pacing_gain·BtlBw,   cwnd = cwnd_gain·BtlBw·RTprop + 3 MSS,  at least 4 packets
+//!   pacing_rate = pacing_gain·BtlBw,   cwnd = cwnd_gain·BtlBw·RTprop + 3 TSO bursts,  at least 4 packets
 //!
 //! Both filters are one-sided because both noises are: a delivery rate can only understate the
 //! bottleneck, an RTT can only overstate the propagation delay. The gains follow four modes:
@@ -17,7 +17,7 @@
 //!   start would). It ends when the pipe is full: the estimate has not grown by 25 % in 3 rounds
 //!   (rounds whose report is application-limited do not count).
 //! - DRAIN: pacing gain ln 2/2 ≈ 0.347, the inverse, to drain in about a round the queue STARTUP
-//!   built; cwnd gain stays 2.885. It ends once in flight is down to BDP (+ 3 MSS).
+//!   built; cwnd gain stays 2.885. It ends once in flight is down to BDP (+ 3 TSO bursts).
 //! - PROBE_BW: the pacing gain cycles 1.25, 0.75, 1, 1, 1, 1, 1, 1 (probe for more bandwidth,
 //!   drain what the probe queued, cruise), cwnd gain 2. A phase lasts one RTprop; the 1.25 phase
 //!   also until in flight reaches its target 1.25·BDP (or a loss), and the 0.75 phase ends early
@@ -90,8 +90,12 @@
 //! - The min-RTT filter is Linux's: a sample that matches or lowers RTprop, or any sample once 10 s
 //!   have passed, replaces it. A report contributes its smallest RTT sample; zero RTTs are ignored.
 //! - Floating point in bytes and bytes/s: no rounding of the BDP up to whole packets or of the
-//!   window to an even number of them. The quantization budget is 3 MSS (Linux: 3 TSO segments,
-//!   i.e. 3 packets at low rates), plus 2 MSS in the 1.25 phase as in Linux.
+//!   window to an even number of them. The quantization budget is Linux's: 3 TSO bursts of about
+//!   1 ms at the pacing rate (whole segments, at least 2: 6 packets at 10 Mbit/s, 12 at 50, 48 at
+//!   200), plus 2 MSS in the 1.25 phase. It provisions for the end hosts' bursts (TSO, GRO),
+//!   which on the eBPF datapath are Linux's own; elsewhere it is kept as Linux's allowance. Until
+//!   2026-12 ours was a flat 3 MSS, and a kernel BBR's larger window took the larger share of a
+//!   deep queue.
 //! - Packet conservation per report: Linux, on each ACK, takes the window down by the losses it
 //!   marks and up to what is in flight plus that ACK's delivery (what was in flight before it,
 //!   never more than the window): over many ACKs, the window less the losses, not below what is
@@ -102,7 +106,9 @@
 //!   (and the report's delivery is not added at the cut either: Linux adds one ACK's).
 //! - In-flight tests (end of DRAIN, of the 1.25 and 0.75 phases, PROBE_RTT's 4 packets) use the
 //!   bytes in flight at the end of the report (Linux: before the ACK, projected to the next
-//!   departure time).
+//!   departure time, less what BtlBw delivers until then). The 1.25 phase counts, as Linux does,
+//!   the TSO burst about to depart as in flight: without it the probe ran a burst deeper than
+//!   Linux's and overflowed 1-BDP buffers that the kernel's probe fits.
 //! - The starting phase is drawn from a SplitMix64 seeded from the `seed` parameter and the flow's
 //!   creation index in its factory (as cdg.rs): reproducible, and different for each flow.
 //! - The ACK-aggregation allowance (Linux 4.20 on, `extra_acked_gain`): the window target carries,
@@ -163,9 +169,21 @@ pub const PROBE_RTT_US: u64 = 200_000;
 /// The smallest window BBR aims for, packets: two outstanding pairs under delayed ACKs (tcp_bbr.c);
 /// also PROBE_RTT's window.
 pub const MIN_CWND_TARGET_PKTS: f64 = 4.0;
-/// Window beyond the BDP for full-sized bursts in the end hosts (qdisc, TSO engine, receiver's
-/// GRO), packets (tcp_bbr.c: 3 TSO segments).
-const QUANTIZATION_BUDGET_PKTS: f64 = 3.0;
+/// The window beyond the BDP for full-sized bursts in the end hosts (qdisc, TSO engine, receiver's
+/// GRO) is this many TSO bursts (tcp_bbr.c's bbr_quantization_budget: 3 × bbr_tso_segs_goal).
+const QUANTIZATION_BUDGET_TSO_BURSTS: f64 = 3.0;
+/// A TSO burst carries what the pacing rate sends in 2^-10 s (≈ 1 ms; tcp_bbr.c: sk_pacing_rate >>
+/// sk_pacing_shift, whose default is 10), s.
+const TSO_BURST_S: f64 = 1.0 / 1024.0;
+/// …at most one legacy GSO frame, bytes (tcp_bbr.c: GSO_LEGACY_MAX_SIZE − 1 − MAX_TCP_HEADER, the
+/// header allowance being 320 B in Debian's x86-64 kernels; it binds only above ~530 Mbit/s)…
+const TSO_BURST_MAX_BYTES: f64 = 65_536.0 - 1.0 - 320.0;
+/// …and at most this many segments (tcp_bbr.c: 0x7F)…
+const TSO_BURST_MAX_SEGS: f64 = 127.0;
+/// …and at least 2 segments, or 1 when pacing below this rate, bytes/s (tcp_bbr.c's
+/// bbr_min_tso_segs: bbr_min_tso_rate 1.2 Mbit/s).
+const TSO_BURST_MIN_SEGS: f64 = 2.0;
+const TSO_BURST_ONE_SEG_BELOW_BYTES_PER_S: f64 = 1_200_000.0 / 8.0;
 /// Extra window in the 1.25 phase so that probing raises in flight above the BDP even when the BDP
 /// is a few packets, packets (tcp_bbr.c).
 const PROBE_PHASE_EXTRA_PKTS: f64 = 2.0;
@@ -595,9 +613,9 @@ impl Bbr {
 
     /// Caps the bandwidth estimate (every max-filter entry) so the *base* rate (gain 1) does not exceed max_bytes_per_s, and cwnd accordingly; never raises anything.
     /// The pacing rate is capped at pacing_gain·max (less the margin) and the window (and the
-    /// window saved for restoring) at its target at that rate, cwnd_gain·max·RTprop + 3 MSS, not
-    /// below 4 packets; without an RTprop no rate converts to a window and the window is left
-    /// alone. A non-positive or NaN cap changes nothing.
+    /// window saved for restoring) at its target at that rate, cwnd_gain·max·RTprop + the
+    /// quantization budget, not below 4 packets; without an RTprop no rate converts to a window
+    /// and the window is left alone. A non-positive or NaN cap changes nothing.
     pub fn cap_rate(&mut self, max_bytes_per_s: f64) {
         if max_bytes_per_s.is_nan() || max_bytes_per_s <= 0.0 {
             return;
@@ -628,11 +646,19 @@ impl Bbr {
 
     /// The in-flight target at `gain`: the BDP plus the quantization budget, bytes.
     fn inflight_target(&self, bw: f64, gain: f64) -> f64 {
-        let mut budget = QUANTIZATION_BUDGET_PKTS;
+        let mut budget = QUANTIZATION_BUDGET_TSO_BURSTS * self.tso_burst_segs();
         if self.mode == Mode::ProbeBw && self.cycle_idx == 0 {
             budget += PROBE_PHASE_EXTRA_PKTS;
         }
         self.bdp_bytes(bw, gain) + budget * self.mss
+    }
+
+    /// Whole segments per TSO burst at the current pacing rate (tcp_bbr.c's bbr_tso_segs_goal):
+    /// 2 up to ~24 Mbit/s at a 1448-byte MSS, 4 at 50 Mbit/s, 16 at 200 Mbit/s.
+    fn tso_burst_segs(&self) -> f64 {
+        let min_segs = if self.pacing_rate < TSO_BURST_ONE_SEG_BELOW_BYTES_PER_S { 1.0 } else { TSO_BURST_MIN_SEGS };
+        let bytes = (self.pacing_rate * TSO_BURST_S).min(TSO_BURST_MAX_BYTES);
+        (bytes / self.mss).floor().max(min_segs).min(TSO_BURST_MAX_SEGS)
     }
 
     /// The window beyond the BDP for ACK aggregation once the pipe is full, bytes (tcp_bbr.c's
@@ -719,9 +745,11 @@ impl Bbr {
         let gain = PACING_GAIN_CYCLE[self.cycle_idx];
         let bw = self.bw.get();
         let next = if gain > 1.0 {
-            // Probe until in flight reaches gain·BDP, which may take longer than RTprop; not if
-            // packets are lost (a shallow buffer may not hold that much).
-            full_length && (r.lost_pkts > 0 || inflight >= self.inflight_target(bw, gain))
+            // Probe until in flight, with the burst about to depart, reaches gain·BDP, which may
+            // take longer than RTprop; not if packets are lost (a shallow buffer may not hold
+            // that much).
+            let departing = self.tso_burst_segs() * self.mss;
+            full_length && (r.lost_pkts > 0 || inflight + departing >= self.inflight_target(bw, gain))
         } else if gain < 1.0 {
             // Drain until in flight is back at the BDP: persisting would leave the pipe short.
             full_length || inflight <= self.inflight_target(bw, 1.0)
@@ -1056,6 +1084,17 @@ mod tests {
         assert_eq!(b.round, 6);
     }
 
+    /// The quantization budget in PROBE_BW at BW, packets: 3 TSO bursts of what 1/1024 s carries
+    /// at the phase's pacing rate (5, 3 and 4 packets at 1.25, 0.75 and 1 × 4.85 MB/s), plus 2 in
+    /// the 1.25 phase.
+    fn probe_bw_budget_pkts(cycle_idx: usize) -> f64 {
+        match cycle_idx {
+            0 => 3.0 * 5.0 + 2.0,
+            1 => 3.0 * 3.0,
+            _ => 3.0 * 4.0,
+        }
+    }
+
     /// `to_drain`, then in flight down to the BDP: PROBE_BW at t = 700 ms.
     fn to_probe_bw(b: &mut Bbr) {
         to_drain(b);
@@ -1110,14 +1149,41 @@ mod tests {
         let a = b.on_report(&rep(610_000, 10.0, Some(BW), 600.0, RTT_US));
         assert_eq!(b.mode, Mode::Drain);
         assert!((pacing(&a) - BW * std::f64::consts::LN_2 / 2.0 * 0.99).abs() < 1e-6, "{}", pacing(&a));
-        // BDP = 490 packets, plus 3 packets of quantization budget.
-        b.on_report(&rep(620_000, 10.0, Some(BW), BDP_PKTS + 3.5, RTT_US));
+        // BDP = 490 packets, plus a quantization budget of 3 TSO bursts of 2 packets (at 1.68 MB/s
+        // a millisecond is 1.6 packets: the 2-segment minimum).
+        b.on_report(&rep(620_000, 10.0, Some(BW), BDP_PKTS + 6.5, RTT_US));
         assert_eq!(b.mode, Mode::Drain);
-        b.on_report(&rep(630_000, 10.0, Some(BW), BDP_PKTS + 3.0, RTT_US));
+        b.on_report(&rep(630_000, 10.0, Some(BW), BDP_PKTS + 6.0, RTT_US));
         assert_eq!(b.mode, Mode::ProbeBw);
         assert_ne!(b.cycle_idx, DRAIN_PHASE, "never starts in the draining phase");
         assert_eq!(var(&b, "pacing_gain"), PACING_GAIN_CYCLE[b.cycle_idx]);
         assert_eq!(var(&b, "cwnd_gain"), 2.0);
+    }
+
+    #[test]
+    fn quantization_budget_is_three_tso_bursts_of_a_millisecond_at_the_pacing_rate() {
+        let mut b = Bbr::new(BbrConfig::default());
+        b.init(&FlowStart::new(1448, 10 * 1448));
+        // (pacing rate, bit/s; segments per burst): 1 below 1.2 Mbit/s, else at least 2; whole
+        // segments of rate/8/1024 bytes; at most 65,215 bytes (45 segments of 1448 B).
+        for (rate_bps, segs) in [(1.0e6, 1.0), (1.3e6, 2.0), (10e6, 2.0), (50e6, 4.0), (200e6, 16.0), (1e9, 45.0), (100e9, 45.0)]
+        {
+            b.pacing_rate = rate_bps / 8.0;
+            assert_eq!(b.tso_burst_segs(), segs, "at {rate_bps} bit/s");
+        }
+        // At most 127 segments, which binds for small segments.
+        b.mss = 500.0;
+        assert_eq!(b.tso_burst_segs(), 127.0);
+        // The target adds three bursts, and 2 packets more in the 1.25 phase: at 50 Mbit/s,
+        // 12 and 14 packets beyond the BDP.
+        b.mss = 1448.0;
+        b.pacing_rate = 50e6 / 8.0;
+        b.min_rtt_us = Some(RTT_US);
+        b.mode = Mode::ProbeBw;
+        b.cycle_idx = 2;
+        assert_eq!(b.inflight_target(1e6, 1.0), 1e5 + 12.0 * 1448.0);
+        b.cycle_idx = 0;
+        assert_eq!(b.inflight_target(1e6, 1.0), 1e5 + 14.0 * 1448.0);
     }
 
     #[test]
@@ -1155,17 +1221,20 @@ mod tests {
         to_probe_bw(&mut b);
         b.cycle_idx = 0;
         b.cycle_start_us = 700_000;
-        // 1.25 phase: in flight below 1.25·BDP + 5 packets keeps probing past one min RTT…
-        let target = 1.25 * BDP_PKTS + 5.0;
+        // 1.25 phase: in flight and the next burst (5 packets at 1.25 · 4.85 MB/s) below 1.25·BDP
+        // + 17 packets (3 such bursts, plus 2) keeps probing past one min RTT…
+        let target = 1.25 * BDP_PKTS + 17.0 - 5.0;
+        b.on_report(&rep(800_000, 50.0, Some(BW), target - 1.0, RTT_US));
         b.on_report(&rep(900_000, 50.0, Some(BW), target - 1.0, RTT_US));
         assert_eq!(b.cycle_idx, 0);
         // …until it gets there, or a loss says the buffer may not hold it.
         b.on_report(&rep(910_000, 50.0, Some(BW), target, RTT_US));
         assert_eq!(b.cycle_idx, 1);
-        // 0.75 phase: over as soon as in flight is down to the BDP (+ 3 packets), before one min RTT.
+        // 0.75 phase: over as soon as in flight is down to the BDP (+ 3 bursts of 3 packets at
+        // 0.75 · 4.85 MB/s), before one min RTT.
         b.on_report(&rep(920_000, 50.0, Some(BW), BDP_PKTS + 10.0, RTT_US));
         assert_eq!(b.cycle_idx, 1);
-        b.on_report(&rep(930_000, 50.0, Some(BW), BDP_PKTS + 3.0, RTT_US));
+        b.on_report(&rep(930_000, 50.0, Some(BW), BDP_PKTS + 9.0, RTT_US));
         assert_eq!(b.cycle_idx, 2);
         b.cycle_idx = 0;
         b.cycle_start_us = 1_000_000;
@@ -1264,9 +1333,7 @@ mod tests {
         assert_eq!(b.min_rtt_stamp_us, now);
         // The low rates measured in PROBE_RTT did not reach the filter; the window is back.
         assert_eq!(var(&b, "bw_bytes_per_s"), BW);
-        let target = 2.0 * BW * RTT_US as f64 / 1e6
-            + (3.0 + if b.cycle_idx == 0 { 2.0 } else { 0.0 }) * MSS_F
-            + b.ack_aggregation_allowance();
+        let target = 2.0 * BW * RTT_US as f64 / 1e6 + probe_bw_budget_pkts(b.cycle_idx) * MSS_F + b.ack_aggregation_allowance();
         assert!((a.cwnd_bytes.unwrap() - target.min(cwnd_before + MSS_F)).abs() < 1e-6, "{:?}", a.cwnd_bytes);
     }
 
@@ -1391,7 +1458,8 @@ mod tests {
         assert_eq!(var(&b, "bw_bytes_per_s"), cap);
         assert!(b.bw.entries.iter().all(|e| e.1 <= cap));
         assert!(b.pacing_rate_bytes_per_s() <= gain * cap + 1e-9 && b.pacing_rate_bytes_per_s() < p);
-        let budget = if b.cycle_idx == 0 { 5.0 } else { 3.0 };
+        // Paced at 0.75–1.25 × 1.98 MB/s, a millisecond is 1.5–2.5 packets: bursts of 2.
+        let budget = if b.cycle_idx == 0 { 8.0 } else { 6.0 };
         let aggregation = b.ack_aggregation_allowance();
         assert!(aggregation <= cap * 0.1, "at most 100 ms at the capped rate: {aggregation}");
         let target = 2.0 * cap * RTT_US as f64 / 1e6 + budget * MSS_F + aggregation;
@@ -1531,9 +1599,10 @@ mod tests {
     #[test]
     fn startup_growth_stops_at_the_target_not_a_report_past_it() {
         let mut b = bbr();
-        // 1 MB/s at 100 ms: a target of 2.885 · 100 kB + 3 MSS, about 291.5 packets.
+        // 1 MB/s at 100 ms: a target of 2.885 · 100 kB + 3 bursts of 2 packets (paced at
+        // 2.86 MB/s), about 294.5 packets.
         b.on_report(&rep(RTT_US, 10.0, Some(1e6), 10.0, RTT_US));
-        let target = HIGH_GAIN * 1e6 * 0.1 + 3.0 * MSS_F;
+        let target = HIGH_GAIN * 1e6 * 0.1 + 6.0 * MSS_F;
         assert!(b.cwnd < target);
         // One report delivering 400 packets would take the window 400 packets up, past it.
         let a = b.on_report(&rep(RTT_US + 10_000, 400.0, Some(1e6), 10.0, RTT_US));
@@ -1822,8 +1891,10 @@ mod tests {
         let bw = var(&b, "bw_bytes_per_s");
         assert!(bw <= CAPACITY * (1.0 + 1e-9) && bw > 0.9 * CAPACITY, "bw {bw}");
         assert_eq!(b.min_rtt_us, Some(BASE_RTT_US));
-        // The probe's 0.25 BDP of queue, drained every cycle.
-        assert!(max_queue < 0.35 * LINK_BDP, "max queue {max_queue}");
+        // The probe's 0.25 BDP of queue and its quantization budget (3 TSO bursts of 12 packets at
+        // 1.25 × 10 MB/s, + 2), drained every cycle.
+        let probe_queue = 0.25 * LINK_BDP + 38.0 * MSS_F;
+        assert!(max_queue > probe_queue - 5.0 * MSS_F && max_queue < probe_queue + 0.05 * LINK_BDP, "max queue {max_queue}");
         assert!(min_queue < MSS_F, "min queue {min_queue}");
         assert!(queue_sum / (reports as f64) < 0.1 * LINK_BDP, "mean queue {}", queue_sum / reports as f64);
         // The window is 2 BDP (+ budget), the in-flight cap that pacing stays under.
