@@ -93,9 +93,8 @@
 //!   window to an even number of them. The quantization budget is Linux's: 3 TSO bursts of about
 //!   1 ms at the pacing rate (whole segments, at least 2: 6 packets at 10 Mbit/s, 12 at 50, 48 at
 //!   200), plus 2 MSS in the 1.25 phase. It provisions for the end hosts' bursts (TSO, GRO),
-//!   which on the eBPF datapath are Linux's own; elsewhere it is kept as Linux's allowance. Until
-//!   2026-12 ours was a flat 3 MSS, and a kernel BBR's larger window took the larger share of a
-//!   deep queue.
+//!   which on the eBPF datapath are Linux's own; elsewhere it is kept as Linux's allowance. The
+//!   window decides the share of a deep queue, so a smaller budget cedes it to a kernel BBR.
 //! - Packet conservation per report: Linux, on each ACK, takes the window down by the losses it
 //!   marks and up to what is in flight plus that ACK's delivery (what was in flight before it,
 //!   never more than the window): over many ACKs, the window less the losses, not below what is
@@ -180,9 +179,10 @@ const TSO_BURST_S: f64 = 1.0 / 1024.0;
 const TSO_BURST_MAX_BYTES: f64 = 65_536.0 - 1.0 - 320.0;
 /// …and at most this many segments (tcp_bbr.c: 0x7F)…
 const TSO_BURST_MAX_SEGS: f64 = 127.0;
-/// …and at least 2 segments, or 1 when pacing below this rate, bytes/s (tcp_bbr.c's
-/// bbr_min_tso_segs: bbr_min_tso_rate 1.2 Mbit/s).
+/// …and at least 2 segments…
 const TSO_BURST_MIN_SEGS: f64 = 2.0;
+/// …or 1 when pacing below this rate, bytes/s (tcp_bbr.c's bbr_min_tso_segs: bbr_min_tso_rate
+/// 1.2 Mbit/s).
 const TSO_BURST_ONE_SEG_BELOW_BYTES_PER_S: f64 = 1_200_000.0 / 8.0;
 /// Extra window in the 1.25 phase so that probing raises in flight above the BDP even when the BDP
 /// is a few packets, packets (tcp_bbr.c).
