@@ -139,7 +139,7 @@ pub use config::{
     MAX_RTT_PERIOD_FRACTION, REPORT_INTERVAL_US, RESTORE_LOOKBACK_S, ROLE_EWMA_TAU_S, SAMPLE_INTERVAL_US, STALE_RATE_MS,
 };
 use cross_traffic::{CrossTrafficConfig, CrossTrafficEstimator, Estimate, MAX_RATE_BYTES_PER_S};
-use elasticity::{Detector, Plans, PulserMeasurement};
+use elasticity::{safe_ratio, Detector, Plans, PulserMeasurement};
 use election::{MultiPulserCheck, RateFilter, Role, SplitMix64, WatcherState};
 use history::{History, Sample};
 use mode::{GainCache, Mode, ModeController};
@@ -907,6 +907,10 @@ impl Algorithm for NimbusCC {
             StateVar { name: "elasticity", value: finite(self.controller.elasticity()) },
             StateVar { name: "eta", value: finite(self.last.eta) },
             StateVar { name: "eta_used", value: finite(self.controller.last_eta()) },
+            // The guards' inputs (mode.rs): G4 pulls E toward 3 while our own pulse stands less than
+            // 2x above the band above f_p in R; G3 distrusts a cross-traffic peak under 0.25x ours.
+            StateVar { name: "own_pulse_ratio", value: finite(safe_ratio(self.last.y_fp, self.last.y_den)) },
+            StateVar { name: "cross_over_own_pulse", value: finite(safe_ratio(self.last.z_fp, self.last.y_fp)) },
             StateVar { name: "mu_hat_bytes_per_s", value: finite(self.est.mu) },
             StateVar { name: "mu_fit_bytes_per_s", value: finite(self.xt.link_fit().unwrap_or(0.0)) },
             StateVar { name: "max_recv_bytes_per_s", value: finite(self.xt.max_receive()) },

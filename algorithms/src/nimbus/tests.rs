@@ -122,6 +122,31 @@ fn paced_reports_still_grow_the_emulated_competitive_window() {
     }
 }
 
+/// The guards' inputs are in the state: G4's ratio (our pulse in R over the band above it) is large
+/// when R follows our rate through a link and small when R ignores it; G3's ratio (the cross
+/// traffic's peak over ours) is small when the cross traffic is constant.
+#[test]
+fn the_state_shows_how_far_our_pulse_stands_out_in_r() {
+    let z = 4e6;
+    let run = |follows_our_rate: bool| {
+        let mut n = started(config());
+        let mut g = Gauss::new(31);
+        let mut pulse = 0.0;
+        for k in 1..=1200u64 {
+            // A steady base plus the pulse we last sent (or not): the base's own dynamics aside.
+            let s = (6e6 + if follows_our_rate { pulse } else { 0.0 }) * (1.0 + 0.02 * g.next());
+            n.on_report(&rep(k * 10_000, s, MU * s / (s + z), 62_500));
+            pulse = var(&n, "pulse_bytes_per_s");
+        }
+        (var(&n, "own_pulse_ratio"), var(&n, "cross_over_own_pulse"))
+    };
+    let (seen, cross) = run(true);
+    let (unseen, _) = run(false);
+    assert!(seen > 2.0, "our pulse through the link: G4's ratio {seen}");
+    assert!(unseen < 2.0, "R deaf to our rate: G4's ratio {unseen}");
+    assert!(cross < 0.25, "constant cross traffic: G3's ratio {cross}");
+}
+
 /// §15.2 test 23: nothing is evaluated before 10 s, nothing switches before 15 s.
 #[test]
 fn t23_timers() {
