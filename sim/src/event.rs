@@ -38,6 +38,10 @@ pub enum Event {
     Pfc { port: PortId, paused: bool },
     /// A per-queue pause/resume message (a BFC hook) reaches the sender on `port`.
     QueueControl { port: PortId, queue: u16, paused: bool },
+    /// Host `host`'s interrupt-coalescing interval ends (`rx_coalesce_us`).
+    RxInterrupt { host: u32 },
+    /// Host `host`'s pacer has a token tick or a rate update due (HULL, `[pacer]`).
+    Pacer { host: u32 },
     /// Periodic sampling of queues and link counters.
     Sample,
 }

@@ -9,6 +9,7 @@
 //! - [`switch`], [`hook`]: ports and links, shared-buffer admission, PFC, egress queues built
 //!   from `ccp-qdisc`, and the per-queue hooks BFC needs;
 //! - [`transport`]: hosts, the reliable transport (SACK, RTO, pacing, DCTCP ECN echo);
+//! - [`pacer`]: HULL's token-bucket pacer at the host NIC, with its flow association table;
 //! - [`cc`]: the congestion-control adapter: report folding, the flows' `ccp_contract::Controller`
 //!   (the agent's containment boundary), report interval, agent delay;
 //! - [`workload`]: size CDFs, Poisson/log-normal arrivals at a load, incast, explicit flows;
@@ -23,6 +24,7 @@ pub mod config;
 pub mod event;
 pub mod hook;
 pub mod output;
+pub mod pacer;
 pub mod packet;
 pub mod record;
 pub mod replay;

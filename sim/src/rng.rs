@@ -20,6 +20,8 @@ pub enum Stream {
     Ecmp = 6,
     /// Base of the per-port random-loss streams (`switch.loss_pct`; the port id is added).
     RandomLoss = 7,
+    /// Per-host streams of HULL's pacer (its association draws; the host index is added).
+    Pacer = 8,
 }
 
 /// A deterministic generator with the distributions the workloads need.

@@ -9,6 +9,7 @@ use ccp_qdisc::{DropReason, Ecn, Outputs};
 use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario};
 use crate::event::{Event, EventQueue};
 use crate::hook::{HashQueues, HookPacket, QueueControl, SwitchHook};
+use crate::pacer::{Pacer, PacerParams, PacerStats};
 use crate::packet::{Arena, Kind, PacketId, Queued};
 use crate::rng::{Rng, Stream};
 use crate::stats::{Counters, Samples};
@@ -114,6 +115,7 @@ pub struct Sim {
     /// Reused scratch space for discipline outputs and hook controls (no per-event allocation).
     out: Outputs<Queued>,
     controls: Vec<QueueControl>,
+    pub(crate) pacer_released: Vec<PacketId>,
     pub counters: Counters,
     pub samples: Samples,
     pub end: Time,
@@ -274,7 +276,21 @@ impl Sim {
             .iter()
             .map(|&node| SwitchState { node, buffer_used: 0, peak_buffer: 0, hook: Box::new(HashQueues) as Box<dyn SwitchHook> })
             .collect();
-        let hosts = topo.hosts.iter().map(|&node| HostState::new(node, node_ports[node as usize][0].0)).collect();
+        let pacer = s.pacer.as_ref().filter(|p| p.enabled);
+        let hosts = topo
+            .hosts
+            .iter()
+            .enumerate()
+            .map(|(h, &node)| {
+                let nic = node_ports[node as usize][0].0;
+                let mut host = HostState::new(node, nic);
+                host.pacer = pacer.map(|c| {
+                    let params = PacerParams::from_config(c, ports[nic as usize].rate_bps);
+                    Pacer::new(params, Rng::stream(s.seed, Stream::Pacer, h as u64))
+                });
+                host
+            })
+            .collect();
         let monitor = s.output.monitor.clone().unwrap_or_else(|| topo.default_monitor.clone());
         let mut monitored = Vec::new();
         for name in &monitor {
@@ -309,6 +325,7 @@ impl Sim {
             ecmp_salt: Rng::stream(s.seed, Stream::Ecmp, 0).next_u64(),
             out: Outputs::new(),
             controls: Vec::new(),
+            pacer_released: Vec::new(),
             counters: Counters::default(),
             samples,
             end,
@@ -495,6 +512,8 @@ impl Sim {
                 }
             }
             Event::QueueControl { port, queue, paused } => self.on_queue_control(port, queue, paused),
+            Event::Pacer { host } => self.on_pacer_timer(host),
+            Event::RxInterrupt { host } => self.on_rx_interrupt(host),
             Event::Sample => self.sample(),
         }
     }
@@ -740,8 +759,18 @@ impl Sim {
         }
     }
 
-    /// Every host's pending ACK queue, for checks.
-    pub fn host_ack_backlog(&self) -> usize {
-        self.hosts.iter().map(|h| h.acks.len()).sum()
+    /// What the hosts' pacers did, summed (`None` without `[pacer]`).
+    pub fn pacer_stats(&self) -> Option<PacerStats> {
+        let mut pacers = self.hosts.iter().filter_map(|h| h.pacer.as_ref()).peekable();
+        pacers.peek()?;
+        Some(pacers.fold(PacerStats::default(), |mut sum, p| {
+            sum.add(&p.stats);
+            sum
+        }))
+    }
+
+    /// Packets waiting in hosts' NIC queues, pacers and interrupt batches, for checks.
+    pub fn host_nic_backlog(&self) -> usize {
+        self.hosts.iter().map(|h| h.nic_fifo.len() + h.rx_batch.len() + h.pacer.as_ref().map_or(0, |p| p.held_packets())).sum()
     }
 }

@@ -154,6 +154,7 @@ pub struct PortSummary {
     pub queue_p50_pkts: f64,
     pub queue_p99_pkts: f64,
     /// Per-packet queueing delay (enqueue to start of transmission) over the measured part, µs.
+    pub queue_delay_mean_us: f64,
     pub queue_delay_p50_us: f64,
     pub queue_delay_p99_us: f64,
     pub queue_delay_max_us: f64,
@@ -179,6 +180,9 @@ pub struct Results {
     pub packets_alive_at_end: usize,
     pub peak_packets_alive: usize,
     pub counters: Counters,
+    /// HULL's pacers, summed over hosts (absent without `[pacer]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<PacerSummary>,
     pub ports: Vec<PortSummary>,
     pub buckets: Vec<BucketSummary>,
     pub switch_peak_buffer_bytes: Vec<(String, u64)>,
@@ -186,6 +190,21 @@ pub struct Results {
     pub flows: Vec<FlowRecord>,
     #[serde(skip)]
     pub samples: Samples,
+}
+
+/// What the hosts' pacers did over the whole run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PacerSummary {
+    /// Packets that went through a token bucket, and their bytes.
+    pub packets: u64,
+    pub bytes: u64,
+    /// Flows associated with a pacer (each time one entered a table).
+    pub associations: u64,
+    /// Time packets waited in the bucket's FIFO.
+    pub mean_delay_us: f64,
+    pub max_delay_us: f64,
+    /// The fullest any host's FIFO got.
+    pub peak_backlog_bytes: u64,
 }
 
 /// Nearest-rank percentile of sorted values (0 when empty).
@@ -347,6 +366,7 @@ impl Sim {
                     queue_mean_pkts: mean(&q) / full,
                     queue_p50_pkts: percentile(&q, 50.0) / full,
                     queue_p99_pkts: percentile(&q, 99.0) / full,
+                    queue_delay_mean_us: mean(&delays),
                     queue_delay_p50_us: percentile(&delays, 50.0),
                     queue_delay_p99_us: percentile(&delays, 99.0),
                     queue_delay_max_us: delays.last().copied().unwrap_or(0.0),
@@ -372,6 +392,14 @@ impl Sim {
             packets_alive_at_end: self.arena.live(),
             peak_packets_alive: self.arena.peak(),
             counters: self.counters.clone(),
+            pacer: self.pacer_stats().map(|p| PacerSummary {
+                packets: p.packets,
+                bytes: p.bytes,
+                associations: p.associations,
+                mean_delay_us: if p.packets == 0 { 0.0 } else { to_us_f64(p.delay_total) / p.packets as f64 },
+                max_delay_us: to_us_f64(p.delay_max),
+                peak_backlog_bytes: p.peak_backlog_bytes,
+            }),
             ports,
             buckets: summaries,
             switch_peak_buffer_bytes: self

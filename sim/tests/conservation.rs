@@ -56,7 +56,7 @@ fn every_packet_is_delivered_or_dropped() {
     assert!(c.timeouts > 0 || c.retransmits > 0);
     assert_eq!(sim.packets_alive(), 0, "the network drained");
     assert_eq!(c.injected, c.delivered + c.dropped_buffer + c.dropped_aqm);
-    assert_eq!(sim.host_ack_backlog(), 0);
+    assert_eq!(sim.host_nic_backlog(), 0);
     let r = sim.results("t", 1, &[], 1.0);
     assert_eq!(r.flows_completed, r.flows_total, "every flow completed despite the losses");
     assert_eq!(last, r.events, "the last progress call reports every event");

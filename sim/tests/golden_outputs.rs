@@ -89,6 +89,7 @@ golden! {
     dctcp_small_k: "dctcp-small-k.toml" ["duration_ms=10", "warmup_ms=2"];
     incast_dctcp: "incast-dctcp.toml" ["duration_ms=20"];
     hull_phantom: "hull-phantom.toml" ["duration_ms=20", "warmup_ms=5"];
+    hull_pacer: "hull-pacer.toml" ["duration_ms=20", "warmup_ms=5"];
     qcn_dumbbell: "qcn-dumbbell.toml" ["duration_ms=20", "warmup_ms=5"];
     ccp_lowrtt_incast: "ccp-lowrtt-incast.toml" ["duration_ms=20"];
     bfc_table_3_1: "bfc-table-3-1.toml" ["duration_ms=1", "warmup_ms=0.2", r#"workload.random.cdf="datamining_vl2.cdf""#];

@@ -52,6 +52,9 @@ pub struct Scenario {
     pub switch: SwitchConfig,
     #[serde(default)]
     pub transport: TransportConfig,
+    /// HULL's pacer at every host NIC (`[pacer]`; absent = no pacer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<PacerConfig>,
     #[serde(default)]
     pub cc: CcConfig,
     #[serde(default)]
@@ -388,6 +391,11 @@ pub struct TransportConfig {
     pub delayed_ack_segments: u32,
     /// Delayed-ACK timer, µs.
     pub delayed_ack_timeout_us: f64,
+    /// Interrupt coalescing at every host's NIC, µs (0: off): a packet reaching an idle host
+    /// starts the interval, and the host's stack sees everything that arrived in it at its end,
+    /// in order. It makes ACKs reach senders in bunches and so senders release line-rate bursts,
+    /// the burstiness HULL's pacer exists to smooth (specs/dc.md §7.2 H3, §8 A31).
+    pub rx_coalesce_us: f64,
     /// Data is sent ECT(0); without it switches never mark and DCTCP marking becomes drop-tail.
     pub ecn: bool,
 }
@@ -405,7 +413,57 @@ impl Default for TransportConfig {
             dupthresh: 3,
             delayed_ack_segments: 1,
             delayed_ack_timeout_us: 500.0,
+            rx_coalesce_us: 0.0,
             ecn: true,
+        }
+    }
+}
+
+/// HULL's host pacer (specs/dc.md §3.4, Table 4.3): a token bucket at every host's NIC through
+/// which the flows it has associated send, the rest passing by. The defaults are the thesis's
+/// 1 Gbit/s testbed; its 10 Gbit/s ns-2 runs used `rate_interval_us = 7.2`, `beta_per_s = 375`,
+/// `idle_timeout_us = 1000`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PacerConfig {
+    /// `false` keeps the table but runs without a pacer (for sweeps).
+    pub enabled: bool,
+    /// T_r: how often the token rate is re-estimated, µs.
+    pub rate_interval_us: f64,
+    /// η: weight of the newest rate sample.
+    pub eta: f64,
+    /// β: extra rate per byte of backlog, 1/s (dc.md §8 A16).
+    pub beta_per_s: f64,
+    /// p_a: probability that an ECN-Echo ACK associates its flow with the pacer.
+    pub associate_probability: f64,
+    /// T_i: an association ends after this long without a packet of its flow, µs.
+    pub idle_timeout_us: f64,
+    /// Flow association table entries (least recently active evicted).
+    pub table_entries: u32,
+    /// The token bucket's FIFO, bytes: a flow whose next packet does not fit waits.
+    pub fifo_bytes: u32,
+    /// Most tokens the bucket holds, bytes.
+    pub depth_bytes: u32,
+    /// Tokens are added every this many µs.
+    pub tick_us: f64,
+    /// The token rate never falls below this, Mbit/s.
+    pub min_rate_mbps: f64,
+}
+
+impl Default for PacerConfig {
+    fn default() -> Self {
+        PacerConfig {
+            enabled: true,
+            rate_interval_us: 64.0,
+            eta: 0.125,
+            beta_per_s: 16.0,
+            associate_probability: 0.125,
+            idle_timeout_us: 10_000.0,
+            table_entries: 64,
+            fifo_bytes: 128_000,
+            depth_bytes: 3_000,
+            tick_us: 16.0,
+            min_rate_mbps: 0.5,
         }
     }
 }

@@ -4,8 +4,8 @@
 
 use super::load::{ConfigError, Loaded};
 use super::{
-    Admission, BfcConfig, CcConfig, FlowConfig, IncastConfig, OutputConfig, PairClass, PfcConfig, QdiscConfig, RandomClasses,
-    RandomConfig, SwitchConfig, TopologyConfig, TransportConfig, WorkloadConfig, BFC_MAX_QUEUES, MAX_LABEL_LEN,
+    Admission, BfcConfig, CcConfig, FlowConfig, IncastConfig, OutputConfig, PacerConfig, PairClass, PfcConfig, QdiscConfig,
+    RandomClasses, RandomConfig, SwitchConfig, TopologyConfig, TransportConfig, WorkloadConfig, BFC_MAX_QUEUES, MAX_LABEL_LEN,
 };
 
 fn positive(l: &Loaded, key: &str, v: f64) -> Result<(), ConfigError> {
@@ -58,6 +58,9 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
         return Err(l.invalid("switch.border_qdisc", "needs a border router: a fat-tree with `topology.external`"));
     }
     validate_transport(l, &s.transport)?;
+    if let Some(p) = &s.pacer {
+        validate_pacer(l, p)?;
+    }
     validate_cc(l, &s.cc)?;
     validate_workload(l, &s.workload, hosts, external)?;
     for (i, r) in s.workload.random_classes().iter().enumerate() {
@@ -317,6 +320,34 @@ fn validate_bfc(l: &Loaded, b: &BfcConfig, queues_per_port: u16) -> Result<(), C
     Ok(())
 }
 
+/// `[pacer]`.
+fn validate_pacer(l: &Loaded, p: &PacerConfig) -> Result<(), ConfigError> {
+    positive(l, "pacer.rate_interval_us", p.rate_interval_us)?;
+    positive(l, "pacer.tick_us", p.tick_us)?;
+    positive(l, "pacer.idle_timeout_us", p.idle_timeout_us)?;
+    positive(l, "pacer.min_rate_mbps", p.min_rate_mbps)?;
+    non_negative(l, "pacer.beta_per_s", p.beta_per_s)?;
+    if !(p.eta > 0.0 && p.eta <= 1.0) {
+        return Err(l.invalid("pacer.eta", format!("must be in (0, 1], got {}", p.eta)));
+    }
+    if !(0.0..=1.0).contains(&p.associate_probability) {
+        return Err(l.invalid("pacer.associate_probability", format!("must be in [0, 1], got {}", p.associate_probability)));
+    }
+    if p.table_entries == 0 {
+        return Err(l.invalid("pacer.table_entries", "must be ≥ 1"));
+    }
+    if p.depth_bytes == 0 {
+        return Err(l.invalid("pacer.depth_bytes", "must be ≥ 1"));
+    }
+    // The FIFO must hold at least one packet, or an associated flow could never send.
+    let mss_wire = u64::from(l.scenario.transport.mss_bytes + l.scenario.transport.header_bytes);
+    let int = if l.scenario.switch.int { u64::from(l.scenario.switch.int_overhead_bytes) } else { 0 };
+    if u64::from(p.fifo_bytes) < mss_wire + int {
+        return Err(l.invalid("pacer.fifo_bytes", format!("must hold one full packet ({mss_wire} bytes and any INT header)")));
+    }
+    Ok(())
+}
+
 /// `[transport]`.
 fn validate_transport(l: &Loaded, t: &TransportConfig) -> Result<(), ConfigError> {
     if t.mss_bytes == 0 {
@@ -339,6 +370,7 @@ fn validate_transport(l: &Loaded, t: &TransportConfig) -> Result<(), ConfigError
     if t.delayed_ack_segments == 0 {
         return Err(l.invalid("transport.delayed_ack_segments", "must be ≥ 1"));
     }
+    non_negative(l, "transport.rx_coalesce_us", t.rx_coalesce_us)?;
     positive(l, "transport.delayed_ack_timeout_us", t.delayed_ack_timeout_us)
 }
 

@@ -7,6 +7,7 @@ use ccp_qdisc::Ecn;
 use super::*;
 use crate::cc::{rate, AckSample};
 use crate::event::Event;
+use crate::pacer::Admit;
 use crate::packet::{Kind, Packet, NO_SACK};
 use crate::sim::Sim;
 use crate::time::to_us;
@@ -76,46 +77,128 @@ impl Sim {
 
     /// Makes `f` eligible to send and kicks its host's NIC.
     pub(super) fn wake(&mut self, f: FlowId) {
+        if let Some(nic) = self.make_ready(f) {
+            self.start_tx(nic);
+        }
+    }
+
+    /// Puts `f` on its host's ready list unless it is there or done; returns the host's NIC when
+    /// it did (the caller kicks it, unless it is choosing the NIC's next packet right now).
+    fn make_ready(&mut self, f: FlowId) -> Option<PortId> {
         let flow = &mut self.flows[f as usize];
-        let Some(st) = flow.state.as_mut() else { return };
+        let st = flow.state.as_mut()?;
         if flow.sender_done || st.in_ready {
-            return;
+            return None;
         }
         st.in_ready = true;
         let host = &mut self.hosts[flow.spec.src as usize];
         host.ready.push_back(f);
-        let nic = host.nic;
-        self.start_tx(nic);
+        Some(host.nic)
     }
 
-    /// The next packet host `h`'s NIC sends: an ACK, else a segment of the next ready flow.
+    /// The next packet host `h`'s NIC sends: the head of its queue (ACKs and what the pacer
+    /// released), else a segment of the next ready flow. A segment of a flow the pacer has
+    /// associated enters the pacer instead, and the search goes on.
     pub(crate) fn host_next_packet(&mut self, h: u32) -> Option<PacketId> {
-        if let Some(id) = self.hosts[h as usize].acks.pop_front() {
-            return Some(id);
-        }
-        while let Some(f) = self.hosts[h as usize].ready.pop_front() {
-            match self.try_send(f) {
-                Ok(id) => {
-                    self.hosts[h as usize].ready.push_back(f);
-                    return Some(id);
-                }
-                Err(why) => {
-                    let now = self.q.now();
-                    let Some(st) = self.flows[f as usize].state.as_mut() else { continue };
-                    st.in_ready = false;
-                    match why {
-                        Blocked::Pacing(at) if !st.snd.pace_armed => {
-                            st.snd.pace_armed = true;
-                            self.q.schedule(at.max(now), Event::Pace { flow: f });
-                        }
-                        Blocked::NoData if st.snd.pipe_bytes < st.snd.cwnd_bytes => st.cc.note_app_limited(),
-                        Blocked::Window => st.cc.note_cwnd_limited(),
-                        _ => {}
+        let now = self.q.now();
+        let max_wire = self.tp.mss + self.tp.header + self.tp.int_overhead;
+        self.advance_pacer(h);
+        loop {
+            if let Some(id) = self.hosts[h as usize].nic_fifo.pop_front() {
+                return Some(id);
+            }
+            let f = self.hosts[h as usize].ready.pop_front()?;
+            let host = &mut self.hosts[h as usize];
+            let paced = host.pacer.as_mut().is_some_and(|p| p.associated(f, now));
+            if let Some(p) = host.pacer.as_mut().filter(|_| paced) {
+                match p.admit(now, max_wire) {
+                    Admit::Now => {}
+                    Admit::At(t) => {
+                        self.blocked(f, Blocked::Pacing(t));
+                        continue;
+                    }
+                    Admit::Full => {
+                        p.waiting.push(f);
+                        self.blocked(f, Blocked::Paused);
+                        continue;
                     }
                 }
             }
+            match self.try_send(f) {
+                Ok(id) if !paced => {
+                    self.hosts[h as usize].ready.push_back(f);
+                    return Some(id);
+                }
+                Ok(id) => {
+                    let wire = self.arena.get(id).wire_bytes;
+                    let host = &mut self.hosts[h as usize];
+                    host.ready.push_back(f);
+                    let mut released = std::mem::take(&mut self.pacer_released);
+                    host.pacer.as_mut().expect("paced").enter(now, f, id, wire, &mut released);
+                    host.nic_fifo.extend(released.drain(..));
+                    self.pacer_released = released;
+                    self.arm_pacer(h);
+                }
+                Err(why) => self.blocked(f, why),
+            }
         }
-        None
+    }
+
+    /// `f` cannot send now: it leaves the ready list until what stopped it changes.
+    fn blocked(&mut self, f: FlowId, why: Blocked) {
+        let now = self.q.now();
+        let Some(st) = self.flows[f as usize].state.as_mut() else { return };
+        st.in_ready = false;
+        match why {
+            Blocked::Pacing(at) if !st.snd.pace_armed => {
+                st.snd.pace_armed = true;
+                self.q.schedule(at.max(now), Event::Pace { flow: f });
+            }
+            Blocked::NoData if st.snd.pipe_bytes < st.snd.cwnd_bytes => st.cc.note_app_limited(),
+            Blocked::Window => st.cc.note_cwnd_limited(),
+            _ => {}
+        }
+    }
+
+    /// Brings host `h`'s pacer up to now: what it releases joins the NIC's queue, flows that
+    /// waited for room in it are ready again (the caller kicks the NIC), and its next tick or
+    /// update is scheduled.
+    fn advance_pacer(&mut self, h: u32) {
+        let now = self.q.now();
+        let max_wire = self.tp.mss + self.tp.header + self.tp.int_overhead;
+        let host = &mut self.hosts[h as usize];
+        let Some(p) = host.pacer.as_mut() else { return };
+        let mut released = std::mem::take(&mut self.pacer_released);
+        p.advance(now, &mut released);
+        host.nic_fifo.extend(released.drain(..));
+        self.pacer_released = released;
+        let waiting = if p.has_room(max_wire) { std::mem::take(&mut p.waiting) } else { Vec::new() };
+        for f in waiting {
+            self.make_ready(f);
+        }
+        self.arm_pacer(h);
+    }
+
+    fn arm_pacer(&mut self, h: u32) {
+        let Some(p) = self.hosts[h as usize].pacer.as_mut() else { return };
+        if let Some(t) = p.next_event() {
+            if p.armed.is_none_or(|a| a > t) {
+                p.armed = Some(t);
+                self.q.schedule(t, Event::Pacer { host: h });
+            }
+        }
+    }
+
+    /// Host `h`'s pacer has a tick or rate update due.
+    pub(crate) fn on_pacer_timer(&mut self, h: u32) {
+        let now = self.q.now();
+        let host = &mut self.hosts[h as usize];
+        if let Some(p) = host.pacer.as_mut().filter(|p| p.armed == Some(now)) {
+            p.armed = None;
+        }
+        let nic = host.nic;
+        self.advance_pacer(h);
+        self.start_tx(nic);
     }
 
     /// Builds and returns flow `f`'s next data packet, if it may send.
@@ -164,8 +247,36 @@ impl Sim {
         Ok(self.arena.alloc(packet))
     }
 
-    /// A packet reached host `h`.
-    pub(crate) fn host_receive(&mut self, _h: u32, id: PacketId) {
+    /// A packet reached host `h`: handled now, or at the end of the host's interrupt-coalescing
+    /// interval (which it starts if none is running).
+    pub(crate) fn host_receive(&mut self, h: u32, id: PacketId) {
+        if self.tp.rx_coalesce > 0 {
+            let host = &mut self.hosts[h as usize];
+            if host.rx_batch.is_empty() {
+                self.q.after(self.tp.rx_coalesce, Event::RxInterrupt { host: h });
+            }
+            host.rx_batch.push(id);
+            return;
+        }
+        self.handle_received(id);
+    }
+
+    /// Host `h`'s interrupt: its stack takes what arrived since the interval began, in order.
+    pub(crate) fn on_rx_interrupt(&mut self, h: u32) {
+        let batch = std::mem::take(&mut self.hosts[h as usize].rx_batch);
+        for &id in &batch {
+            self.handle_received(id);
+        }
+        let mut batch = batch;
+        batch.clear();
+        let host = &mut self.hosts[h as usize];
+        if host.rx_batch.is_empty() {
+            host.rx_batch = batch;
+        }
+    }
+
+    /// The host's stack takes a packet that reached it.
+    fn handle_received(&mut self, id: PacketId) {
         let p = *self.arena.get(id);
         let int = self.arena.int_on().then(|| self.arena.int(id));
         self.arena.free(id);
@@ -218,7 +329,7 @@ impl Sim {
         self.counters.injected += 1;
         self.counters.acks += 1;
         let host = &mut self.hosts[flow.spec.dst as usize];
-        host.acks.push_back(id);
+        host.nic_fifo.push_back(id);
         let nic = host.nic;
         self.start_tx(nic);
     }
@@ -320,6 +431,11 @@ impl Sim {
             return;
         }
         let Some(st) = flow.state.as_mut() else { return };
+        if p.ece {
+            if let Some(pacer) = self.hosts[flow.spec.src as usize].pacer.as_mut() {
+                pacer.on_ece(f, now);
+            }
+        }
         let snd = &mut st.snd;
         let mut s = AckSample { ece: p.ece, ..AckSample::default() };
         let una_before = snd.snd_una;

@@ -13,8 +13,9 @@
 //! is recovered by the retransmission timer (RFC 6298 with a configurable minimum), after which
 //! every unacknowledged segment is resent (go-back-N). There is no tail-loss probe.
 //!
-//! Host NICs pull: when the NIC is idle it sends a queued ACK if any, else the next segment of
-//! the next ready flow, round-robin. A flow leaves the ready list when its window is full, its
+//! Host NICs pull: when the NIC is idle it sends the head of its queue (ACKs, and segments HULL's
+//! pacer released) if any, else the next segment of the next ready flow, round-robin; a segment
+//! of a flow the pacer has associated goes into the pacer instead (`crate::pacer`). A flow leaves the ready list when its window is full, its
 //! pacing gate is closed, its NIC queue is paused (BFC hook) or it has nothing to send, and
 //! rejoins when that changes — so no host queue builds up and no event is spent on idle flows.
 //!
@@ -29,6 +30,7 @@ mod reports;
 
 use crate::cc::FlowCc;
 use crate::config::TransportConfig;
+use crate::pacer::Pacer;
 use crate::packet::PacketId;
 use crate::time::{from_us, pace_time, Time};
 use crate::topology::{NodeId, PortId};
@@ -59,6 +61,8 @@ pub struct TransportParams {
     pub dupthresh: u32,
     pub delack_segments: u32,
     pub delack_timeout: Time,
+    /// Interrupt coalescing interval at hosts (0: every packet handled as it arrives).
+    pub rx_coalesce: Time,
     pub ecn: bool,
     /// Bytes the INT header adds to each data packet (`[switch] int`; 0 when INT is off).
     pub int_overhead: u32,
@@ -77,6 +81,7 @@ impl TransportParams {
             dupthresh: c.dupthresh,
             delack_segments: c.delayed_ack_segments,
             delack_timeout: from_us(c.delayed_ack_timeout_us),
+            rx_coalesce: from_us(c.rx_coalesce_us),
             ecn: c.ecn,
             int_overhead: 0,
         }
@@ -228,12 +233,19 @@ impl Flow {
     }
 }
 
-/// A host: its NIC port, ACKs waiting for the NIC, and its sending flows.
+/// A host: its NIC port, packets waiting for the NIC, its pacer and its sending flows.
 #[derive(Debug)]
 pub struct HostState {
     pub node: NodeId,
     pub nic: PortId,
-    pub acks: VecDeque<PacketId>,
+    /// Packets waiting for the NIC in the order they reached it: ACKs, and segments the pacer
+    /// released.
+    pub nic_fifo: VecDeque<PacketId>,
+    /// HULL's pacer (`[pacer]`).
+    pub pacer: Option<Pacer>,
+    /// Packets that arrived in the current interrupt-coalescing interval (`rx_coalesce_us`),
+    /// handed to the stack together when it ends.
+    pub rx_batch: Vec<PacketId>,
     /// Flows that may have something to send, round-robin order.
     ready: VecDeque<FlowId>,
     /// Flows started here and not yet done sending.
@@ -250,7 +262,9 @@ impl HostState {
         HostState {
             node,
             nic,
-            acks: VecDeque::new(),
+            nic_fifo: VecDeque::new(),
+            pacer: None,
+            rx_batch: Vec::new(),
             ready: VecDeque::new(),
             senders: Vec::new(),
             paused: Vec::new(),
