@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""HULL's testbed figures in ccp-sim (specs/dc.md §7.2 H2, H5, H6, H7) over configs/sim/hull-pacer.toml.
+
+Every cell is the median over seeds (the seed moves the pacers' association draws) of a 500 ms run
+(100 ms warm-up) on a 1 Gbit/s star, the flows into one receiver port whose queueing delay is the
+"switch latency". The hosts coalesce interrupts (`--coalesce`, µs) unless it is 0.
+
+    scripts/hull-table.py                      # all four tables, 3 seeds, 50 µs coalescing
+    scripts/hull-table.py --only h6 --coalesce 25
+    scripts/hull-table.py --quick              # one seed, 200 ms runs, fewer cells (a smoke run)
+
+Prints markdown tables. Targets (dc.md §7.2): H2 DCTCP's throughput gap below the drain <= 10 % of
+line rate (thesis 6-8 %, TCP-ECN 17-26 %); H5 paced latency floors avg/p99 within 2x of 5/21 us;
+H6 throughput ~770 Mbit/s unpaced -> ~870 paced, pacer delay rising sharply for beta < 16; H7
+DCTCP-30K ~20x below TCP in average latency, DCTCP-6K-Pacer ~6x below that, the PQ 2-3x below that
+for < 4 flows, p99 PQ ~30 us / 6K-Pacer ~100 us / 30K > 300 us, PQ throughput ~870 Mbit/s.
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = REPO / "configs" / "sim" / "hull-pacer.toml"
+
+
+def pq(drain, thresh_kb):
+    return f'switch.qdisc={{kind="phantom",drain_fraction={drain},mark_threshold_bytes={thresh_kb * 1000.0}}}'
+
+
+def dctcp_k(k_kb):
+    return f'switch.qdisc={{kind="dctcp",k_bytes={int(k_kb * 1000)}}}'
+
+
+NO_PACER = "pacer.enabled=false"
+# TCP: Reno over a drop-tail port that may take the Triumph's ~700 KB (dc.md §6.3).
+TCP = ['switch.qdisc={kind="droptail"}', "switch.buffer_bytes=4000000", "switch.admission=\"static\"",
+       "switch.port_buffer_bytes=700000", 'cc.algorithm="reno"', "cc.params={ecn=false}", "transport.ecn=false"]
+
+
+def flows(n):
+    """n long flows from hosts 0..n-1 into host n."""
+    entries = ",".join(f"{{src={i},dst={n}}}" for i in range(n))
+    return [f"topology.hosts={n + 1}", f"workload.flows=[{entries}]", f'output.monitor=["sw0->h{n}"]']
+
+
+class Runner:
+    def __init__(self, binary, seeds, coalesce, quick):
+        self.binary, self.seeds, self.coalesce, self.quick = binary, seeds, coalesce, quick
+        self.tmp = Path(tempfile.mkdtemp(prefix="hull-table-"))
+        self.n = 0
+
+    def one(self, overrides, seed):
+        self.n += 1
+        out = self.tmp / str(self.n)
+        cmd = [str(self.binary), "run", str(SCENARIO), "--out", str(out), "--no-plots", "--quiet", "--json",
+               "--set", f"seed={seed}", "--set", f"transport.rx_coalesce_us={self.coalesce}"]
+        if self.quick:
+            cmd += ["--set", "duration_ms=200", "--set", "warmup_ms=50"]
+        for o in overrides:
+            cmd += ["--set", o]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"ccp-sim failed ({' '.join(overrides)}):\n{p.stderr}")
+        s = json.loads(p.stdout)
+        port = s["ports"][0]
+        pacer = s.get("pacer") or {}
+        return {
+            "mbps": port["throughput_gbps"] * 1000.0,
+            "mean_us": port["queue_delay_mean_us"],
+            "p99_us": port["queue_delay_p99_us"],
+            "pacer_us": pacer.get("mean_delay_us", 0.0),
+        }
+
+    def cell(self, overrides):
+        runs = [self.one(overrides, seed) for seed in range(1, self.seeds + 1)]
+        return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def h2(r, quick):
+    drains = [0.7, 0.95] if quick else [0.6, 0.7, 0.8, 0.9, 0.95]
+    print("\n### H2 (Fig 4.2): 2 flows, PQ threshold 6 KB, pacer on; throughput gap below the drain, % of line rate\n")
+    print("| drain Mbit/s | DCTCP Mbit/s | DCTCP gap | TCP-ECN (Reno) Mbit/s | TCP-ECN gap |")
+    print("|---:|---:|---:|---:|---:|")
+    for d in drains:
+        a = r.cell([pq(d, 6)])
+        b = r.cell([pq(d, 6), 'cc.algorithm="reno"'])
+        print(f"| {d * 1000:.0f} | {a['mbps']:.0f} | {d * 100 - a['mbps'] / 10:.1f} % "
+              f"| {b['mbps']:.0f} | {d * 100 - b['mbps'] / 10:.1f} % |")
+
+
+def h5(r, quick):
+    thresholds = [1, 6, 30] if quick else [1, 3, 6, 15, 30]
+    drains = [0.95] if quick else [0.9, 0.95]
+    print("\n### H5 (Fig 4.5): 2 DCTCP flows, PQ threshold and drain swept, paced and unpaced\n")
+    print("| drain | threshold | paced Mbit/s | paced avg / p99 µs | unpaced Mbit/s | unpaced avg / p99 µs |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for d in drains:
+        for t in thresholds:
+            a = r.cell([pq(d, t)])
+            b = r.cell([pq(d, t), NO_PACER])
+            print(f"| {d * 1000:.0f} | {t} KB | {a['mbps']:.0f} | {a['mean_us']:.1f} / {a['p99_us']:.1f} "
+                  f"| {b['mbps']:.0f} | {b['mean_us']:.1f} / {b['p99_us']:.1f} |")
+
+
+def h6(r, quick):
+    betas = [1, 16, 16384] if quick else [1, 4, 16, 64, 256, 1024, 4096, 16384]
+    print("\n### H6 (Fig 4.6): PQ 950 Mbit/s, 1 KB; β swept\n")
+    print("| β (1/s) | throughput Mbit/s | switch avg / p99 µs | mean pacer delay µs |")
+    print("|---:|---:|---:|---:|")
+    a = r.cell([pq(0.95, 1), NO_PACER])
+    print(f"| no pacer | {a['mbps']:.0f} | {a['mean_us']:.1f} / {a['p99_us']:.1f} | – |")
+    for b in betas:
+        c = r.cell([pq(0.95, 1), f"pacer.beta_per_s={b}.0"])
+        print(f"| 2^{b.bit_length() - 1} | {c['mbps']:.0f} | {c['mean_us']:.1f} / {c['p99_us']:.1f} | {c['pacer_us']:.0f} |")
+
+
+def h7(r, quick):
+    ns = [2, 8] if quick else [2, 4, 6, 8]
+    schemes = [
+        ("TCP (Reno, drop-tail 700 KB)", TCP + [NO_PACER]),
+        ("DCTCP-30K", [dctcp_k(30), NO_PACER]),
+        ("DCTCP-6K-Pacer", [dctcp_k(6)]),
+        ("DCTCP-PQ950-Pacer (HULL)", [pq(0.95, 1)]),
+    ]
+    print("\n### H7 (Fig 4.8): N static flows; switch latency avg / p99 µs, throughput Mbit/s\n")
+    print("| scheme | " + " | ".join(f"N = {n}" for n in ns) + " |")
+    print("|---|" + "---:|" * len(ns))
+    for name, o in schemes:
+        cells = [r.cell(o + flows(n)) for n in ns]
+        print(f"| {name} | " + " | ".join(f"{c['mean_us']:.1f} / {c['p99_us']:.1f} ({c['mbps']:.0f})" for c in cells) + " |")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=str(REPO / "target" / "release" / "ccp-sim"))
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--coalesce", type=float, default=50.0, help="hosts' interrupt coalescing, µs (0: off)")
+    ap.add_argument("--only", default="h2,h5,h6,h7")
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    if not Path(a.bin).exists():
+        sys.exit(f"{a.bin} not found: cargo build --release -p ccp-sim")
+    seeds = 1 if a.quick else a.seeds
+    r = Runner(a.bin, seeds, a.coalesce, a.quick)
+    print(f"ccp-sim {SCENARIO.name}, {seeds} seed(s), interrupt coalescing {a.coalesce:g} µs"
+          + (", quick (200 ms runs)" if a.quick else ", 500 ms runs"))
+    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7}
+    for name in a.only.split(","):
+        if name not in tables:
+            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7)")
+        tables[name](r, a.quick)
+
+
+if __name__ == "__main__":
+    main()
