@@ -4,8 +4,11 @@
 //! counters and threshold), §12.1 (what the switch datapath provides); thesis Chapter 3.
 //!
 //! Mapping onto the simulator:
-//! - `classify` runs the model's enqueue side (queue assignment, Th comparison, pause counter)
-//!   and keeps the per-packet metadata by arena id until `on_dequeue` runs the dequeue side.
+//! - `classify` runs the model's enqueue side (queue assignment, Th comparison, pause counter);
+//!   `on_dequeue` runs the dequeue side. Of the model's per-packet metadata only the queue and
+//!   the counterIncr bit travel with the packet through the queue ([`HookMeta`]): the rest
+//!   (flow-table index, ports, length, upstream queue) are the packet's own fields, which the
+//!   packet still has at departure, and are read back from it.
 //!   The PAUSE it may produce is handed over in `on_enqueue`, which follows immediately.
 //! - The simulator applies pause/resume messages to the upstream's queue flags itself and
 //!   rewrites `upstream_q` at departure, so before each packet the model's `paused_q` register is
@@ -25,7 +28,7 @@ use ccp_bfc_model::{
     Bfc, BfcHeader, BfcMeta, Control, IngressPacket, CTRL_PAUSE, MAX_QUEUES_PER_PORT, NUM_PORTS, STICKY_NS, UPSTREAM_Q_SLOTS,
 };
 
-use crate::hook::{HookPacket, QueueControl, SwitchHook};
+use crate::hook::{HookMeta, HookPacket, QueueControl, SwitchHook};
 use crate::switch::Port;
 use crate::time::{Time, PS_PER_NS};
 use crate::topology::PortId;
@@ -74,8 +77,6 @@ pub struct BfcHook {
     /// Local port index by device port ([`NOT_LOCAL`] for other switches' ports): the model's
     /// `port_index` table as a direct array, since it is consulted twice per packet.
     local_of: Vec<u8>,
-    /// Enqueue metadata by packet arena id, taken back at dequeue.
-    meta: Vec<Option<BfcMeta>>,
     /// Controls produced in `classify`, delivered from `on_enqueue`.
     pending: Vec<Control>,
     scratch: Vec<Control>,
@@ -105,7 +106,7 @@ impl BfcHook {
         for &p in &ports {
             local_of[p as usize] = model.local_port(p).expect("added above");
         }
-        Ok(BfcHook { model, ports, local_of, meta: Vec::new(), pending: Vec::new(), scratch: Vec::new() })
+        Ok(BfcHook { model, ports, local_of, pending: Vec::new(), scratch: Vec::new() })
     }
 
     /// The model, for inspection.
@@ -124,6 +125,24 @@ impl BfcHook {
     }
 }
 
+/// What travels with a packet: its queue (bits 0-7) and counterIncr (bit 8).
+fn pack(meta: &BfcMeta) -> HookMeta {
+    HookMeta::from(meta.qid) | HookMeta::from(meta.counter_incr) << 8
+}
+
+/// The metadata `ingress` returned for `packet`, from the packet and what travelled with it.
+fn unpack(model: &Bfc, packet: &HookPacket, ingress_port: u8, egress_port: u8, bits: HookMeta) -> BfcMeta {
+    BfcMeta {
+        flow_idx: model.flow_index(egress_port, packet.hash),
+        qid: bits as u8,
+        upstream_q_in: packet.upstream_q,
+        counter_incr: bits >> 8 & 1 == 1,
+        ingress_port,
+        egress_port,
+        len_bytes: packet.wire_bytes,
+    }
+}
+
 /// Installs BFC on every switch of `sim`, and limits each host to as many NIC queue ids as its
 /// first-hop switch has pause counters for one ingress.
 pub fn install(sim: &mut Sim, params: &BfcParams) -> Result<(), String> {
@@ -136,7 +155,7 @@ pub fn install(sim: &mut Sim, params: &BfcParams) -> Result<(), String> {
 }
 
 impl SwitchHook for BfcHook {
-    fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> u16 {
+    fn classify(&mut self, now: Time, egress: &Port, packet: &HookPacket) -> (u16, HookMeta) {
         let (ingress, eg) = (self.local(packet.ingress), self.local(packet.egress));
         let paused = egress.paused_queues();
         self.model.set_paused_queues(eg, u128::from(paused.word(0)) | u128::from(paused.word(1)) << 64);
@@ -148,12 +167,7 @@ impl SwitchHook for BfcHook {
             len_bytes: packet.wire_bytes,
         };
         let meta = self.model.ingress(now / PS_PER_NS, &pkt, &mut self.pending);
-        let id = packet.id as usize;
-        if self.meta.len() <= id {
-            self.meta.resize(id + 1, None);
-        }
-        self.meta[id] = Some(meta);
-        u16::from(meta.qid)
+        (u16::from(meta.qid), pack(&meta))
     }
 
     fn on_enqueue(&mut self, _now: Time, _egress: &Port, _queue: u16, _packet: &HookPacket, controls: &mut Vec<QueueControl>) {
@@ -163,7 +177,8 @@ impl SwitchHook for BfcHook {
     }
 
     fn on_dequeue(&mut self, now: Time, _egress: &Port, _queue: u16, packet: &HookPacket, controls: &mut Vec<QueueControl>) {
-        let Some(meta) = self.meta.get_mut(packet.id as usize).and_then(Option::take) else { return };
+        let (ingress, eg) = (self.local(packet.ingress), self.local(packet.egress));
+        let meta = unpack(&self.model, packet, ingress, eg, packet.meta);
         let hdr = BfcHeader { upstream_q: packet.upstream_q, ether_type: 0x0800 };
         let mut out = std::mem::take(&mut self.scratch);
         self.model.egress(now / PS_PER_NS, &meta, hdr, &mut out);
@@ -171,5 +186,45 @@ impl SwitchHook for BfcHook {
             controls.push(self.to_queue_control(&c));
         }
         self.scratch = out;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ccp_bfc_model::BfcHeader;
+
+    /// The metadata read back at departure is what the model's enqueue side returned.
+    #[test]
+    fn metadata_survives_the_trip_through_the_queue() {
+        let mut model = Bfc::new(31, STICKY_NS, 7);
+        for p in 0..4 {
+            model.add_port(p);
+            model.install_th_row(p as u8, 2_000, 100_000_000_000, 1000);
+        }
+        let mut controls = Vec::new();
+        for i in 0..200u32 {
+            let hook = HookPacket {
+                id: i,
+                flow: i % 7,
+                hash: (i % 7).wrapping_mul(0x9e37_79b9),
+                wire_bytes: 1000 + i,
+                upstream_q: (i % 5) as u16,
+                ingress: i % 4,
+                egress: (i + 1) % 4,
+                meta: 0,
+            };
+            let (ing, eg) = (hook.ingress as u8, hook.egress as u8);
+            let pkt = IngressPacket {
+                ingress_port: ing,
+                egress_port: eg,
+                flow_hash: hook.hash,
+                bfc: BfcHeader { upstream_q: hook.upstream_q, ether_type: 0x0800 },
+                len_bytes: hook.wire_bytes,
+            };
+            let meta = model.ingress(u64::from(i) * 100, &pkt, &mut controls);
+            assert_eq!(unpack(&model, &hook, ing, eg, pack(&meta)), meta);
+        }
+        assert!(controls.iter().any(|c| c.hdr.op == CTRL_PAUSE), "some packets set counterIncr");
     }
 }

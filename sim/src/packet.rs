@@ -8,6 +8,7 @@
 use ccp_contract::IntPath;
 use ccp_qdisc::Ecn;
 
+use crate::hook::HookMeta;
 use crate::time::Time;
 use crate::topology::{NodeId, PortId};
 use crate::transport::FlowId;
@@ -152,6 +153,8 @@ pub struct Queued {
     pub wire_bytes: u32,
     pub flow: FlowId,
     pub ecn: Ecn,
+    /// The switch hook's per-packet metadata, from classification to departure.
+    pub meta: HookMeta,
 }
 
 impl ccp_qdisc::Packet for Queued {
@@ -215,5 +218,7 @@ mod tests {
         assert_eq!(a.get(y).seq, 2);
         assert_eq!((a.live(), a.peak()), (2, 2));
         assert!(std::mem::size_of::<Packet>() <= 64);
+        // Every queue slot of every switch holds one: the hook's metadata must stay in its padding.
+        assert_eq!(std::mem::size_of::<Queued>(), 16);
     }
 }

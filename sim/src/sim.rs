@@ -8,7 +8,7 @@ use ccp_qdisc::{DropReason, Ecn, Outputs};
 
 use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario};
 use crate::event::{Event, EventQueue};
-use crate::hook::{HashQueues, HookPacket, QueueControl, SwitchHook};
+use crate::hook::{HashQueues, HookMeta, HookPacket, QueueControl, SwitchHook};
 use crate::pacer::{Pacer, PacerParams, PacerStats};
 use crate::packet::{Arena, Kind, PacketId, Queued};
 use crate::rng::{Rng, Stream};
@@ -540,12 +540,22 @@ impl Sim {
             self.drop_packet(id, Some(egress), DropReason::BufferFull);
             return;
         }
-        let hp =
-            HookPacket { id, flow: p.flow, hash: p.hash, wire_bytes: p.wire_bytes, upstream_q: p.upstream_q, ingress, egress };
-        let queue = sw.hook.classify(now, port, &hp).min(port.queues().len() as u16 - 1);
+        let mut hp = HookPacket {
+            id,
+            flow: p.flow,
+            hash: p.hash,
+            wire_bytes: p.wire_bytes,
+            upstream_q: p.upstream_q,
+            ingress,
+            egress,
+            meta: 0,
+        };
+        let (queue, meta) = sw.hook.classify(now, port, &hp);
+        let queue = queue.min(port.queues().len() as u16 - 1);
+        hp.meta = meta;
         sw.hook.on_enqueue(now, port, queue, &hp, &mut self.controls);
         self.account(s, egress, ingress, i64::from(p.wire_bytes));
-        let q = Queued { id, wire_bytes: p.wire_bytes, flow: p.flow, ecn: p.ecn };
+        let q = Queued { id, wire_bytes: p.wire_bytes, flow: p.flow, ecn: p.ecn, meta };
         self.ports[egress as usize].enqueue(usize::from(queue), now, q, &mut self.out);
         self.drain_outputs(s, egress, queue);
         self.send_controls();
@@ -589,7 +599,7 @@ impl Sim {
             let id = d.packet.id;
             let p = *self.arena.get(id);
             self.account(s, egress, p.ingress, -i64::from(p.wire_bytes));
-            let hp = self.hook_packet(id, egress);
+            let hp = self.hook_packet(id, egress, d.packet.meta);
             let sw = &mut self.switches[s as usize];
             sw.hook.on_dequeue(self.q.now(), &self.ports[egress as usize], queue, &hp, &mut self.controls);
             self.drop_packet(id, Some(egress), d.reason);
@@ -607,7 +617,7 @@ impl Sim {
         }
     }
 
-    fn hook_packet(&self, id: PacketId, egress: PortId) -> HookPacket {
+    fn hook_packet(&self, id: PacketId, egress: PortId, meta: HookMeta) -> HookPacket {
         let p = self.arena.get(id);
         HookPacket {
             id,
@@ -617,6 +627,7 @@ impl Sim {
             upstream_q: p.upstream_q,
             ingress: p.ingress,
             egress,
+            meta,
         }
     }
 
@@ -730,7 +741,7 @@ impl Sim {
         p.ecn = d.packet.ecn;
         let (ingress, wire) = (p.ingress, p.wire_bytes);
         self.account(s, port, ingress, -i64::from(wire));
-        let hp = self.hook_packet(id, port);
+        let hp = self.hook_packet(id, port, d.packet.meta);
         let sw = &mut self.switches[s as usize];
         sw.hook.on_dequeue(now, &self.ports[port as usize], queue, &hp, &mut self.controls);
         self.arena.get_mut(id).upstream_q = queue;

@@ -404,7 +404,7 @@ mod tests {
     use ccp_qdisc::Ecn;
 
     fn pkt(id: u32, ecn: Ecn) -> Queued {
-        Queued { id, wire_bytes: 1500, flow: id, ecn }
+        Queued { id, wire_bytes: 1500, flow: id, ecn, meta: 0 }
     }
 
     #[test]

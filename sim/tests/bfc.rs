@@ -13,7 +13,7 @@ use std::path::Path;
 
 use ccp_sim::bfc::{install, BfcHook, BfcParams};
 use ccp_sim::config::load_str;
-use ccp_sim::hook::{HookPacket, QueueControl, SwitchHook};
+use ccp_sim::hook::{HookMeta, HookPacket, QueueControl, SwitchHook};
 use ccp_sim::switch::Port;
 use ccp_sim::time::Time;
 use ccp_sim::Sim;
@@ -334,12 +334,12 @@ struct QueuesUsed {
 }
 
 impl SwitchHook for QueuesUsed {
-    fn classify(&mut self, now: Time, egress: &Port, p: &HookPacket) -> u16 {
-        let q = self.inner.classify(now, egress, p);
+    fn classify(&mut self, now: Time, egress: &Port, p: &HookPacket) -> (u16, HookMeta) {
+        let (q, meta) = self.inner.classify(now, egress, p);
         if p.egress == self.egress {
             self.used.borrow_mut().insert(q);
         }
-        q
+        (q, meta)
     }
     fn on_enqueue(&mut self, now: Time, egress: &Port, queue: u16, p: &HookPacket, controls: &mut Vec<QueueControl>) {
         self.inner.on_enqueue(now, egress, queue, p, controls)

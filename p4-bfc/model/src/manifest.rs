@@ -115,9 +115,10 @@ mod tests {
     #[test]
     fn registers_and_tables_are_allocated_at_manifest_sizes() {
         let b = Bfc::with_defaults(1);
-        assert_eq!(b.flow_q.len(), size("flow_q"));
-        assert_eq!(b.flow_size.len(), size("flow_size"));
-        assert_eq!(b.flow_ts.len(), size("flow_ts"));
+        // flow_q, flow_size and flow_ts are the three fields of one flow-table entry.
+        assert_eq!(b.flow_table.len(), size("flow_q"));
+        assert_eq!(b.flow_table.len(), size("flow_size"));
+        assert_eq!(b.flow_table.len(), size("flow_ts"));
         assert_eq!(b.pause_counter.len(), size("pause_counter"));
         assert_eq!(b.pause_bitmap.len(), size("pause_bitmap"));
         assert_eq!(b.queue_depth.len(), size("queue_depth"));
@@ -131,9 +132,10 @@ mod tests {
     fn rust_types_match_declared_widths() {
         // Register element types hold exactly the declared width, so wrap-around matches the P4.
         let bits = |n: usize| (n * 8) as u32;
-        assert_eq!(find("flow_q").unwrap().width, bits(std::mem::size_of::<u8>()));
-        assert_eq!(find("flow_size").unwrap().width, bits(std::mem::size_of::<u16>()));
-        assert_eq!(find("flow_ts").unwrap().width, bits(std::mem::size_of::<u32>()));
+        let e = FlowEntry::default();
+        assert_eq!(find("flow_q").unwrap().width, bits(std::mem::size_of_val(&e.q)));
+        assert_eq!(find("flow_size").unwrap().width, bits(std::mem::size_of_val(&e.size)));
+        assert_eq!(find("flow_ts").unwrap().width, bits(std::mem::size_of_val(&e.ts)));
         assert_eq!(find("pause_counter").unwrap().width, bits(std::mem::size_of::<u16>()));
         assert_eq!(find("pause_bitmap").unwrap().width, bits(std::mem::size_of::<u32>()));
         assert_eq!(find("bfc_h.upstream_q").unwrap().width, bits(std::mem::size_of::<u16>()));

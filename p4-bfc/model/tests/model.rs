@@ -139,7 +139,7 @@ fn u3_a_queue_is_reassigned_only_after_drain_and_two_hop_rtts_idle() {
     let t = t0 + 1_000_000_100;
     b.egress(t, &m, BfcHeader::default(), &mut c);
     b.egress(t, &m2, BfcHeader::default(), &mut c);
-    assert_eq!(b.flow_size[m.flow_idx as usize], 0);
+    assert_eq!(b.flow_table[m.flow_idx as usize].size, 0);
     // Make the old queue unattractive (paused downstream), so any reassignment must move.
     pause_all_but(&mut b, 0, &[(q + 1) % DATA_QUEUES_PER_PORT as u8]);
     // Drained but idle 3 µs < STICKY (4 µs): stays.
@@ -343,7 +343,7 @@ fn every_counter_returns_to_zero_after_the_switch_drains() {
     assert_eq!(b.pauses_sent, b.resumes_sent);
     assert!(b.pause_counter.iter().all(|&v| v == 0));
     assert!(b.pause_bitmap.iter().all(|&v| v == 0));
-    assert!(b.flow_size.iter().all(|&v| v == 0));
+    assert!(b.flow_table.iter().all(|e| e.size == 0));
     assert!(b.queue_depth.iter().all(|&v| v == 0));
     assert!(b.nonempty_q.iter().all(|&v| v == 0));
 }
@@ -370,7 +370,7 @@ fn hash_for_slot_in(slot: u32, per_port: u32) -> u32 {
 fn bfc128_widens_every_per_queue_register_and_the_flow_table() {
     let b = switch128(1);
     assert_eq!((b.data_queues(), b.queues_per_port()), (128, 128));
-    assert_eq!(b.flow_q.len(), (NUM_PORTS * 100 * 128) as usize, "100 × the queues per port (specs/bfc.md §4)");
+    assert_eq!(b.flow_table.len(), (NUM_PORTS * 100 * 128) as usize, "100 × the queues per port (specs/bfc.md §4)");
     assert_eq!(b.queue_depth.len(), (NUM_PORTS * 128) as usize);
     assert_eq!(b.th_table.len(), (NUM_PORTS * 128) as usize);
     // Th keeps falling as N_active grows past the P4's 32.
@@ -379,7 +379,7 @@ fn bfc128_widens_every_per_queue_register_and_the_flow_table() {
     // Up to 32 queues the layout is the P4's.
     let p4 = Bfc::new(16, STICKY_NS, 1);
     assert_eq!(
-        (p4.queues_per_port(), p4.flow_q.len(), p4.th_table.len()),
+        (p4.queues_per_port(), p4.flow_table.len(), p4.th_table.len()),
         (QUEUES_PER_PORT, FLOW_TABLE_SIZE as usize, TH_TABLE_SIZE as usize)
     );
 }
