@@ -103,10 +103,10 @@ fn bad_pacer_settings_are_named() {
     for (table, key) in [("eta = 1.5", "pacer.eta"), ("fifo_bytes = 100", "pacer.fifo_bytes"), ("tick_us = 0.0", "pacer.tick_us")]
     {
         let text = format!("{base}[pacer]\n{table}\n");
-        let err = ccp_sim::config::load_str(Path::new("x.toml"), &text, &[]).err().expect("rejected").to_string();
+        let err = ccp_sim::config::load_str(Path::new("x.toml"), &text, &[]).map(|_| ()).expect_err("rejected").to_string();
         assert!(err.contains(key), "{table}: {err}");
     }
     let text = format!("{base}[transport]\nrx_coalesce_us = -1.0\n");
-    let err = ccp_sim::config::load_str(Path::new("x.toml"), &text, &[]).err().expect("rejected").to_string();
+    let err = ccp_sim::config::load_str(Path::new("x.toml"), &text, &[]).map(|_| ()).expect_err("rejected").to_string();
     assert!(err.contains("transport.rx_coalesce_us"), "{err}");
 }
