@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""HULL's testbed figures in ccp-sim (specs/dc.md §7.2 H2, H5, H6, H7) over configs/sim/hull-pacer.toml.
+"""HULL's figures in ccp-sim (specs/dc.md §7.2): the testbed's H2, H5, H6, H7 over
+configs/sim/hull-pacer.toml, and the ns-2 fat-tree's H14 over configs/sim/hull-fattree.toml.
 
 Every cell is the median over seeds (the seed moves the pacers' association draws) of a 500 ms run
 (100 ms warm-up) on a 1 Gbit/s star, the flows into one receiver port whose queueing delay is the
@@ -26,6 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "configs" / "sim" / "hull-pacer.toml"
+FATTREE = REPO / "configs" / "sim" / "hull-fattree.toml"
 
 
 def pq(drain, thresh_kb):
@@ -54,19 +56,25 @@ class Runner:
         self.tmp = Path(tempfile.mkdtemp(prefix="hull-table-"))
         self.n = 0
 
-    def one(self, overrides, seed):
+    def one(self, overrides, seed, scenario=SCENARIO):
         self.n += 1
         out = self.tmp / str(self.n)
-        cmd = [str(self.binary), "run", str(SCENARIO), "--out", str(out), "--no-plots", "--quiet", "--json",
-               "--set", f"seed={seed}", "--set", f"transport.rx_coalesce_us={self.coalesce}"]
-        if self.quick:
-            cmd += ["--set", "duration_ms=200", "--set", "warmup_ms=50"]
+        cmd = [str(self.binary), "run", str(scenario), "--out", str(out), "--no-plots", "--quiet", "--json",
+               "--set", f"seed={seed}"]
+        if scenario == SCENARIO:
+            cmd += ["--set", f"transport.rx_coalesce_us={self.coalesce}"]
+            if self.quick:
+                cmd += ["--set", "duration_ms=200", "--set", "warmup_ms=50"]
+        elif self.quick:
+            cmd += ["--set", "duration_ms=30", "--set", "warmup_ms=5", "--set", "workload.random.stop_ms=25.0"]
         for o in overrides:
             cmd += ["--set", o]
         p = subprocess.run(cmd, capture_output=True, text=True)
         if p.returncode != 0:
             sys.exit(f"ccp-sim failed ({' '.join(overrides)}):\n{p.stderr}")
         s = json.loads(p.stdout)
+        if scenario != SCENARIO:
+            return s
         port = s["ports"][0]
         pacer = s.get("pacer") or {}
         return {
@@ -135,12 +143,33 @@ def h7(r, quick):
         print(f"| {name} | " + " | ".join(f"{c['mean_us']:.1f} / {c['p99_us']:.1f} ({c['mbps']:.0f})" for c in cells) + " |")
 
 
+def h14(r, quick):
+    schemes = [
+        ("TCP (Reno, drop-tail)", ['switch.qdisc={kind="droptail"}', 'cc.algorithm="reno"', "cc.params={ecn=false}",
+                                   "transport.ecn=false", NO_PACER]),
+        ("DCTCP (K = 65 packets)", ['switch.qdisc={kind="dctcp",k_pkts=65}', NO_PACER]),
+        ("PQ 9.5 G, 1.5 KB, no pacer", [NO_PACER]),
+        ("HULL (PQ 9.5 G, 1.5 KB, pacer)", []),
+    ]
+    print(f"\n### H14 (Figs 4.13-4.14): {FATTREE.name}, 192 servers, 15 % load; FCT µs by size "
+          f"(mean / p99), seed 1{'' if quick else ', 300 ms, arrivals for 250 ms'}\n")
+    print("| scheme | ≤ 10 KB | 10–100 KB | 100 KB–10 MB | > 10 MB (done/started) | drops |")
+    print("|---|---:|---:|---:|---:|---:|")
+    timing = [] if quick else ["duration_ms=300", "workload.random.stop_ms=250.0"]
+    for name, o in schemes:
+        s = r.one(timing + o, 1, FATTREE)
+        cells = [f"{b['fct_mean_us']:.1f} / {b['fct_p99_us']:.1f}" for b in s["buckets"][:3]]
+        big = s["buckets"][3]
+        cells.append(f"{big['fct_mean_us'] / 1000:.2f} / {big['fct_p99_us'] / 1000:.2f} ms ({big['completed']}/{big['flows']})")
+        print(f"| {name} | " + " | ".join(cells) + f" | {s['counters']['dropped_buffer']} |")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(REPO / "target" / "release" / "ccp-sim"))
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--coalesce", type=float, default=50.0, help="hosts' interrupt coalescing, µs (0: off)")
-    ap.add_argument("--only", default="h2,h5,h6,h7")
+    ap.add_argument("--only", default="h2,h5,h6,h7,h14")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if not Path(a.bin).exists():
@@ -149,10 +178,10 @@ def main():
     r = Runner(a.bin, seeds, a.coalesce, a.quick)
     print(f"ccp-sim {SCENARIO.name}, {seeds} seed(s), interrupt coalescing {a.coalesce:g} µs"
           + (", quick (200 ms runs)" if a.quick else ", 500 ms runs"))
-    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7}
+    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h14": h14}
     for name in a.only.split(","):
         if name not in tables:
-            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7)")
+            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7, h14)")
         tables[name](r, a.quick)
 
 

@@ -109,4 +109,13 @@ fn bad_pacer_settings_are_named() {
     let text = format!("{base}[transport]\nrx_coalesce_us = -1.0\n");
     let err = ccp_sim::config::load_str(Path::new("x.toml"), &text, &[]).map(|_| ()).expect_err("rejected").to_string();
     assert!(err.contains("transport.rx_coalesce_us"), "{err}");
+
+    // The testbed's bucket (3 KB every 16 µs) on a 10 Gbit/s NIC could never pass line rate.
+    let fast = base.replace("link_gbps = 1.0", "link_gbps = 10.0") + "[pacer]\n";
+    let loaded = ccp_sim::config::load_str(Path::new("x.toml"), &fast, &[]).unwrap_or_else(|e| panic!("{e}"));
+    let err = ccp_sim::Sim::new(&loaded).map(|_| ()).expect_err("a pacer that caps flows below line rate");
+    assert!(err.contains("pacer.tick_us"), "{err}");
+    let scaled = fast + "tick_us = 1.6\n";
+    let loaded = ccp_sim::config::load_str(Path::new("x.toml"), &scaled, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(ccp_sim::Sim::new(&loaded).is_ok(), "ticks scaled to the line rate");
 }
