@@ -125,6 +125,17 @@ impl BfcHook {
     }
 }
 
+/// What the model's enqueue side sees of `packet`, arriving on local port `ingress` for `egress`.
+fn ingress_packet(packet: &HookPacket, ingress: u8, egress: u8) -> IngressPacket {
+    IngressPacket {
+        ingress_port: ingress,
+        egress_port: egress,
+        flow_hash: packet.hash,
+        bfc: BfcHeader { upstream_q: packet.upstream_q, ether_type: 0x0800 },
+        len_bytes: packet.wire_bytes,
+    }
+}
+
 /// What travels with a packet: its queue (bits 0-7) and counterIncr (bit 8).
 fn pack(meta: &BfcMeta) -> HookMeta {
     HookMeta::from(meta.qid) | HookMeta::from(meta.counter_incr) << 8
@@ -159,14 +170,7 @@ impl SwitchHook for BfcHook {
         let (ingress, eg) = (self.local(packet.ingress), self.local(packet.egress));
         let paused = egress.paused_queues();
         self.model.set_paused_queues(eg, u128::from(paused.word(0)) | u128::from(paused.word(1)) << 64);
-        let pkt = IngressPacket {
-            ingress_port: ingress,
-            egress_port: eg,
-            flow_hash: packet.hash,
-            bfc: BfcHeader { upstream_q: packet.upstream_q, ether_type: 0x0800 },
-            len_bytes: packet.wire_bytes,
-        };
-        let meta = self.model.ingress(now / PS_PER_NS, &pkt, &mut self.pending);
+        let meta = self.model.ingress(now / PS_PER_NS, &ingress_packet(packet, ingress, eg), &mut self.pending);
         (u16::from(meta.qid), pack(&meta))
     }
 
@@ -192,7 +196,6 @@ impl SwitchHook for BfcHook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ccp_bfc_model::BfcHeader;
 
     /// The metadata read back at departure is what the model's enqueue side returned.
     #[test]
@@ -215,14 +218,7 @@ mod tests {
                 meta: 0,
             };
             let (ing, eg) = (hook.ingress as u8, hook.egress as u8);
-            let pkt = IngressPacket {
-                ingress_port: ing,
-                egress_port: eg,
-                flow_hash: hook.hash,
-                bfc: BfcHeader { upstream_q: hook.upstream_q, ether_type: 0x0800 },
-                len_bytes: hook.wire_bytes,
-            };
-            let meta = model.ingress(u64::from(i) * 100, &pkt, &mut controls);
+            let meta = model.ingress(u64::from(i) * 100, &ingress_packet(&hook, ing, eg), &mut controls);
             assert_eq!(unpack(&model, &hook, ing, eg, pack(&meta)), meta);
         }
         assert!(controls.iter().any(|c| c.hdr.op == CTRL_PAUSE), "some packets set counterIncr");
