@@ -358,7 +358,8 @@ fn t22_proportional_drop_e2e_to_ns() {
     // A non-binding E2E cut does not move NS: NS binding at 0.3, E2E cut from 0.8 to 0.64.
     a.ns.set_rate_bytes_per_s(0.3 * GBPS);
     a.update_min();
-    a.on_report(&Report { ce_bytes: 1500, ce_pkts: 1, ece_acks: 1, ..acks(10_000, 30_000) });
+    // Marks past the end of the first cut's CWR period (A7): a new congestion event.
+    a.on_report(&Report { ce_bytes: 15_000, ce_pkts: 10, ece_acks: 10, ..acks(10_000, 30_000) });
     assert!(gbps(a.e2e_rate()) < 0.79, "E2E did not cut: {}", gbps(a.e2e_rate()));
     assert!(close(gbps(a.ns.rate_bytes_per_s()), 0.3));
 }
