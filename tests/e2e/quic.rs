@@ -20,6 +20,8 @@ use support::{tag, Router, SERIAL};
 
 const LINK_MBPS: f64 = 50.0;
 const RTT_S: f64 = 0.020;
+/// quinn's datagram once path MTU discovery settled on the 1,500-byte link, bytes.
+const DATAGRAM_BYTES: f64 = 1452.0;
 
 fn skip(test: &str) -> bool {
     if !is_root() {
@@ -147,11 +149,9 @@ fn a_constant_window_sets_the_throughput_within_ten_percent() {
     let r = router("qcw", &[]);
     // 40 datagrams per 20 ms RTT: about half the link, so the queue stays empty.
     let t = transfer(&r, "qcw", 5.0, &["--cc", "constant", "--param", "cwnd_pkts=40"]);
-    // quinn's datagram once path MTU discovery settled on the 1,500-byte link.
-    let mtu = 1452.0;
-    assert_goodput_is_window_over_rtt(&t, 40.0 * mtu);
+    assert_goodput_is_window_over_rtt(&t, 40.0 * DATAGRAM_BYTES);
     let cwnd = t.status.last().expect("status lines")["cwnd_bytes"].as_f64().unwrap();
-    assert!((cwnd / mtu - 40.0).abs() <= 1.0, "quinn runs the commanded window: {cwnd} bytes");
+    assert!((cwnd / DATAGRAM_BYTES - 40.0).abs() <= 1.0, "quinn runs the commanded window: {cwnd} bytes");
 }
 
 #[test]
@@ -174,7 +174,7 @@ fn reno_over_quic_grows_about_one_datagram_per_rtt_and_halves_on_loss() {
         if c1 < 0.8 * c0 {
             cuts.push(c1 / c0);
         } else {
-            growth.push((c1 - c0) / 1452.0 / ((t1 - t0) / rtt));
+            growth.push((c1 - c0) / DATAGRAM_BYTES / ((t1 - t0) / rtt));
         }
     }
     assert!(!cuts.is_empty(), "a 1-BDP buffer overflows within 10 s of Reno: {cw:?}");
@@ -294,9 +294,9 @@ fn agent_mode_a_constant_window_from_the_agent_sets_the_throughput() {
     let t = finish(start(&r, "qacw", 5.0, "ccp-quic-agent", &args), &args);
     let steered = between(&t, 1.0, 5.0);
     assert!(steered.len() >= 6 && steered.iter().all(|l| l.1 == "agent"), "the agent steered throughout: {steered:?}");
-    // The agent was announced the datagram size quinn settled on (1,452 bytes), so its 40
-    // packets are 40 of those.
-    assert_goodput_is_window_over_rtt(&t, 40.0 * 1452.0);
+    // The agent was announced the datagram size quinn settled on, so its 40 packets are 40 of
+    // those.
+    assert_goodput_is_window_over_rtt(&t, 40.0 * DATAGRAM_BYTES);
     assert!(t.summary["frames_to_agent"].as_u64().unwrap() > 1000, "{}", t.summary);
     assert_eq!(t.summary["rejected"], 0, "{}", t.summary);
     agent.wait_log("flow started", Duration::from_secs(1));
