@@ -189,7 +189,7 @@ impl Sim {
         for (i, r) in s.workload.random_classes().iter().enumerate() {
             let cdf = SizeCdf::load(&loaded.base_dir().join(&r.cdf))?;
             let (pairs, reference_bps) =
-                topo.pairs_for(r.pairs).map_err(|e| format!("{}.pairs: {e}", s.workload.random_key(i)))?;
+                topo.pairs_for(r.pairs, r.receiver).map_err(|e| format!("{}.{e}", s.workload.random_key(i)))?;
             random.push((r, cdf, pairs, reference_bps));
         }
         // An incast is a datacenter pattern: among the datacenter's hosts.

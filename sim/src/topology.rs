@@ -229,9 +229,23 @@ impl Topology {
         t
     }
 
-    /// How flows of `class` pick endpoints, and the capacity their `load` is a fraction of.
-    pub fn pairs_for(&self, class: Option<PairClass>) -> Result<(Pairs, f64), String> {
-        let edge = || self.edge.ok_or_else(|| "needs a topology with an external edge (`topology.external`)".to_string());
+    /// How flows of `class` pick endpoints, and the capacity their `load` is a fraction of. With
+    /// a `receiver` every flow goes to that host from any other, and the load is of its link.
+    pub fn pairs_for(&self, class: Option<PairClass>, receiver: Option<u32>) -> Result<(Pairs, f64), String> {
+        if let Some(receiver) = receiver {
+            let Pairs::Any { hosts } = self.pairs else {
+                return Err(
+                    "receiver: needs a topology whose random flows run between any two hosts (star, leaf-spine, fat-tree)".into(),
+                );
+            };
+            if receiver >= hosts || hosts < 2 {
+                return Err(format!("receiver: must be one of the {hosts} hosts, with another to send"));
+            }
+            let node = self.hosts[receiver as usize];
+            let link = self.links.iter().find(|l| l.a == node || l.b == node).ok_or("receiver: the host has no link")?;
+            return Ok((Pairs::Into { hosts, receiver }, link.rate_bps as f64));
+        }
+        let edge = || self.edge.ok_or_else(|| "pairs: needs a topology with an external edge (`topology.external`)".to_string());
         Ok(match class {
             // A fat-tree's default pairs are its datacenter hosts already.
             None | Some(PairClass::Internal) => (self.pairs, self.load_reference_bps),
@@ -242,7 +256,7 @@ impl Topology {
             Some(PairClass::External) => {
                 let e = edge()?;
                 if e.external_hosts < 2 {
-                    return Err("external pairs need at least 2 external hosts".into());
+                    return Err("pairs: external pairs need at least 2 external hosts".into());
                 }
                 (Pairs::External { first: e.dc_hosts, hosts: e.external_hosts }, e.external_bps)
             }
@@ -344,6 +358,25 @@ mod tests {
             np[l.b as usize].push((2 * i as PortId + 1, l.a));
         }
         np
+    }
+
+    #[test]
+    fn a_fixed_receiver_takes_its_own_link_as_the_load_reference() {
+        let star = Topology::build(&TopologyConfig::Star { hosts: 10, link_gbps: 1.0, link_delay_us: 25.0 });
+        assert_eq!(star.pairs_for(None, None).unwrap(), (Pairs::Any { hosts: 10 }, 10e9), "all host links");
+        assert_eq!(star.pairs_for(None, Some(4)).unwrap(), (Pairs::Into { hosts: 10, receiver: 4 }, 1e9), "h4's link");
+        assert!(star.pairs_for(None, Some(10)).unwrap_err().contains("one of the 10 hosts"));
+        let dumbbell = Topology::build(&TopologyConfig::Dumbbell {
+            senders: 2,
+            receivers: 2,
+            host_gbps: 10.0,
+            host_delay_us: 1.0,
+            host_delays_us: None,
+            bottleneck_gbps: 1.0,
+            bottleneck_delay_us: 5.0,
+        });
+        let e = dumbbell.pairs_for(None, Some(3)).unwrap_err();
+        assert!(e.starts_with("receiver: ") && e.contains("any two hosts"), "{e}");
     }
 
     #[test]

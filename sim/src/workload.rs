@@ -153,7 +153,7 @@ pub fn explicit(flows: &[FlowConfig]) -> Vec<FlowSpec> {
 }
 
 /// How random flows pick their endpoints.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Pairs {
     /// Any two distinct hosts of `n`.
     Any { hosts: u32 },
@@ -164,6 +164,8 @@ pub enum Pairs {
     Wan { dc_hosts: u32, external_hosts: u32 },
     /// Any two distinct hosts of [first, first + hosts).
     External { first: u32, hosts: u32 },
+    /// Any other host of `hosts` to `receiver`.
+    Into { hosts: u32, receiver: u32 },
 }
 
 impl Pairs {
@@ -192,6 +194,13 @@ impl Pairs {
             Pairs::External { first, hosts } => {
                 let (src, dst) = Pairs::Any { hosts }.draw(rng);
                 (first + src, first + dst)
+            }
+            Pairs::Into { hosts, receiver } => {
+                let mut src = rng.below(u64::from(hosts - 1)) as u32;
+                if src >= receiver {
+                    src += 1;
+                }
+                (src, receiver)
             }
         }
     }
@@ -335,6 +344,19 @@ mod tests {
     }
 
     #[test]
+    fn a_fixed_receiver_hears_from_every_other_host_and_never_itself() {
+        let mut rng = Rng::stream(1, Stream::Endpoints, 0);
+        let mut from = [0u32; 10];
+        for _ in 0..9000 {
+            let (src, dst) = Pairs::Into { hosts: 10, receiver: 4 }.draw(&mut rng);
+            assert_eq!(dst, 4);
+            from[src as usize] += 1;
+        }
+        assert_eq!(from[4], 0, "no flow from the receiver to itself");
+        assert!(from.iter().enumerate().filter(|(h, _)| *h != 4).all(|(_, n)| (850..1150).contains(n)), "uniform: {from:?}");
+    }
+
+    #[test]
     fn arrivals_hit_the_target_load() {
         let cdf = SizeCdf::parse("0 0\n10000 1\n").unwrap();
         for arrivals in [Arrivals::Poisson, Arrivals::Lognormal] {
@@ -348,6 +370,7 @@ mod tests {
                 max_flows: None,
                 cc: None,
                 pairs: None,
+                receiver: None,
                 label: None,
                 rto_min_us: None,
             };

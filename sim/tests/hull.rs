@@ -119,3 +119,27 @@ fn bad_pacer_settings_are_named() {
     let loaded = ccp_sim::config::load_str(Path::new("x.toml"), &scaled, &[]).unwrap_or_else(|e| panic!("{e}"));
     assert!(ccp_sim::Sim::new(&loaded).is_ok(), "ticks scaled to the line rate");
 }
+
+#[test]
+fn the_dynamic_workload_sends_every_response_to_the_client() {
+    let set = ["duration_ms=1500", "warmup_ms=50", "workload.random.stop_ms=1200.0", "workload.random.load=0.6"];
+    let (_, r) = common::run(&shipped("hull-dynamic.toml", &set));
+    assert!(r.flows.len() > 20, "{} flows in 1.2 s at 60 % load", r.flows.len());
+    assert!(r.flows.iter().all(|f| f.dst == 4 && f.src != 4), "every flow into host 4 from another host");
+    let sources: std::collections::BTreeSet<u32> = r.flows.iter().map(|f| f.src).collect();
+    assert!(sources.len() >= 6, "responses come from across the servers: {sources:?}");
+    let small = r.flows.iter().filter(|f| f.bytes == Some(1000)).count();
+    let large = r.flows.iter().filter(|f| f.bytes == Some(10_000_000)).count();
+    assert_eq!(small + large, r.flows.len(), "1 KB and 10 MB only");
+    assert!(small > 2 * large, "80 % of requests are for 1 KB: {small} vs {large}");
+    let client = r.ports.iter().find(|p| p.name == "sw0->h4").expect("the client's port is monitored");
+    assert!(client.throughput_gbps > 0.2, "the client's link carries the load: {} Gbit/s", client.throughput_gbps);
+
+    let rejected = |sets: &[&str]| {
+        let o: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sim/hull-dynamic.toml");
+        load(&path, &o).map(|_| ()).expect_err("rejected").to_string()
+    };
+    let e = rejected(&["workload.random.receiver=10"]);
+    assert!(e.contains("workload.random.receiver") && e.contains("below 10"), "{e}");
+}

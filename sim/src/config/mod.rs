@@ -673,6 +673,11 @@ pub struct RandomConfig {
     /// datacenter's on a topology with an external edge).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pairs: Option<PairClass>,
+    /// Every flow of the class goes to this host, from any other host its pairs allow (HULL's
+    /// memcached-like client, which receives the responses of the other servers: dc.md §6.3);
+    /// `load` is then a fraction of this host's link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receiver: Option<u32>,
     /// A name for these flows in `flows.csv`'s `label` column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,

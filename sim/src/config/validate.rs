@@ -395,7 +395,7 @@ fn validate_workload(l: &Loaded, w: &WorkloadConfig, hosts: u32, external: bool)
         return Err(l.invalid("workload.random", "an empty list: declare at least one class, or leave it out"));
     }
     for (i, r) in w.random_classes().iter().enumerate() {
-        validate_random(l, &w.random_key(i), r, external)?;
+        validate_random(l, &w.random_key(i), r, hosts, external)?;
     }
     if let Some(inc) = &w.incast {
         validate_incast(l, inc, hosts)?;
@@ -448,7 +448,7 @@ fn check_label(l: &Loaded, key: &str, label: &str) -> Result<(), ConfigError> {
 }
 
 /// A random class (`key`: `workload.random` or `workload.random[i]`), whose size CDF must load.
-fn validate_random(l: &Loaded, key: &str, r: &RandomConfig, external: bool) -> Result<(), ConfigError> {
+fn validate_random(l: &Loaded, key: &str, r: &RandomConfig, hosts: u32, external: bool) -> Result<(), ConfigError> {
     if !(r.load > 0.0 && r.load < 1.5) {
         return Err(l.invalid(&format!("{key}.load"), format!("must be in (0, 1.5), got {}", r.load)));
     }
@@ -465,6 +465,14 @@ fn validate_random(l: &Loaded, key: &str, r: &RandomConfig, external: bool) -> R
     }
     if matches!(r.pairs, Some(PairClass::Wan | PairClass::External)) && !external {
         return Err(l.invalid(&format!("{key}.pairs"), "wan and external pairs need a fat-tree with `topology.external`"));
+    }
+    if let Some(receiver) = r.receiver {
+        if r.pairs.is_some_and(|p| p != PairClass::Internal) {
+            return Err(l.invalid(&format!("{key}.receiver"), "a fixed receiver is for internal pairs only"));
+        }
+        if receiver >= hosts {
+            return Err(l.invalid(&format!("{key}.receiver"), format!("must be a host below {hosts}, got {receiver}")));
+        }
     }
     if let Some(label) = &r.label {
         check_label(l, &format!("{key}.label"), label)?;
