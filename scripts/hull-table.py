@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """HULL's figures in ccp-sim (specs/dc.md §7.2): the testbed's H2, H5, H6, H7 over
-configs/sim/hull-pacer.toml, and the ns-2 fat-tree's H14 over configs/sim/hull-fattree.toml.
+configs/sim/hull-pacer.toml, its dynamic workload's H9-H11 (Table 4.4) over
+configs/sim/hull-dynamic.toml, and the ns-2 fat-tree's H14 over configs/sim/hull-fattree.toml.
 
 Every cell is the median over seeds (the seed moves the pacers' association draws) of a 500 ms run
 (100 ms warm-up) on a 1 Gbit/s star, the flows into one receiver port whose queueing delay is the
@@ -9,13 +10,19 @@ Every cell is the median over seeds (the seed moves the pacers' association draw
     scripts/hull-table.py                      # all four tables, 3 seeds, 50 µs coalescing
     scripts/hull-table.py --only h6 --coalesce 25
     scripts/hull-table.py --quick              # one seed, 200 ms runs, fewer cells (a smoke run)
+    scripts/hull-table.py --only h9            # Table 4.4: 4 schemes x 3 loads x 3 seeds of 10 s
 
 Prints markdown tables. Targets (dc.md §7.2): H2 DCTCP's throughput gap below the drain <= 10 % of
 line rate (thesis 6-8 %, TCP-ECN 17-26 %); H5 paced latency floors avg/p99 within 2x of 5/21 us;
 H6 throughput ~770 Mbit/s unpaced -> ~870 paced, pacer delay rising sharply for beta < 16; H7
 DCTCP-30K ~20x below TCP in average latency, DCTCP-6K-Pacer ~6x below that, the PQ 2-3x below that
-for < 4 flows, p99 PQ ~30 us / 6K-Pacer ~100 us / 30K > 300 us, PQ throughput ~870 Mbit/s.
+for < 4 flows, p99 PQ ~30 us / 6K-Pacer ~100 us / 30K > 300 us, PQ throughput ~870 Mbit/s;
+H9 HULL's switch latency >= 5x below DCTCP-30K's, avg and p99; H10 >= 40 % / >= 60 % below
+DCTCP-6K-Pacer's (thesis 46-58 % / 69-78 %); H11 HULL's 10 MB FCT above the best scheme's within
+10 points of eq. 4.3 with gamma = 0.87 (+19 / +28 / +48 % at 20 / 40 / 60 % load).
 """
+
+import csv
 
 import argparse
 import json
@@ -28,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "configs" / "sim" / "hull-pacer.toml"
 FATTREE = REPO / "configs" / "sim" / "hull-fattree.toml"
+DYNAMIC = REPO / "configs" / "sim" / "hull-dynamic.toml"
 
 
 def pq(drain, thresh_kb):
@@ -65,6 +73,10 @@ class Runner:
             cmd += ["--set", f"transport.rx_coalesce_us={self.coalesce}"]
             if self.quick:
                 cmd += ["--set", "duration_ms=200", "--set", "warmup_ms=50"]
+        elif scenario == DYNAMIC:
+            cmd += ["--set", f"transport.rx_coalesce_us={self.coalesce}"]
+            if self.quick:
+                cmd += ["--set", "duration_ms=3000", "--set", "workload.random.stop_ms=2500.0"]
         elif self.quick:
             cmd += ["--set", "duration_ms=30", "--set", "warmup_ms=5", "--set", "workload.random.stop_ms=25.0"]
         for o in overrides:
@@ -73,6 +85,7 @@ class Runner:
         if p.returncode != 0:
             sys.exit(f"ccp-sim failed ({' '.join(overrides)}):\n{p.stderr}")
         s = json.loads(p.stdout)
+        s["out_dir"] = out
         if scenario != SCENARIO:
             return s
         port = s["ports"][0]
@@ -164,24 +177,93 @@ def h14(r, quick):
         print(f"| {name} | " + " | ".join(cells) + f" | {s['counters']['dropped_buffer']} |")
 
 
+def pct(xs, q):
+    """The q-th percentile of xs (nearest rank), 0 for none."""
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, round(q / 100 * len(xs) + 0.5) - 1))]
+
+
+def triple(xs, scale=1.0):
+    return f"{statistics.mean(xs) * scale:.1f} / {pct(xs, 90) * scale:.1f} / {pct(xs, 99) * scale:.1f}" if xs else "–"
+
+
+def h9(r, quick):
+    """Table 4.4: the memcached-like workload, all seeds pooled. Switch latency is the receiver
+    port's queue sampled every 100 us after the warm-up (what the testbed's 1 ms pings saw, less
+    the ping's own store-and-forward), 1 KB and 10 MB FCTs are of the flows that started after
+    the warm-up and finished."""
+    loads = [0.4] if quick else [0.2, 0.4, 0.6]
+    schemes = [
+        ("TCP-DropTail", TCP + [NO_PACER]),
+        ("DCTCP-30K", [dctcp_k(30), NO_PACER]),
+        ("DCTCP-6K-Pacer", [dctcp_k(6)]),
+        ("DCTCP-PQ950-Pacer (HULL)", []),
+    ]
+    seeds = range(1, r.seeds + 1)
+    print(f"\n### H9-H11 (Table 4.4): {DYNAMIC.name}, 80 % 1 KB / 20 % 10 MB into one 1 Gbit/s port; "
+          f"avg / p90 / p99 over {len(seeds)} seed(s) pooled\n")
+    print("| load | scheme | switch latency µs | 1 KB FCT µs | 10 MB FCT ms (done/started) | drops |")
+    print("|---:|---|---:|---:|---:|---:|")
+    verdicts = []
+    for load in loads:
+        cells = {}
+        for name, o in schemes:
+            lat, small, big, started, drops = [], [], [], 0, 0
+            for seed in seeds:
+                s = r.one(o + [f"workload.random.load={load}"], seed, DYNAMIC)
+                warm_us = s["warmup_s"] * 1e6
+                drops += s["counters"]["dropped_buffer"]
+                with open(s["out_dir"] / "queues.csv") as f:
+                    lat += [int(q["queue_bytes"]) * 8 / 1000.0 for q in csv.DictReader(f)
+                            if q["port"] == "sw0->h4" and float(q["time_us"]) >= warm_us]
+                with open(s["out_dir"] / "flows.csv") as f:
+                    for fl in csv.DictReader(f):
+                        if float(fl["start_us"]) < warm_us:
+                            continue
+                        done = fl["fct_us"] != ""
+                        if fl["bytes"] == "1000" and done:
+                            small.append(float(fl["fct_us"]))
+                        elif fl["bytes"] == "10000000":
+                            started += 1
+                            if done:
+                                big.append(float(fl["fct_us"]) / 1000.0)
+            cells[name] = (lat, small, big)
+            print(f"| {load * 100:.0f} % | {name} | {triple(lat)} | {triple(small)} | {triple(big)} "
+                  f"({len(big)}/{started}) | {drops} |")
+        hull, k30, k6 = (cells[n][0] for n in ("DCTCP-PQ950-Pacer (HULL)", "DCTCP-30K", "DCTCP-6K-Pacer"))
+        theory = {0.2: 19, 0.4: 28, 0.6: 48}[load]
+        best = min(statistics.mean(c[2]) for c in cells.values() if c[2])
+        slow = 100 * (statistics.mean(cells["DCTCP-PQ950-Pacer (HULL)"][2]) / best - 1)
+        verdicts.append(
+            f"- {load * 100:.0f} %: H9 DCTCP-30K / HULL avg {statistics.mean(k30) / max(statistics.mean(hull), 1e-9):.1f}x, "
+            f"p99 {pct(k30, 99) / max(pct(hull, 99), 1e-9):.1f}x (target >= 5x); "
+            f"H10 below DCTCP-6K-Pacer avg {100 * (1 - statistics.mean(hull) / statistics.mean(k6)):.0f} %, "
+            f"p99 {100 * (1 - pct(hull, 99) / max(pct(k6, 99), 1e-9)):.0f} % (>= 40 / >= 60); "
+            f"H11 HULL's 10 MB FCT +{slow:.0f} % over the best (theory +{theory}, within 10 points)")
+    print()
+    print("\n".join(verdicts))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(REPO / "target" / "release" / "ccp-sim"))
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--coalesce", type=float, default=50.0, help="hosts' interrupt coalescing, µs (0: off)")
-    ap.add_argument("--only", default="h2,h5,h6,h7,h14")
+    ap.add_argument("--only", default="h2,h5,h6,h7,h9,h14")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if not Path(a.bin).exists():
         sys.exit(f"{a.bin} not found: cargo build --release -p ccp-sim")
     seeds = 1 if a.quick else a.seeds
     r = Runner(a.bin, seeds, a.coalesce, a.quick)
-    print(f"ccp-sim {SCENARIO.name}, {seeds} seed(s), interrupt coalescing {a.coalesce:g} µs"
+    print(f"ccp-sim, {seeds} seed(s), interrupt coalescing {a.coalesce:g} µs; H2-H7 on {SCENARIO.name}"
           + (", quick (200 ms runs)" if a.quick else ", 500 ms runs"))
-    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h14": h14}
+    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h9": h9, "h14": h14}
     for name in a.only.split(","):
         if name not in tables:
-            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7, h14)")
+            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7, h9, h14)")
         tables[name](r, a.quick)
 
 
