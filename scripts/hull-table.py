@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""HULL's figures in ccp-sim (specs/dc.md §7.2): the testbed's H2, H5, H6, H7 over
+"""HULL's figures in ccp-sim (specs/dc.md §7.2): the testbed's H2, H5, H6, H7, H8 over
 configs/sim/hull-pacer.toml, its dynamic workload's H9-H11 (Table 4.4) over
 configs/sim/hull-dynamic.toml, and the ns-2 fat-tree's H14 over configs/sim/hull-fattree.toml.
 
@@ -16,7 +16,8 @@ Prints markdown tables. Targets (dc.md §7.2): H2 DCTCP's throughput gap below t
 line rate (thesis 6-8 %, TCP-ECN 17-26 %); H5 paced latency floors avg/p99 within 2x of 5/21 us;
 H6 throughput ~770 Mbit/s unpaced -> ~870 paced, pacer delay rising sharply for beta < 16; H7
 DCTCP-30K ~20x below TCP in average latency, DCTCP-6K-Pacer ~6x below that, the PQ 2-3x below that
-for < 4 flows, p99 PQ ~30 us / 6K-Pacer ~100 us / 30K > 300 us, PQ throughput ~870 Mbit/s;
+for < 4 flows, p99 PQ ~30 us / 6K-Pacer ~100 us / 30K > 300 us, PQ throughput ~870 Mbit/s; H8 MTU
+300 B (a 5x larger BDP in packets) below MTU 1500 in latency at every N;
 H9 HULL's switch latency >= 5x below DCTCP-30K's, avg and p99; H10 >= 40 % / >= 60 % below
 DCTCP-6K-Pacer's (thesis 46-58 % / 69-78 %); H11 HULL's 10 MB FCT above the best scheme's within
 10 points of eq. 4.3 with gamma = 0.87 (+19 / +28 / +48 % at 20 / 40 / 60 % load).
@@ -156,6 +157,18 @@ def h7(r, quick):
         print(f"| {name} | " + " | ".join(f"{c['mean_us']:.1f} / {c['p99_us']:.1f} ({c['mbps']:.0f})" for c in cells) + " |")
 
 
+def h8(r, quick):
+    ns = [2, 8] if quick else [2, 4, 6, 8, 10]
+    mtus = [(1500, []), (300, ["transport.mss_bytes=260"])]
+    print("\n### H8 (Fig 4.9): PQ 800 Mbit/s, 6 KB, pacer on; N static flows, MTU 1500 vs 300 B; "
+          "switch latency avg / p99 µs (throughput Mbit/s)\n")
+    print("| MTU | " + " | ".join(f"N = {n}" for n in ns) + " |")
+    print("|---|" + "---:|" * len(ns))
+    for mtu, o in mtus:
+        cells = [r.cell([pq(0.8, 6)] + o + flows(n)) for n in ns]
+        print(f"| {mtu} B | " + " | ".join(f"{c['mean_us']:.1f} / {c['p99_us']:.1f} ({c['mbps']:.0f})" for c in cells) + " |")
+
+
 def h14(r, quick):
     schemes = [
         ("TCP (Reno, drop-tail)", ['switch.qdisc={kind="droptail"}', 'cc.algorithm="reno"', "cc.params={ecn=false}",
@@ -251,7 +264,7 @@ def main():
     ap.add_argument("--bin", default=str(REPO / "target" / "release" / "ccp-sim"))
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--coalesce", type=float, default=50.0, help="hosts' interrupt coalescing, µs (0: off)")
-    ap.add_argument("--only", default="h2,h5,h6,h7,h9,h14")
+    ap.add_argument("--only", default="h2,h5,h6,h7,h8,h9,h14")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if not Path(a.bin).exists():
@@ -260,10 +273,10 @@ def main():
     r = Runner(a.bin, seeds, a.coalesce, a.quick)
     print(f"ccp-sim, {seeds} seed(s), interrupt coalescing {a.coalesce:g} µs; H2-H7 on {SCENARIO.name}"
           + (", quick (200 ms runs)" if a.quick else ", 500 ms runs"))
-    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h9": h9, "h14": h14}
+    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h8": h8, "h9": h9, "h14": h14}
     for name in a.only.split(","):
         if name not in tables:
-            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7, h9, h14)")
+            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7, h8, h9, h14)")
         tables[name](r, a.quick)
 
 
