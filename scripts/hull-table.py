@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """HULL's figures in ccp-sim (specs/dc.md §7.2): the testbed's H2, H5, H6, H7, H8 over
 configs/sim/hull-pacer.toml, its dynamic workload's H9-H11 (Table 4.4) over
-configs/sim/hull-dynamic.toml, and the ns-2 fat-tree's H14 over configs/sim/hull-fattree.toml.
+configs/sim/hull-dynamic.toml, its TCP-QoS comparison H12 (Table 4.5) over configs/sim/hull-qos.toml,
+and the ns-2 fat-tree's H14 over configs/sim/hull-fattree.toml.
 
 Every cell is the median over seeds (the seed moves the pacers' association draws) of a 500 ms run
 (100 ms warm-up) on a 1 Gbit/s star, the flows into one receiver port whose queueing delay is the
 "switch latency". The hosts coalesce interrupts (`--coalesce`, µs) unless it is 0.
 
-    scripts/hull-table.py                      # all four tables, 3 seeds, 50 µs coalescing
+    scripts/hull-table.py                      # every table, 3 seeds, 50 µs coalescing
     scripts/hull-table.py --only h6 --coalesce 25
     scripts/hull-table.py --quick              # one seed, 200 ms runs, fewer cells (a smoke run)
-    scripts/hull-table.py --only h9            # Table 4.4: 4 schemes x 3 loads x 3 seeds of 10 s
+    scripts/hull-table.py --only h9            # Table 4.4: 4 schemes x 3 loads x 3 seeds of 30 s
+    scripts/hull-table.py --only h12           # Table 4.5: TCP-QoS and HULL, 2 buffers x 3 seeds of 30 s
 
 Prints markdown tables. Targets (dc.md §7.2): H2 DCTCP's throughput gap below the drain <= 10 % of
 line rate (thesis 6-8 %, TCP-ECN 17-26 %); H5 paced latency floors avg/p99 within 2x of 5/21 us;
@@ -20,7 +22,9 @@ for < 4 flows, p99 PQ ~30 us / 6K-Pacer ~100 us / 30K > 300 us, PQ throughput ~8
 300 B (a 5x larger BDP in packets) below MTU 1500 in latency at every N;
 H9 HULL's switch latency >= 5x below DCTCP-30K's, avg and p99; H10 >= 40 % / >= 60 % below
 DCTCP-6K-Pacer's (thesis 46-58 % / 69-78 %); H11 HULL's 10 MB FCT above the best scheme's within
-10 points of eq. 4.3 with gamma = 0.87 (+19 / +28 / +48 % at 20 / 40 / 60 % load).
+10 points of eq. 4.3 with gamma = 0.87 (+19 / +28 / +48 % at 20 / 40 / 60 % load); H12 (ordering)
+TCP-QoS's switch latency a little below HULL's, a 15 KB buffer making TCP-QoS's 10 MB FCT 2.4x
+longer and HULL's no longer, HULL's 1 KB FCT >= 33 % below TCP-QoS's (65 % at p99).
 """
 
 import argparse
@@ -37,6 +41,7 @@ REPO = Path(__file__).resolve().parent.parent
 SCENARIO = REPO / "configs" / "sim" / "hull-pacer.toml"
 FATTREE = REPO / "configs" / "sim" / "hull-fattree.toml"
 DYNAMIC = REPO / "configs" / "sim" / "hull-dynamic.toml"
+QOS = REPO / "configs" / "sim" / "hull-qos.toml"
 
 
 def pq(drain, thresh_kb):
@@ -78,6 +83,10 @@ class Runner:
             cmd += ["--set", f"transport.rx_coalesce_us={self.coalesce}"]
             if self.quick:
                 cmd += ["--set", "duration_ms=3000", "--set", "workload.random.stop_ms=2500.0"]
+        elif scenario == QOS:
+            cmd += ["--set", f"transport.rx_coalesce_us={self.coalesce}"]
+            if self.quick:
+                cmd += ["--set", "duration_ms=3000"] + [f"--set=workload.random[{i}].stop_ms=2500.0" for i in (0, 1)]
         elif self.quick:
             cmd += ["--set", "duration_ms=30", "--set", "warmup_ms=5", "--set", "workload.random.stop_ms=25.0"]
         for o in overrides:
@@ -198,9 +207,40 @@ def pct(xs, q):
     return xs[max(0, math.ceil(q / 100 * len(xs)) - 1)]
 
 
+def mean(xs):
+    """The mean of xs, NaN for none."""
+    return statistics.mean(xs) if xs else float("nan")
+
+
 def triple(xs):
     """avg / p90 / p99, as Table 4.4 gives them."""
     return f"{statistics.mean(xs):.1f} / {pct(xs, 90):.1f} / {pct(xs, 99):.1f}" if xs else "–"
+
+
+def dynamic(r, overrides, scenario=DYNAMIC, column="queue_bytes"):
+    """One cell of the dynamic workload, all seeds pooled: the receiver port's sampled latency
+    (µs; `column` of queues.csv, the whole port or one priority's queue) after the warm-up, the
+    1 KB and 10 MB FCTs of the flows that started after it (µs, ms), 10 MB flows started, drops."""
+    lat, small, big, started, drops = [], [], [], 0, 0
+    for seed in range(1, r.seeds + 1):
+        s = r.one(overrides, seed, scenario)
+        warm_us = s["warmup_s"] * 1e6
+        drops += s["counters"]["dropped_buffer"]
+        with open(s["out_dir"] / "queues.csv") as f:
+            lat += [int(q[column]) * 8 / 1000.0 for q in csv.DictReader(f)
+                    if q["port"] == "sw0->h4" and float(q["time_us"]) >= warm_us]
+        with open(s["out_dir"] / "flows.csv") as f:
+            for fl in csv.DictReader(f):
+                if float(fl["start_us"]) < warm_us:
+                    continue
+                done = fl["fct_us"] != ""
+                if fl["bytes"] == "1000" and done:
+                    small.append(float(fl["fct_us"]))
+                elif fl["bytes"] == "10000000":
+                    started += 1
+                    if done:
+                        big.append(float(fl["fct_us"]) / 1000.0)
+    return lat, small, big, started, drops
 
 
 def h9(r, quick):
@@ -215,34 +255,15 @@ def h9(r, quick):
         ("DCTCP-6K-Pacer", [dctcp_k(6)]),
         ("DCTCP-PQ950-Pacer (HULL)", []),
     ]
-    seeds = range(1, r.seeds + 1)
     print(f"\n### H9-H11 (Table 4.4): {DYNAMIC.name}, 80 % 1 KB / 20 % 10 MB into one 1 Gbit/s port; "
-          f"avg / p90 / p99 over {len(seeds)} seed(s) pooled\n")
+          f"avg / p90 / p99 over {r.seeds} seed(s) pooled\n")
     print("| load | scheme | switch latency µs | 1 KB FCT µs | 10 MB FCT ms (done/started) | drops |")
     print("|---:|---|---:|---:|---:|---:|")
     verdicts = []
     for load in loads:
         cells = {}
         for name, o in schemes:
-            lat, small, big, started, drops = [], [], [], 0, 0
-            for seed in seeds:
-                s = r.one(o + [f"workload.random.load={load}"], seed, DYNAMIC)
-                warm_us = s["warmup_s"] * 1e6
-                drops += s["counters"]["dropped_buffer"]
-                with open(s["out_dir"] / "queues.csv") as f:
-                    lat += [int(q["queue_bytes"]) * 8 / 1000.0 for q in csv.DictReader(f)
-                            if q["port"] == "sw0->h4" and float(q["time_us"]) >= warm_us]
-                with open(s["out_dir"] / "flows.csv") as f:
-                    for fl in csv.DictReader(f):
-                        if float(fl["start_us"]) < warm_us:
-                            continue
-                        done = fl["fct_us"] != ""
-                        if fl["bytes"] == "1000" and done:
-                            small.append(float(fl["fct_us"]))
-                        elif fl["bytes"] == "10000000":
-                            started += 1
-                            if done:
-                                big.append(float(fl["fct_us"]) / 1000.0)
+            lat, small, big, started, drops = dynamic(r, o + [f"workload.random.load={load}"])
             cells[name] = (lat, small, big)
             print(f"| {load * 100:.0f} % | {name} | {triple(lat)} | {triple(small)} | {triple(big)} "
                   f"({len(big)}/{started}) | {drops} |")
@@ -260,12 +281,44 @@ def h9(r, quick):
     print("\n".join(verdicts))
 
 
+def h12(r, quick):
+    """Table 4.5: TCP-QoS (1 KB responses in a strict high-priority queue, Reno over drop-tail)
+    against HULL at 40 % load, with the Triumph's buffer ("large": up to 700 KB per port) and with
+    10 packets per port and priority ("small"). QoS's switch latency is its high-priority queue's
+    (the testbed's pings went through that class)."""
+    small_buffer = ["switch.queue_buffer_bytes=15000"]
+    schemes = [
+        ("Large", "TCP-QoS", [], QOS, "q1_bytes"),
+        ("Large", "HULL", [], DYNAMIC, "queue_bytes"),
+        ("Small (15 KB)", "TCP-QoS", small_buffer, QOS, "q1_bytes"),
+        ("Small (15 KB)", "HULL", small_buffer, DYNAMIC, "queue_bytes"),
+    ]
+    print(f"\n### H12 (Table 4.5): 40 % load, TCP-QoS ({QOS.name}) vs HULL ({DYNAMIC.name}); "
+          f"avg / p90 / p99 over {r.seeds} seed(s) pooled\n")
+    print("| buffer | scheme | switch latency µs | 1 KB FCT µs | 10 MB FCT ms (done/started) | drops |")
+    print("|---|---|---:|---:|---:|---:|")
+    cells = {}
+    for buf, name, o, scenario, column in schemes:
+        lat, small, big, started, drops = dynamic(r, o, scenario, column)
+        cells[(buf, name)] = (lat, small, big)
+        print(f"| {buf} | {name} | {triple(lat)} | {triple(small)} | {triple(big)} ({len(big)}/{started}) | {drops} |")
+    ql, hl = cells[("Large", "TCP-QoS")], cells[("Large", "HULL")]
+    qs, hs = cells[("Small (15 KB)", "TCP-QoS")], cells[("Small (15 KB)", "HULL")]
+    print()
+    print(f"- switch latency, large buffer: TCP-QoS {mean(ql[0]):.1f} µs, HULL {mean(hl[0]):.1f} µs "
+          f"(thesis 6.4 and 6.9: similar)")
+    print(f"- small buffer: TCP-QoS's 10 MB FCT {mean(qs[2]) / mean(ql[2]):.2f}x its large-buffer one (thesis 2.4x), "
+          f"HULL's {mean(hs[2]) / mean(hl[2]):.2f}x (thesis 1.00x)")
+    print(f"- large buffer, 1 KB FCT: HULL {100 * (1 - mean(hl[1]) / mean(ql[1])):.0f} % below TCP-QoS on average, "
+          f"{100 * (1 - pct(hl[1], 99) / max(pct(ql[1], 99), 1e-9)):.0f} % at p99 (thesis 33 % and 65 %)")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=str(REPO / "target" / "release" / "ccp-sim"))
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--coalesce", type=float, default=50.0, help="hosts' interrupt coalescing, µs (0: off)")
-    ap.add_argument("--only", default="h2,h5,h6,h7,h8,h9,h14")
+    ap.add_argument("--only", default="h2,h5,h6,h7,h8,h9,h12,h14")
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     if not Path(a.bin).exists():
@@ -274,10 +327,10 @@ def main():
     r = Runner(a.bin, seeds, a.coalesce, a.quick)
     print(f"ccp-sim, {seeds} seed(s), interrupt coalescing {a.coalesce:g} µs; H2-H7 on {SCENARIO.name}"
           + (", quick (200 ms runs)" if a.quick else ", 500 ms runs"))
-    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h8": h8, "h9": h9, "h14": h14}
+    tables = {"h2": h2, "h5": h5, "h6": h6, "h7": h7, "h8": h8, "h9": h9, "h12": h12, "h14": h14}
     for name in a.only.split(","):
         if name not in tables:
-            sys.exit(f"--only: unknown table {name!r} (h2, h5, h6, h7, h8, h9, h14)")
+            sys.exit(f"--only: unknown table {name!r} ({', '.join(tables)})")
         tables[name](r, a.quick)
 
 

@@ -213,6 +213,7 @@ mod tests {
                 hash: (i % 7).wrapping_mul(0x9e37_79b9),
                 wire_bytes: 1000 + i,
                 upstream_q: (i % 5) as u16,
+                priority: 0,
                 ingress: i % 4,
                 egress: (i + 1) % 4,
                 meta: 0,

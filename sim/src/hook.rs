@@ -7,7 +7,9 @@
 //! queue matches). A [`SwitchHook`] decides the rest: which queue a packet joins (BFC's dynamic
 //! queue assignment), and which upstream queues to pause or resume as packets arrive and leave
 //! (BFC's pause counters). The default, [`HashQueues`], spreads flows over the queues by hash and
-//! never pauses anything, which is plain stochastic fair queueing.
+//! never pauses anything, which is plain stochastic fair queueing. Under `switch.scheduler =
+//! "strict_priority"` the switch serves its queues in priority order instead, and
+//! [`PriorityQueues`] puts each packet in the queue of its flow's priority.
 
 use crate::packet::PacketId;
 use crate::switch::Port;
@@ -33,6 +35,8 @@ pub struct HookPacket {
     pub wire_bytes: u32,
     /// The queue the packet left at the previous hop.
     pub upstream_q: u16,
+    /// Its flow's priority (`workload.*.priority`).
+    pub priority: u8,
     /// The port it arrived on (its peer is the upstream device to pause).
     pub ingress: PortId,
     pub egress: PortId,
@@ -76,3 +80,14 @@ pub trait SwitchHook {
 pub struct HashQueues;
 
 impl SwitchHook for HashQueues {}
+
+/// The hook of strict-priority switches: a packet joins the queue of its priority (the highest
+/// queue when its priority is above the port's), and nothing is ever paused.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PriorityQueues;
+
+impl SwitchHook for PriorityQueues {
+    fn classify(&mut self, _now: Time, egress: &Port, packet: &HookPacket) -> (u16, HookMeta) {
+        (u16::from(packet.priority).min(egress.queues().len() as u16 - 1), 0)
+    }
+}

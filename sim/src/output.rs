@@ -5,7 +5,8 @@
 //! - `flows.csv`: one row per started flow (FCT, ideal FCT, slowdown, retransmits, goodput, RTT,
 //!   its algorithm and label);
 //! - `fct_buckets.csv`: FCT and slowdown mean/p50/p95/p99 per flow-size bucket;
-//! - `queues.csv`, `throughput.csv`, `switch_buffer.csv`: the periodic samples;
+//! - `queues.csv`, `throughput.csv`, `switch_buffer.csv`: the periodic samples (`queues.csv` with
+//!   one more column per egress queue under strict priority);
 //! - `queue.{png,svg}`, `throughput.{png,svg}`, `slowdown.{png,svg}`: plots.
 //!
 //! Plots are drawn with plotters' pure-Rust font rasterizer, which needs a TrueType font file
@@ -79,11 +80,19 @@ pub fn write_data(r: &Results, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     put("fct_buckets.csv", &|w| w.write_all(s.as_bytes()))?;
 
     let sm = &r.samples;
-    let mut q = String::from("time_us,port,queue_bytes\n");
+    let mut q = String::from("time_us,port,queue_bytes");
+    for j in 0..sm.queue_bytes_by_queue.first().map_or(0, Vec::len) {
+        let _ = write!(q, ",q{j}_bytes");
+    }
+    q.push('\n');
     let mut t = String::from("time_us,port,gbps\n");
     for (i, name) in sm.names.iter().enumerate() {
         for (k, &time) in sm.times.iter().enumerate() {
-            let _ = writeln!(q, "{:.3},{name},{}", to_us_f64(time), sm.queue_bytes[i][k]);
+            let _ = write!(q, "{:.3},{name},{}", to_us_f64(time), sm.queue_bytes[i][k]);
+            for by_queue in sm.queue_bytes_by_queue.get(i).into_iter().flatten() {
+                let _ = write!(q, ",{}", by_queue[k]);
+            }
+            q.push('\n');
             if k > 0 {
                 let _ = writeln!(t, "{:.3},{name},{:.4}", to_us_f64(time), throughput_gbps(r, i, k));
             }

@@ -37,6 +37,8 @@ pub struct Packet {
     /// The queue this packet left at the previous hop (a BFC hook: switches and NICs write their
     /// own queue index on departure, so the next hop can pause that queue).
     pub upstream_q: u16,
+    /// The flow's priority (an IP TOS): the queue it joins at strict-priority switch ports.
+    pub priority: u8,
     pub flow: FlowId,
     pub src: NodeId,
     pub dst: NodeId,
@@ -192,6 +194,7 @@ mod tests {
             ecn: Ecn::Ect0,
             ece: false,
             upstream_q: 0,
+            priority: 0,
             flow: 0,
             src: 0,
             dst: 1,
@@ -217,7 +220,8 @@ mod tests {
         assert_eq!(a.get(z).seq, 3);
         assert_eq!(a.get(y).seq, 2);
         assert_eq!((a.live(), a.peak()), (2, 2));
-        assert!(std::mem::size_of::<Packet>() <= 64);
+        // The priority byte sits in padding: a packet stays 56 bytes.
+        assert_eq!(std::mem::size_of::<Packet>(), 56);
         // Every queue slot of every switch holds one: the hook's metadata must stay in its padding.
         assert_eq!(std::mem::size_of::<Queued>(), 16);
     }

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use ccp_contract::{AlgorithmFactory, Choice, IntHop, Limits, ReportPolicy};
-use ccp_qdisc::{DropReason, Ecn, Outputs};
+use ccp_qdisc::{DropReason, Ecn, Limit, Outputs};
 
-use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario};
+use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario, Scheduler};
 use crate::event::{Event, EventQueue};
-use crate::hook::{HashQueues, HookMeta, HookPacket, QueueControl, SwitchHook};
+use crate::hook::{HashQueues, HookMeta, HookPacket, PriorityQueues, QueueControl, SwitchHook};
 use crate::pacer::{Pacer, PacerParams, PacerStats};
 use crate::packet::{Arena, Kind, PacketId, Queued};
 use crate::rng::{Rng, Stream};
@@ -244,6 +244,7 @@ impl Sim {
             node_ports[l.b as usize].push((pb, l.a));
         }
         let mss_wire = tp.mss + tp.header;
+        let queue_limit = s.switch.queue_buffer_bytes.map_or(Limit::Unlimited, Limit::Bytes);
         let peers: Vec<NodeId> = ports.iter().map(|p| p.node).collect();
         for (id, port) in ports.iter_mut().enumerate() {
             if let NodeKind::Switch(_) = topo.nodes[port.node as usize] {
@@ -254,10 +255,10 @@ impl Sim {
                 let queues = (0..s.switch.queues_per_port)
                     .map(|q| {
                         let seed = Rng::stream(s.seed, Stream::Qcn, (id as u64) << 16 | u64::from(q)).next_u64();
-                        EgressQueue { qdisc: make_qdisc(qdisc, port.rate_bps, mss_wire, seed) }
+                        EgressQueue { qdisc: make_qdisc(qdisc, queue_limit, port.rate_bps, mss_wire, seed) }
                     })
                     .collect();
-                port.set_queues(queues);
+                port.set_queues(queues, s.switch.scheduler);
                 let to_host = matches!(topo.nodes[peers[port.peer as usize] as usize], NodeKind::Host(_));
                 if s.switch.loss_pct > 0.0 && to_host {
                     let rng = Rng::stream(s.seed, Stream::RandomLoss, id as u64);
@@ -274,7 +275,13 @@ impl Sim {
         let switches = topo
             .switches
             .iter()
-            .map(|&node| SwitchState { node, buffer_used: 0, peak_buffer: 0, hook: Box::new(HashQueues) as Box<dyn SwitchHook> })
+            .map(|&node| {
+                let hook: Box<dyn SwitchHook> = match s.switch.scheduler {
+                    Scheduler::RoundRobin => Box::new(HashQueues),
+                    Scheduler::StrictPriority => Box::new(PriorityQueues),
+                };
+                SwitchState { node, buffer_used: 0, peak_buffer: 0, hook }
+            })
             .collect();
         let pacer = s.pacer.as_ref().filter(|p| p.enabled);
         if let Some(c) = pacer {
@@ -323,7 +330,10 @@ impl Sim {
             ports[p as usize].stats.delays_ns = Some(Vec::new());
         }
         let names = monitored.iter().map(|&p| ports[p as usize].name.clone()).collect();
-        let samples = Samples::new(from_us(s.output.sample_interval_us), monitored, names, topo.switches.len());
+        let mut samples = Samples::new(from_us(s.output.sample_interval_us), monitored, names, topo.switches.len());
+        if s.switch.scheduler == Scheduler::StrictPriority {
+            samples = samples.per_queue(usize::from(s.switch.queues_per_port));
+        }
         Ok(Sim {
             q: EventQueue::with_slot_shift(crate::event::slot_shift_for(topo.links.iter().map(|l| l.delay).max().unwrap_or(0))),
             arena: if s.switch.int { Arena::with_int() } else { Arena::new() },
@@ -564,6 +574,7 @@ impl Sim {
             hash: p.hash,
             wire_bytes: p.wire_bytes,
             upstream_q: p.upstream_q,
+            priority: p.priority,
             ingress,
             egress,
             meta: 0,
@@ -643,6 +654,7 @@ impl Sim {
             hash: p.hash,
             wire_bytes: p.wire_bytes,
             upstream_q: p.upstream_q,
+            priority: p.priority,
             ingress: p.ingress,
             egress,
             meta,

@@ -52,6 +52,9 @@ pub struct Samples {
     pub times: Vec<Time>,
     /// Queue bytes, per monitored port, per sample.
     pub queue_bytes: Vec<Vec<u64>>,
+    /// Under strict priority: bytes in each egress queue, per monitored port, per queue, per
+    /// sample (what a packet of each priority would find ahead of it). Empty otherwise.
+    pub queue_bytes_by_queue: Vec<Vec<Vec<u64>>>,
     /// Cumulative transmitted bytes, per monitored port, per sample.
     pub tx_bytes: Vec<Vec<u64>>,
     /// Shared-buffer occupancy, per switch, per sample.
@@ -67,9 +70,16 @@ impl Samples {
             names,
             times: Vec::new(),
             queue_bytes: vec![Vec::new(); n],
+            queue_bytes_by_queue: Vec::new(),
             tx_bytes: vec![Vec::new(); n],
             switch_buffer: vec![Vec::new(); switches],
         }
+    }
+
+    /// Also samples each of the monitored ports' `queues` egress queues.
+    pub fn per_queue(mut self, queues: usize) -> Samples {
+        self.queue_bytes_by_queue = vec![vec![Vec::new(); queues]; self.ports.len()];
+        self
     }
 
     pub fn record(&mut self, now: Time, ports: &[Port], switches: &[SwitchState]) {
@@ -77,6 +87,11 @@ impl Samples {
         for (i, &p) in self.ports.iter().enumerate() {
             let port = &ports[p as usize];
             self.queue_bytes[i].push(port.queued_bytes);
+            if let Some(by_queue) = self.queue_bytes_by_queue.get_mut(i) {
+                for (q, samples) in by_queue.iter_mut().enumerate() {
+                    samples.push(port.queue_bytes(q));
+                }
+            }
             self.tx_bytes[i].push(port.stats.tx_bytes);
         }
         for (i, s) in switches.iter().enumerate() {

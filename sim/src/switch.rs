@@ -3,10 +3,12 @@
 //! A port is one end of a link: it serializes packets onto the link at its rate, and the link
 //! delivers them to the peer port after the propagation delay. Switch ports hold one or more
 //! egress queues, each a queue discipline from `ccp-qdisc` (the router's code: drop-tail, DCTCP
-//! marking, phantom queue, QCN congestion point, CoDel). The disciplines are built with an
-//! unlimited buffer because admission is a property of the switch, not of one queue: the switch
-//! decides from its shared buffer (dynamic or static thresholds) before a packet reaches the
-//! discipline, and the discipline may still drop (AQM) or mark.
+//! marking, phantom queue, QCN congestion point, CoDel), served round-robin or in strict
+//! priority. Admission is a property of the switch, not of one queue: the switch decides from its
+//! shared buffer (dynamic or static thresholds) before a packet reaches the discipline, so the
+//! disciplines are built unlimited unless the scenario gives each queue a fixed carve-out
+//! (`switch.queue_buffer_bytes`), which the discipline then enforces as its own limit. The
+//! discipline may still drop (AQM) or mark.
 
 use ccp_qdisc::codel::{Codel, CodelParams};
 use ccp_qdisc::dctcp::{Dctcp, NonEctPolicy, StepMarker, Threshold};
@@ -17,7 +19,7 @@ use ccp_qdisc::qcn::{Qcn, QcnParams, Quantization, Sampling};
 use ccp_qdisc::red::{Red, RedAtDeparture, RedParams};
 use ccp_qdisc::{Departure, Limit, Outputs, Qdisc};
 
-use crate::config::{Admission, QdiscConfig, SwitchConfig};
+use crate::config::{Admission, QdiscConfig, Scheduler, SwitchConfig};
 use crate::hook::SwitchHook;
 use crate::packet::Queued;
 use crate::rng::Rng;
@@ -119,6 +121,8 @@ pub struct Port {
     backlogged: QueueSet,
     /// Queues paused by the downstream device (a BFC-style per-queue pause).
     paused: QueueSet,
+    /// How the next queue to serve is chosen.
+    scheduler: Scheduler,
     /// Round-robin position among the queues.
     rr_next: usize,
     /// Bytes in this port's egress queues.
@@ -166,6 +170,7 @@ impl Port {
             queues: Vec::new(),
             backlogged: QueueSet::default(),
             paused: QueueSet::default(),
+            scheduler: Scheduler::RoundRobin,
             rr_next: 0,
             queued_bytes: 0,
             pfc_paused: false,
@@ -187,12 +192,18 @@ impl Port {
         &self.queues
     }
 
-    /// Gives the port its egress queues.
-    pub fn set_queues(&mut self, queues: Vec<EgressQueue>) {
+    /// Gives the port its egress queues and how it serves them.
+    pub fn set_queues(&mut self, queues: Vec<EgressQueue>, scheduler: Scheduler) {
         self.backlogged = QueueSet::with_len(queues.len());
         self.paused = QueueSet::with_len(queues.len());
         self.queues = queues;
+        self.scheduler = scheduler;
         self.rr_next = 0;
+    }
+
+    /// Bytes in egress queue `q`.
+    pub fn queue_bytes(&self, q: usize) -> u64 {
+        self.queues[q].qdisc.len_bytes()
     }
 
     /// Hands a packet to queue `q`'s discipline (which may drop or notify into `out`).
@@ -220,12 +231,16 @@ impl Port {
         }
     }
 
-    /// The next packet by round-robin over non-empty, non-paused queues, with its queue index.
-    /// One packet per turn: deficit round-robin with equal-sized packets (BFC's artifact).
+    /// The next packet, with its queue index: by round-robin over non-empty, non-paused queues
+    /// (one packet per turn: deficit round-robin with equal-sized packets, BFC's artifact), or
+    /// from the highest non-empty, non-paused queue under strict priority.
     pub fn dequeue(&mut self, now: Time, out: &mut Outputs<Queued>) -> Option<(u16, Departure<Queued>)> {
         let n = self.queues.len();
         if n == 0 {
             return None;
+        }
+        if self.scheduler == Scheduler::StrictPriority {
+            return self.dequeue_by_priority(now, out);
         }
         // A discipline may hold packets and still send nothing now; the scan then goes on past
         // it, in the same cyclic order, for at most one round.
@@ -247,6 +262,23 @@ impl Port {
             }
             from = (i + 1) % n;
         }
+    }
+
+    /// Strict priority: queues from the highest down, the first that sends something. A
+    /// discipline may hold packets and still send nothing now; the next lower queue then goes.
+    fn dequeue_by_priority(&mut self, now: Time, out: &mut Outputs<Queued>) -> Option<(u16, Departure<Queued>)> {
+        for i in (0..self.queues.len()).rev() {
+            if !self.backlogged.contains(i) || self.paused.contains(i) {
+                continue;
+            }
+            let queue = &mut self.queues[i].qdisc;
+            let d = queue.dequeue(to_ns(now), out);
+            self.backlogged.set(i, queue.len_packets() > 0);
+            if let Some(d) = d {
+                return Some((i as u16, d));
+            }
+        }
+        None
     }
 
     /// Starts or ends a PFC pause, accounting paused time.
@@ -335,13 +367,14 @@ impl BufferPolicy {
     }
 }
 
-/// Builds the discipline for one egress queue of a port of `rate_bps`. `mss_wire` converts
-/// thresholds given in packets; `seed` seeds a QCN congestion point's sampling or RED's marks.
-pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) -> Box<dyn Qdisc<Queued>> {
+/// Builds the discipline for one egress queue of a port of `rate_bps`, holding at most `limit`.
+/// `mss_wire` converts thresholds given in packets; `seed` seeds a QCN congestion point's
+/// sampling or RED's marks.
+pub fn make_qdisc(cfg: &QdiscConfig, limit: Limit, rate_bps: u64, mss_wire: u32, seed: u64) -> Box<dyn Qdisc<Queued>> {
     let bytes_per_sec = rate_bps as f64 / BITS_PER_BYTE as f64;
     let mut q: Box<dyn Qdisc<Queued>> = match cfg {
-        QdiscConfig::Droptail {} => Box::new(DropTail::new(Limit::Unlimited)),
-        QdiscConfig::Fq {} => Box::new(FairQueue::new(Limit::Unlimited)),
+        QdiscConfig::Droptail {} => Box::new(DropTail::new(limit)),
+        QdiscConfig::Fq {} => Box::new(FairQueue::new(limit)),
         QdiscConfig::Dctcp { k_pkts, k_bytes, drop_non_ect } => {
             let k = match (k_pkts, k_bytes) {
                 (Some(p), _) => Threshold::Packets(*p as usize),
@@ -349,11 +382,11 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
                 (None, None) => Threshold::Packets(0),
             };
             let non_ect = if *drop_non_ect { NonEctPolicy::Drop } else { NonEctPolicy::Pass };
-            Box::new(Dctcp::new(Limit::Unlimited, StepMarker { k, non_ect }).expect("validated scenario"))
+            Box::new(Dctcp::new(limit, StepMarker { k, non_ect }).expect("validated scenario"))
         }
         QdiscConfig::Phantom { drain_fraction, mark_threshold_bytes } => Box::new(
             Phantom::new(
-                Limit::Unlimited,
+                limit,
                 PhantomParams {
                     drain_bytes_per_sec: drain_fraction * bytes_per_sec,
                     mark_threshold_bytes: *mark_threshold_bytes,
@@ -374,14 +407,14 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
                 seed,
             };
             let ecn = ecn_k_bytes.map(|k| StepMarker { k: Threshold::Bytes(k), non_ect: NonEctPolicy::Pass });
-            Box::new(Qcn::new(Limit::Unlimited, params, ecn).expect("validated scenario"))
+            Box::new(Qcn::new(limit, params, ecn).expect("validated scenario"))
         }
         QdiscConfig::Red { k_min_bytes, k_max_bytes, p_max, at_departure } => {
             let params = RedParams { k_min_bytes: *k_min_bytes, k_max_bytes: *k_max_bytes, p_max: *p_max, seed };
             if *at_departure {
-                Box::new(RedAtDeparture::new(Limit::Unlimited, params).expect("validated scenario"))
+                Box::new(RedAtDeparture::new(limit, params).expect("validated scenario"))
             } else {
-                Box::new(Red::new(Limit::Unlimited, params).expect("validated scenario"))
+                Box::new(Red::new(limit, params).expect("validated scenario"))
             }
         }
         QdiscConfig::Codel { target_us, interval_us, ecn } => {
@@ -391,7 +424,7 @@ pub fn make_qdisc(cfg: &QdiscConfig, rate_bps: u64, mss_wire: u32, seed: u64) ->
                 max_packet_bytes: u64::from(mss_wire),
                 ecn: *ecn,
             };
-            Box::new(Codel::new(Limit::Unlimited, params).expect("validated scenario"))
+            Box::new(Codel::new(limit, params).expect("validated scenario"))
         }
     };
     q.on_link_rate(0, bytes_per_sec);
@@ -435,7 +468,7 @@ mod tests {
     #[test]
     fn shared_disciplines_mark_through_the_sim_packet() {
         let cfg = QdiscConfig::Dctcp { k_pkts: Some(2), k_bytes: None, drop_non_ect: false };
-        let mut q = make_qdisc(&cfg, 10_000_000_000, 1500, 1);
+        let mut q = make_qdisc(&cfg, Limit::Unlimited, 10_000_000_000, 1500, 1);
         let mut out = Outputs::new();
         for i in 0..5 {
             q.enqueue(0, pkt(i, Ecn::Ect0), &mut out);
@@ -446,11 +479,60 @@ mod tests {
     }
 
     fn port_with(queues: usize) -> Port {
+        port_serving(queues, Scheduler::RoundRobin)
+    }
+
+    fn port_serving(queues: usize, scheduler: Scheduler) -> Port {
         let mut port = Port::new("p".into(), 0, 1, 1_000_000_000, 0);
         port.set_queues(
-            (0..queues).map(|_| EgressQueue { qdisc: make_qdisc(&QdiscConfig::Droptail {}, 1_000_000_000, 1500, 1) }).collect(),
+            (0..queues)
+                .map(|_| EgressQueue { qdisc: make_qdisc(&QdiscConfig::Droptail {}, Limit::Unlimited, 1_000_000_000, 1500, 1) })
+                .collect(),
+            scheduler,
         );
         port
+    }
+
+    #[test]
+    fn strict_priority_serves_the_highest_nonempty_unpaused_queue_first() {
+        let mut port = port_serving(3, Scheduler::StrictPriority);
+        let mut out = Outputs::new();
+        // Two packets each into queues 0 and 1, then one into queue 2, all at once.
+        for (id, q) in [(0, 0), (1, 1), (2, 0), (3, 1), (4, 2)] {
+            port.enqueue(q, 0, pkt(id, Ecn::NotEct), &mut out);
+        }
+        let next = |port: &mut Port, out: &mut Outputs<Queued>| port.dequeue(0, out).map(|(q, d)| (q, d.packet.id));
+        let mut order = vec![next(&mut port, &mut out)];
+        // A packet arriving for queue 1 while queue 0 waits still goes before queue 0's.
+        port.enqueue(1, 0, pkt(5, Ecn::NotEct), &mut out);
+        // A paused queue is passed over until it resumes.
+        port.set_queue_paused(1, true);
+        order.push(next(&mut port, &mut out));
+        port.set_queue_paused(1, false);
+        while let Some(d) = next(&mut port, &mut out) {
+            order.push(Some(d));
+        }
+        let order: Vec<(u16, u32)> = order.into_iter().flatten().collect();
+        assert_eq!(order, [(2, 4), (0, 0), (1, 1), (1, 3), (1, 5), (0, 2)]);
+    }
+
+    #[test]
+    fn a_queue_limit_drops_beyond_its_bytes_in_that_queue_only() {
+        let cfg = QdiscConfig::Droptail {};
+        let mut port = Port::new("p".into(), 0, 1, 1_000_000_000, 0);
+        port.set_queues(
+            (0..2).map(|_| EgressQueue { qdisc: make_qdisc(&cfg, Limit::Bytes(3_000), 1_000_000_000, 1500, 1) }).collect(),
+            Scheduler::StrictPriority,
+        );
+        let mut out = Outputs::new();
+        for id in 0..3 {
+            port.enqueue(0, 0, pkt(id, Ecn::NotEct), &mut out);
+        }
+        let dropped: Vec<u32> = out.drops.drain(..).map(|d| d.packet.id).collect();
+        assert_eq!(dropped, [2], "two 1,500 B packets fill 3,000 B");
+        port.enqueue(1, 0, pkt(3, Ecn::NotEct), &mut out);
+        assert!(out.drops.is_empty(), "the other queue has its own 3,000 B");
+        assert_eq!((port.queue_bytes(0), port.queue_bytes(1)), (3_000, 1_500));
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct FlowSpec {
     pub then: u32,
     /// The flow's RTO floor instead of `[transport]`'s (its class's `rto_min_us`).
     pub rto_min: Option<Time>,
+    /// The switch queue its packets join under strict priority (its entry's `priority`).
+    pub priority: u8,
 }
 
 /// A piecewise-linear flow-size CDF.
@@ -145,6 +147,7 @@ pub fn explicit(flows: &[FlowConfig]) -> Vec<FlowSpec> {
                     entry: Some(i as u32),
                     then: f.transfers.saturating_sub(1),
                     rto_min: None,
+                    priority: f.priority,
                 },
                 f.count as usize,
             )
@@ -248,6 +251,7 @@ pub fn random<'a>(
             entry: Some(class),
             then: 0,
             rto_min,
+            priority: cfg.priority,
         })
     })
     .fuse()
@@ -285,6 +289,7 @@ pub fn incast(cfg: &IncastConfig, hosts: u32, seed: u64, end: Time) -> Vec<FlowS
                 entry: None,
                 then: 0,
                 rto_min: None,
+                priority: 0,
             });
         }
         bursts += 1;
@@ -373,6 +378,7 @@ mod tests {
                 receiver: None,
                 label: None,
                 rto_min_us: None,
+                priority: 0,
             };
             let end = 2 * PS_PER_SEC;
             let flows: Vec<FlowSpec> = random(&cfg, 0, &cdf, 1e10, Pairs::Any { hosts: 8 }, 1, end).collect();

@@ -143,3 +143,70 @@ fn the_dynamic_workload_sends_every_response_to_the_client() {
     let e = rejected(&["workload.random.receiver=10"]);
     assert!(e.contains("workload.random.receiver") && e.contains("below 10"), "{e}");
 }
+
+/// The 1 KB flows' FCTs (µs) of a run that finished.
+fn small_fcts(r: &ccp_sim::stats::Results) -> Vec<f64> {
+    let mut v: Vec<f64> = r.flows.iter().filter(|f| f.bytes == Some(1000)).filter_map(|f| f.fct_us).collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+const QOS_SHORT: [&str; 4] =
+    ["duration_ms=3000", "warmup_ms=50", "workload.random[0].stop_ms=2500.0", "workload.random[1].stop_ms=2500.0"];
+
+#[test]
+fn strict_priority_lets_the_1kb_responses_skip_the_10mb_queue() {
+    let (_, qos) = common::run(&shipped("hull-qos.toml", &QOS_SHORT));
+    let s = &qos.samples;
+    let (low, high) = (&s.queue_bytes_by_queue[0][0], &s.queue_bytes_by_queue[0][1]);
+    assert_eq!(s.queue_bytes_by_queue[0].len(), 2, "one sample column per queue");
+    let low_peak = low.iter().max().copied().unwrap_or(0);
+    let high_peak = high.iter().max().copied().unwrap_or(0);
+    assert!(low_peak > 200_000, "the 10 MB responses fill the low-priority queue: peak {low_peak} B");
+    assert!(high_peak <= 3_000, "the 1 KB responses never queue more than a couple of packets: peak {high_peak} B");
+    for (k, &total) in s.queue_bytes[0].iter().enumerate() {
+        assert_eq!(total, low[k] + high[k], "sample {k}: the port's bytes are its queues' bytes");
+    }
+
+    // The same workload through one FIFO: the 1 KB responses wait behind the 10 MB ones.
+    let mut fifo_set = QOS_SHORT.to_vec();
+    fifo_set.extend(["switch.scheduler=\"round_robin\"", "switch.queues_per_port=1", "workload.random[0].priority=0"]);
+    let (_, fifo) = common::run(&shipped("hull-qos.toml", &fifo_set));
+    let (a, b) = (small_fcts(&qos), small_fcts(&fifo));
+    assert!(a.len() > 30 && a.len() == b.len(), "{} and {} 1 KB flows finished", a.len(), b.len());
+    let p90 = |v: &[f64]| v[v.len() * 9 / 10];
+    assert!(p90(&a) * 3.0 < p90(&b), "1 KB FCT p90 {:.0} µs at high priority vs {:.0} µs in one FIFO", p90(&a), p90(&b));
+}
+
+#[test]
+fn a_queue_buffer_caps_each_priority_on_its_own() {
+    let mut set = QOS_SHORT.to_vec();
+    set.push("switch.queue_buffer_bytes=15000");
+    let (_, r) = common::run(&shipped("hull-qos.toml", &set));
+    let by_queue = &r.samples.queue_bytes_by_queue[0];
+    assert!(by_queue.iter().flatten().all(|&b| b <= 15_000), "no queue holds more than its 15,000 B");
+    assert!(by_queue[0].iter().any(|&b| b > 10_000), "the low-priority queue does reach its cap");
+    assert!(r.counters.dropped_buffer > 0, "and TCP overflows it");
+    assert!(r.flows.iter().all(|f| f.fct_us.is_some()), "every flow still finishes");
+}
+
+#[test]
+fn bad_priority_settings_are_named() {
+    let rejected = |sets: &[&str]| {
+        let o: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sim/hull-qos.toml");
+        load(&path, &o).map(|_| ()).expect_err("rejected").to_string()
+    };
+    let e = rejected(&["switch.queues_per_port=1"]);
+    assert!(e.contains("switch.scheduler") && e.contains("≥ 2"), "{e}");
+    let e = rejected(&["workload.random[0].priority=2"]);
+    assert!(e.contains("workload.random[0].priority") && e.contains("0 to 1"), "{e}");
+    let e = rejected(&["switch.scheduler=\"round_robin\""]);
+    assert!(e.contains("workload.random[0].priority") && e.contains("strict_priority"), "{e}");
+    let e = rejected(&["switch.queue_buffer_bytes=1000"]);
+    assert!(e.contains("switch.queue_buffer_bytes") && e.contains("full packet"), "{e}");
+    let e = rejected(&["switch.scheduler=\"weighted\""]);
+    assert!(e.contains("switch.scheduler"), "{e}");
+    let e = rejected(&["switch.bfc={}", "switch.queues_per_port=32"]);
+    assert!(e.contains("switch.scheduler") && e.contains("BFC"), "{e}");
+}

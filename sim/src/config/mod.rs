@@ -147,9 +147,19 @@ pub struct SwitchConfig {
     pub dt_alpha: f64,
     /// Per-port limit under static admission, bytes.
     pub port_buffer_bytes: Option<u64>,
-    /// Egress queues per port (a BFC hook). With more than one, packets are spread by flow hash
-    /// and served round-robin among non-paused queues.
+    /// Egress queues per port. With more than one and the round-robin scheduler, packets are
+    /// spread by flow hash (or BFC's assignment) and served round-robin among non-paused queues.
     pub queues_per_port: u16,
+    /// How a port picks the queue to serve next (`round_robin`, the default, or
+    /// `strict_priority`: queue `p` holds the packets of priority `p`, and the highest non-empty
+    /// queue always goes first, as 802.1p classes on a switch port do).
+    #[serde(skip_serializing_if = "Scheduler::is_round_robin")]
+    pub scheduler: Scheduler,
+    /// Each egress queue's own limit, bytes, on top of the port's and the switch's (a fixed
+    /// carve-out per queue: the HULL testbed's "small" buffer of 10 packets per port and
+    /// priority, dc.md §6.3). Absent: only the port's and switch's limits apply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_buffer_bytes: Option<u64>,
     pub qdisc: QdiscConfig,
     /// The queue discipline of the border router's ports instead of `qdisc` (a fat-tree's
     /// `external` edge): Annulus's ns-2 runs mark ECN on intra-datacenter switches only, while
@@ -219,6 +229,8 @@ impl Default for SwitchConfig {
             dt_alpha: 1.0,
             port_buffer_bytes: None,
             queues_per_port: 1,
+            scheduler: Scheduler::RoundRobin,
+            queue_buffer_bytes: None,
             qdisc: QdiscConfig::Droptail {},
             border_qdisc: None,
             pfc: PfcConfig::default(),
@@ -227,6 +239,24 @@ impl Default for SwitchConfig {
             int_overhead_bytes: DEFAULT_INT_OVERHEAD_BYTES,
             loss_pct: 0.0,
         }
+    }
+}
+
+/// How a switch port chooses among its egress queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scheduler {
+    /// One packet per non-empty, non-paused queue in turn.
+    #[default]
+    RoundRobin,
+    /// The highest-numbered non-empty, non-paused queue first; a packet joins the queue of its
+    /// flow's `priority` (non-preemptive: a packet being sent finishes first).
+    StrictPriority,
+}
+
+impl Scheduler {
+    fn is_round_robin(&self) -> bool {
+        *self == Scheduler::RoundRobin
     }
 }
 
@@ -618,6 +648,15 @@ pub struct FlowConfig {
     /// These flows' congestion control instead of `[cc]`'s algorithm.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cc: Option<FlowCcConfig>,
+    /// The switch queue these flows' packets join under `switch.scheduler = "strict_priority"`
+    /// (higher is served first; 0, the default, is the lowest), as an IP TOS the switch maps
+    /// to a class.
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub priority: u8,
+}
+
+fn is_zero_u8(v: &u8) -> bool {
+    *v == 0
 }
 
 /// A congestion control for some flows instead of `[cc]`'s `algorithm` and `params` (validated
@@ -685,6 +724,10 @@ pub struct RandomConfig {
     /// Annulus's ns-2 runs use 1 ms inside the datacenter and 100 ms across the WAN (§9.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rto_min_us: Option<f64>,
+    /// These flows' switch queue under strict priority (as `workload.flows[].priority`): the
+    /// HULL testbed's TCP-QoS sends its 1 KB responses at high priority (dc.md §6.3).
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub priority: u8,
 }
 
 fn default_arrivals() -> Arrivals {

@@ -5,7 +5,8 @@
 use super::load::{ConfigError, Loaded};
 use super::{
     Admission, BfcConfig, CcConfig, FlowConfig, IncastConfig, OutputConfig, PacerConfig, PairClass, PfcConfig, QdiscConfig,
-    RandomClasses, RandomConfig, SwitchConfig, TopologyConfig, TransportConfig, WorkloadConfig, BFC_MAX_QUEUES, MAX_LABEL_LEN,
+    RandomClasses, RandomConfig, Scheduler, SwitchConfig, TopologyConfig, TransportConfig, WorkloadConfig, BFC_MAX_QUEUES,
+    MAX_LABEL_LEN,
 };
 
 fn positive(l: &Loaded, key: &str, v: f64) -> Result<(), ConfigError> {
@@ -63,6 +64,7 @@ pub fn validate(l: &Loaded) -> Result<(), ConfigError> {
     }
     validate_cc(l, &s.cc)?;
     validate_workload(l, &s.workload, hosts, external)?;
+    validate_priorities(l, &s.workload, &s.switch)?;
     for (i, r) in s.workload.random_classes().iter().enumerate() {
         if r.rto_min_us.is_some_and(|us| us > s.transport.rto_max_us) {
             return Err(l.invalid(&format!("{}.rto_min_us", s.workload.random_key(i)), "must be ≤ transport.rto_max_us"));
@@ -211,11 +213,34 @@ fn validate_switch(l: &Loaded, sw: &SwitchConfig, transport: &TransportConfig) -
     if sw.queues_per_port == 0 {
         return Err(l.invalid("switch.queues_per_port", "must be ≥ 1"));
     }
-    let limit = match sw.admission {
+    let bfc = sw.bfc.as_ref().is_some_and(|b| b.enabled);
+    if sw.scheduler == Scheduler::StrictPriority {
+        if sw.queues_per_port < 2 {
+            return Err(
+                l.invalid("switch.scheduler", "strict priority needs switch.queues_per_port ≥ 2 (one queue per priority)")
+            );
+        }
+        if bfc {
+            return Err(l.invalid(
+                "switch.scheduler",
+                "BFC assigns queues to flows itself: use the round_robin scheduler with [switch.bfc]",
+            ));
+        }
+    }
+    let mss_wire = u64::from(transport.mss_bytes + transport.header_bytes);
+    let mut limit = match sw.admission {
         Admission::Static => sw.port_buffer_bytes.unwrap_or(sw.buffer_bytes).min(sw.buffer_bytes),
         Admission::Dynamic => sw.buffer_bytes,
     };
-    let mss_wire = u64::from(transport.mss_bytes + transport.header_bytes);
+    if let Some(q) = sw.queue_buffer_bytes {
+        if q < mss_wire || q > sw.buffer_bytes {
+            return Err(l.invalid(
+                "switch.queue_buffer_bytes",
+                format!("must hold a full packet ({mss_wire} B) and fit in switch.buffer_bytes ({}), got {q}", sw.buffer_bytes),
+            ));
+        }
+        limit = limit.min(q);
+    }
     validate_qdisc(l, "switch.qdisc", &sw.qdisc, limit, mss_wire)?;
     if let Some(q) = &sw.border_qdisc {
         validate_qdisc(l, "switch.border_qdisc", q, limit, mss_wire)?;
@@ -399,6 +424,29 @@ fn validate_workload(l: &Loaded, w: &WorkloadConfig, hosts: u32, external: bool)
     }
     if let Some(inc) = &w.incast {
         validate_incast(l, inc, hosts)?;
+    }
+    Ok(())
+}
+
+/// Flow priorities: each a queue of a strict-priority port. Without strict priority a priority
+/// would be silently ignored, so it is refused.
+fn validate_priorities(l: &Loaded, w: &WorkloadConfig, sw: &SwitchConfig) -> Result<(), ConfigError> {
+    let flows = w.flows.iter().enumerate().map(|(i, f)| (format!("workload.flows[{i}].priority"), f.priority));
+    let random = w.random_classes().iter().enumerate().map(|(i, r)| (format!("{}.priority", w.random_key(i)), r.priority));
+    for (key, p) in flows.chain(random).filter(|(_, p)| *p > 0) {
+        if sw.scheduler != Scheduler::StrictPriority {
+            return Err(l.invalid(&key, "a priority needs switch.scheduler = \"strict_priority\" (round-robin ports ignore it)"));
+        }
+        if u16::from(p) >= sw.queues_per_port {
+            return Err(l.invalid(
+                &key,
+                format!(
+                    "{p} has no queue: switch.queues_per_port = {} gives priorities 0 to {}",
+                    sw.queues_per_port,
+                    sw.queues_per_port - 1
+                ),
+            ));
+        }
     }
     Ok(())
 }
