@@ -226,10 +226,14 @@ fn run(cmd: Command) -> Result<(), String> {
                 }
             }
             if json {
-                println!("{}", serde_json::to_string_pretty(&results).map_err(|e| e.to_string())?);
+                print_stdout(&(serde_json::to_string_pretty(&results).map_err(|e| e.to_string())? + "\n"));
             } else if !quiet {
-                print_summary(&results);
-                println!("wrote {} files to {}", files.len() + plots.len(), dir.display());
+                print_stdout(&format!(
+                    "{}wrote {} files to {}\n",
+                    summary_text(&results),
+                    files.len() + plots.len(),
+                    dir.display()
+                ));
             }
             Ok(())
         }
@@ -521,8 +525,24 @@ struct BarState {
     failed: usize,
 }
 
-fn print_summary(r: &Results) {
-    println!(
+/// Writes `text` to standard output. A reader that has gone away (`ccp-sim run … | head`) is not
+/// an error: the results are already on disk, so the rest of the text is dropped quietly
+/// instead of the panic `println!` would give.
+fn print_stdout(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => eprintln!("ccp-sim: warning: writing to standard output: {e}"),
+    }
+}
+
+/// The run's summary as `ccp-sim run` prints it.
+fn summary_text(r: &Results) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
         "{} ({}): {:.3} s simulated in {:.2} s wall, {} events ({:.2} M events/s){}",
         r.name,
         r.algorithm,
@@ -533,7 +553,8 @@ fn print_summary(r: &Results) {
         if r.stopped_early { ", stopped when every flow completed" } else { "" }
     );
     let c = &r.counters;
-    println!(
+    let _ = writeln!(
+                out,
         "flows {}/{} completed; packets: {} data, {} ACKs, {} dropped ({} buffer, {} AQM, {} random), {} marked, {} retransmitted, {} timeouts, {} alive at end; {} reports, {} CNMs, {} PFC frames",
         r.flows_completed,
         r.flows_total,
@@ -552,7 +573,8 @@ fn print_summary(r: &Results) {
         c.pfc_frames
     );
     if c.algorithm_faults + c.fallbacks + c.clamped_values > 0 {
-        println!(
+        let _ = writeln!(
+            out,
             "controller: {} algorithm faults contained, {} fallbacks to {}, {} values clamped",
             c.algorithm_faults,
             c.fallbacks,
@@ -561,12 +583,14 @@ fn print_summary(r: &Results) {
         );
     }
     if !r.ports.is_empty() {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<18} {:>9} {:>7} {:>10} {:>10} {:>10} {:>11} {:>8} {:>8}",
             "port", "Gbit/s", "util", "q mean pk", "q p50 pk", "q p99 pk", "delay p99µs", "drops", "marks"
         );
         for p in &r.ports {
-            println!(
+            let _ = writeln!(
+                out,
                 "{:<18} {:>9.3} {:>6.1}% {:>10.1} {:>10.1} {:>10.1} {:>11.3} {:>8} {:>8}",
                 p.name,
                 p.throughput_gbps,
@@ -588,7 +612,8 @@ fn print_summary(r: &Results) {
             if f.algorithm != r.algorithm {
                 tags.push(f.algorithm.to_string());
             }
-            println!(
+            let _ = writeln!(
+                out,
                 "flow {} h{}->h{}{}: goodput {:.3} Gbit/s{}",
                 f.id,
                 f.src,
@@ -600,12 +625,14 @@ fn print_summary(r: &Results) {
         }
     }
     if !r.buckets.is_empty() {
-        println!(
+        let _ = writeln!(
+            out,
             "{:<7} {:>21} {:>7} {:>11} {:>11} {:>11} {:>8} {:>8} {:>8}",
             "class", "size (bytes)", "flows", "FCT p50 µs", "FCT p99 µs", "mean µs", "SD p50", "SD p99", "SD mean"
         );
         for b in &r.buckets {
-            println!(
+            let _ = writeln!(
+                out,
                 "{:<7} {:>21} {:>7} {:>11.1} {:>11.1} {:>11.1} {:>8.2} {:>8.2} {:>8.2}",
                 b.class,
                 format!("{}..{}", b.lo_bytes, b.hi_bytes.map_or("".into(), |h| h.to_string())),
@@ -619,4 +646,5 @@ fn print_summary(r: &Results) {
             );
         }
     }
+    out
 }
