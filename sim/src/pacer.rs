@@ -1,35 +1,17 @@
-//! HULL's host pacer (specs/dc.md §3.4; thesis §4.1.3, §4.3.2–4.3.4, Table 4.3).
+//! HULL's host pacer in the simulator's hosts (specs/dc.md §3.4): the model is
+//! [`ccp_qdisc::pacer`], shared with ccp-router's sender side, run here in picoseconds. What a
+//! simulated host adds around it:
 //!
-//! HULL leaves bandwidth headroom with phantom queues and keeps the real queues near empty; what
-//! still fills them are the hosts' line-rate bursts (LSO segments, ACKs coalesced by the
-//! receiver's NIC). The pacer smooths the bursts of the flows that cause congestion and lets the
-//! rest pass: a single token bucket behind a FIFO at the host's NIC, fed only by flows in its
-//! *flow association table*.
-//!
-//! - **Association**: flows start unpaced. Each ECN-Echo ACK a flow receives puts it in the table
-//!   with probability p_a (1/8), so a flow with k marked ACKs is paced with probability
-//!   1 − (1 − p_a)^k and small flows rarely are. An entry ends after T_i without a packet of its
-//!   flow; a full table evicts its least recently active entry (§8 A17).
-//! - **Rate** (eq. 4.4): every T_r, `R ← (1 − η)·R + η·M_r/T_r + β·Q`, where M_r is the bytes
-//!   that entered the bucket's FIFO in the interval and Q its backlog; β in 1/s (§8 A16). A
-//!   constant paced input R* has the fixed point R = R*, Q = 0. R starts at line rate and is
-//!   clamped to [min rate, line rate].
-//! - **Tokens**: every tick (16 µs) the bucket gains R × tick, up to its depth (3 KB). The FIFO's
-//!   head leaves while the bucket holds a positive balance, which may go negative by less than one
-//!   packet: a full bucket releases at most depth + one MTU back to back (T-H5).
-//! - **Where it sits**: packets of associated flows enter the FIFO at most at line rate (the
-//!   NetFPGA sat on the host's wire) and only while it has room for them (a flow whose packet
-//!   does not fit waits; the hardware's 128 KB FIFO); released packets join the NIC's queue in
-//!   release order beside the packets that bypass the pacer, neither class having priority
-//!   (§8 A19b).
-//!
-//! Time runs on two fixed grids, the ticks and the rate updates (multiples of their periods from
-//! time 0). The simulator calls [`Pacer::advance`] before looking at the pacer and schedules an
-//! event at [`Pacer::next_event`] only while the FIFO holds packets: an idle pacer costs no events,
-//! and `advance` replays the grid it missed exactly (the token refills, and the rate's decay with
-//! nothing entering in closed form).
+//! - **Where it sits**: packets of associated flows enter the FIFO at most at line rate and only
+//!   while it has room for them: a flow whose packet does not fit waits (the hardware's 128 KB
+//!   FIFO pushed back on the host); released packets join the NIC's queue in release order beside
+//!   the packets that bypass the pacer, neither class having priority (§8 A19b).
+//! - **Its draws**: association draws come from the host's own seeded stream.
+//! - **Its timer**: the simulator schedules an event at [`Pacer::next_event`] only while the FIFO
+//!   holds packets, and remembers the one it has armed.
 
-use std::collections::VecDeque;
+use ccp_qdisc::pacer::PacerParams;
+pub use ccp_qdisc::pacer::{Admit, PacerStats};
 
 use crate::config::PacerConfig;
 use crate::packet::PacketId;
@@ -37,276 +19,91 @@ use crate::rng::Rng;
 use crate::time::{from_us, tx_time, Time, BITS_PER_BYTE, PS_PER_SEC};
 use crate::transport::FlowId;
 
-/// The pacer's settings in simulator units.
-#[derive(Debug, Clone, Copy)]
-pub struct PacerParams {
-    /// T_r.
-    pub rate_interval: Time,
-    pub eta: f64,
-    pub beta_per_s: f64,
-    pub associate_probability: f64,
-    /// T_i.
-    pub idle_timeout: Time,
-    pub table_entries: usize,
-    pub fifo_bytes: u64,
-    pub depth_bytes: f64,
-    pub tick: Time,
-    pub min_rate_bytes_per_s: f64,
-    /// The NIC's line rate: the token rate's ceiling and the FIFO's input speed.
-    pub line_rate_bps: u64,
-}
-
-impl PacerParams {
-    pub fn from_config(c: &PacerConfig, line_rate_bps: u64) -> PacerParams {
-        PacerParams {
-            rate_interval: from_us(c.rate_interval_us).max(1),
-            eta: c.eta,
-            beta_per_s: c.beta_per_s,
-            associate_probability: c.associate_probability,
-            idle_timeout: from_us(c.idle_timeout_us),
-            table_entries: c.table_entries as usize,
-            fifo_bytes: u64::from(c.fifo_bytes),
-            depth_bytes: f64::from(c.depth_bytes),
-            tick: from_us(c.tick_us).max(1),
-            min_rate_bytes_per_s: c.min_rate_mbps * 1e6 / BITS_PER_BYTE as f64,
-            line_rate_bps,
-        }
+/// The pacer's settings in simulator units, for a NIC of `line_rate_bps`.
+pub fn params_from_config(c: &PacerConfig, line_rate_bps: u64) -> PacerParams {
+    PacerParams {
+        units_per_sec: PS_PER_SEC,
+        rate_interval: from_us(c.rate_interval_us).max(1),
+        eta: c.eta,
+        beta_per_s: c.beta_per_s,
+        associate_probability: c.associate_probability,
+        idle_timeout: from_us(c.idle_timeout_us),
+        table_entries: c.table_entries as usize,
+        fifo_bytes: u64::from(c.fifo_bytes),
+        depth_bytes: f64::from(c.depth_bytes),
+        tick: from_us(c.tick_us).max(1),
+        min_rate_bytes_per_s: c.min_rate_mbps * 1e6 / BITS_PER_BYTE as f64,
+        line_rate_bytes_per_s: line_rate_bps as f64 / BITS_PER_BYTE as f64,
     }
-
-    fn line_rate_bytes_per_s(&self) -> f64 {
-        self.line_rate_bps as f64 / BITS_PER_BYTE as f64
-    }
-}
-
-/// Whether a packet of an associated flow may enter the FIFO now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admit {
-    Now,
-    /// The FIFO's input is still taking the previous packet.
-    At(Time),
-    /// No room: the flow waits for the bucket to release.
-    Full,
-}
-
-/// What a run's pacers did, summed over hosts.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PacerStats {
-    pub packets: u64,
-    pub bytes: u64,
-    /// Flows put in a table (an ECN-Echo drawn for a flow not in it).
-    pub associations: u64,
-    /// Time packets spent in the FIFO, summed, and the longest.
-    pub delay_total: Time,
-    pub delay_max: Time,
-    pub peak_backlog_bytes: u64,
-}
-
-impl PacerStats {
-    pub fn add(&mut self, o: &PacerStats) {
-        self.packets += o.packets;
-        self.bytes += o.bytes;
-        self.associations += o.associations;
-        self.delay_total += o.delay_total;
-        self.delay_max = self.delay_max.max(o.delay_max);
-        self.peak_backlog_bytes = self.peak_backlog_bytes.max(o.peak_backlog_bytes);
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Held {
-    id: PacketId,
-    bytes: u32,
-    entered: Time,
 }
 
 /// One host's pacer.
 #[derive(Debug)]
 pub struct Pacer {
-    p: PacerParams,
-    /// R_tb, bytes/s.
-    rate: f64,
-    tokens: f64,
-    fifo: VecDeque<Held>,
-    backlog_bytes: u64,
-    /// M_r: bytes that entered since the last rate update.
-    entered_bytes: u64,
-    input_free_at: Time,
-    /// (flow, last packet or association), at most `table_entries`.
-    table: Vec<(FlowId, Time)>,
-    next_tick: Time,
-    next_update: Time,
+    core: ccp_qdisc::pacer::Pacer<FlowId, PacketId>,
+    line_rate_bps: u64,
+    rng: Rng,
     /// The pacer event the simulator has scheduled, if any.
     pub armed: Option<Time>,
     /// Flows waiting for room in the FIFO.
     pub waiting: Vec<FlowId>,
-    rng: Rng,
-    pub stats: PacerStats,
 }
 
 impl Pacer {
-    pub fn new(p: PacerParams, rng: Rng) -> Pacer {
+    pub fn new(c: &PacerConfig, line_rate_bps: u64, rng: Rng) -> Pacer {
         Pacer {
-            rate: p.line_rate_bytes_per_s(),
-            tokens: p.depth_bytes,
-            fifo: VecDeque::new(),
-            backlog_bytes: 0,
-            entered_bytes: 0,
-            input_free_at: 0,
-            table: Vec::new(),
-            next_tick: p.tick,
-            next_update: p.rate_interval,
+            core: ccp_qdisc::pacer::Pacer::new(params_from_config(c, line_rate_bps)),
+            line_rate_bps,
+            rng,
             armed: None,
             waiting: Vec::new(),
-            rng,
-            stats: PacerStats::default(),
-            p,
         }
     }
 
-    /// R_tb, bytes/s.
-    pub fn rate_bytes_per_s(&self) -> f64 {
-        self.rate
+    pub fn stats(&self) -> &PacerStats {
+        &self.core.stats
     }
 
     /// Packets in the FIFO.
     pub fn held_packets(&self) -> usize {
-        self.fifo.len()
+        self.core.held_packets()
     }
 
-    pub fn backlog_bytes(&self) -> u64 {
-        self.backlog_bytes
-    }
-
-    /// Whether `flow`'s packets go through the bucket (ending its association if it has idled
-    /// past T_i).
+    /// Whether `flow`'s packets go through the bucket.
     pub fn associated(&mut self, flow: FlowId, now: Time) -> bool {
-        let Some(i) = self.table.iter().position(|&(f, _)| f == flow) else { return false };
-        if now.saturating_sub(self.table[i].1) > self.p.idle_timeout {
-            self.table.swap_remove(i);
-            return false;
-        }
-        true
+        self.core.associated(flow, now)
     }
 
     /// An ECN-Echo ACK reached `flow`'s sender: with probability p_a the flow is (re)associated.
     pub fn on_ece(&mut self, flow: FlowId, now: Time) {
-        if self.rng.uniform() >= self.p.associate_probability {
-            return;
-        }
-        if self.associated(flow, now) {
-            self.touch(flow, now);
-            return;
-        }
-        let idle = self.p.idle_timeout;
-        self.table.retain(|&(_, t)| now.saturating_sub(t) <= idle);
-        if self.table.len() >= self.p.table_entries {
-            let lru = (0..self.table.len()).min_by_key(|&i| (self.table[i].1, self.table[i].0)).expect("a full table");
-            self.table.swap_remove(lru);
-        }
-        self.table.push((flow, now));
-        self.stats.associations += 1;
-    }
-
-    fn touch(&mut self, flow: FlowId, now: Time) {
-        if let Some(e) = self.table.iter_mut().find(|(f, _)| *f == flow) {
-            e.1 = now;
-        }
+        let draw = self.rng.uniform();
+        self.core.on_ece(flow, now, draw);
     }
 
     /// Whether a packet of up to `bytes` may enter now (after [`Pacer::advance`] to `now`).
     pub fn admit(&self, now: Time, bytes: u32) -> Admit {
-        if self.input_free_at > now {
-            Admit::At(self.input_free_at)
-        } else if self.backlog_bytes + u64::from(bytes) > self.p.fifo_bytes {
-            Admit::Full
-        } else {
-            Admit::Now
-        }
+        self.core.admit(now, bytes)
     }
 
     /// Whether a packet of `bytes` would fit in the FIFO.
     pub fn has_room(&self, bytes: u32) -> bool {
-        self.backlog_bytes + u64::from(bytes) <= self.p.fifo_bytes
+        self.core.has_room(bytes)
     }
 
-    /// A packet of associated `flow` enters (after [`Pacer::admit`] said so); what the bucket
-    /// releases at once goes to `released`.
+    /// A packet of associated `flow` enters, at line rate; what the bucket releases at once goes
+    /// to `released`.
     pub fn enter(&mut self, now: Time, flow: FlowId, id: PacketId, bytes: u32, released: &mut Vec<PacketId>) {
-        self.fifo.push_back(Held { id, bytes, entered: now });
-        self.backlog_bytes += u64::from(bytes);
-        self.stats.peak_backlog_bytes = self.stats.peak_backlog_bytes.max(self.backlog_bytes);
-        self.entered_bytes += u64::from(bytes);
-        self.input_free_at = self.input_free_at.max(now) + tx_time(bytes, self.p.line_rate_bps);
-        self.touch(flow, now);
-        self.release(now, released);
+        self.core.enter(now, flow, id, bytes, tx_time(bytes, self.line_rate_bps), released);
     }
 
-    /// When the simulator must call [`Pacer::advance`] next: the next tick or rate update while
-    /// the FIFO holds packets (an empty pacer needs no event).
+    /// When the simulator must call [`Pacer::advance`] next (`None` while the FIFO is empty).
     pub fn next_event(&self) -> Option<Time> {
-        (!self.fifo.is_empty()).then(|| self.next_tick.min(self.next_update))
+        self.core.next_event()
     }
 
-    /// Runs every tick and rate update due at or before `now`, in time order (an update before a
-    /// tick at the same instant), releasing into `released`.
+    /// Runs every tick and rate update due by `now`, releasing into `released`.
     pub fn advance(&mut self, now: Time, released: &mut Vec<PacketId>) {
-        loop {
-            let due = self.next_tick.min(self.next_update);
-            if due > now {
-                return;
-            }
-            if self.fifo.is_empty() && self.tokens >= self.p.depth_bytes {
-                self.skip_idle(now);
-                return;
-            }
-            if self.next_update <= self.next_tick {
-                self.update_rate();
-                self.next_update += self.p.rate_interval;
-            } else {
-                let dt = self.p.tick as f64 / PS_PER_SEC as f64;
-                self.tokens = (self.tokens + self.rate * dt).min(self.p.depth_bytes);
-                self.release(self.next_tick, released);
-                self.next_tick += self.p.tick;
-            }
-        }
-    }
-
-    /// Eq. 4.4.
-    fn update_rate(&mut self) {
-        let interval_s = self.p.rate_interval as f64 / PS_PER_SEC as f64;
-        let sample = self.entered_bytes as f64 / interval_s;
-        let r = (1.0 - self.p.eta) * self.rate + self.p.eta * sample + self.p.beta_per_s * self.backlog_bytes as f64;
-        self.rate = r.clamp(self.p.min_rate_bytes_per_s, self.p.line_rate_bytes_per_s());
-        self.entered_bytes = 0;
-    }
-
-    /// An empty FIFO and a full bucket through `now`: ticks change nothing, and the rate updates
-    /// after the first (which still counts what entered before) decay it by (1 − η) each.
-    fn skip_idle(&mut self, now: Time) {
-        if self.next_update <= now {
-            let updates = (now - self.next_update) / self.p.rate_interval + 1;
-            self.update_rate();
-            let decay = (1.0 - self.p.eta).powf((updates - 1) as f64);
-            self.rate = (self.rate * decay).max(self.p.min_rate_bytes_per_s);
-            self.next_update += updates * self.p.rate_interval;
-        }
-        if self.next_tick <= now {
-            self.next_tick += ((now - self.next_tick) / self.p.tick + 1) * self.p.tick;
-        }
-    }
-
-    fn release(&mut self, now: Time, released: &mut Vec<PacketId>) {
-        while self.tokens > 0.0 {
-            let Some(h) = self.fifo.pop_front() else { break };
-            self.tokens -= f64::from(h.bytes);
-            self.backlog_bytes -= u64::from(h.bytes);
-            let delay = now - h.entered;
-            self.stats.packets += 1;
-            self.stats.bytes += u64::from(h.bytes);
-            self.stats.delay_total += delay;
-            self.stats.delay_max = self.stats.delay_max.max(delay);
-            released.push(h.id);
-        }
+        self.core.advance(now, released);
     }
 }
 
@@ -316,156 +113,25 @@ mod tests {
     use crate::rng::Stream;
     use crate::time::PS_PER_US;
 
-    const GBPS: u64 = 1_000_000_000;
-
-    fn params() -> PacerParams {
-        PacerParams::from_config(&PacerConfig::default(), GBPS)
-    }
-
-    fn pacer(p: PacerParams) -> Pacer {
-        Pacer::new(p, Rng::stream(1, Stream::Pacer, 0))
-    }
-
-    fn mbps(bytes_per_s: f64) -> f64 {
-        bytes_per_s * 8.0 / 1e6
-    }
-
-    /// T-H4: a constant paced input of 500 Mbit/s, η = 1/8, β = 0, from line rate: 937.5,
-    /// 671.80, 559.03 and 502.39 Mbit/s after 1, 8, 16 and 40 updates.
+    /// Table 4.3's settings, in picoseconds, are the shared model's constants.
     #[test]
-    fn the_rate_estimate_converges_on_the_paced_input() {
-        let p = PacerParams { beta_per_s: 0.0, ..params() };
-        let mut pc = pacer(p);
-        let per_interval = 500e6 / 8.0 * (p.rate_interval as f64 / PS_PER_SEC as f64);
-        let mut got = Vec::new();
-        for k in 1..=40 {
-            pc.entered_bytes = per_interval as u64;
-            pc.update_rate();
-            if [1, 8, 16, 40].contains(&k) {
-                got.push(mbps(pc.rate));
-            }
-        }
-        for (g, want) in got.iter().zip([937.5, 671.80, 559.03, 502.39]) {
-            assert!((g - want).abs() < 0.01, "got {got:?}");
-        }
+    fn the_scenario_defaults_are_the_testbeds() {
+        let p = params_from_config(&PacerConfig::default(), 1_000_000_000);
+        assert_eq!((p.rate_interval, p.tick, p.idle_timeout), (64 * PS_PER_US, 16 * PS_PER_US, 10_000 * PS_PER_US));
+        assert_eq!((p.eta, p.beta_per_s, p.associate_probability), (0.125, 16.0, 0.125));
+        assert_eq!((p.table_entries, p.fifo_bytes, p.depth_bytes), (64, 128_000, 3_000.0));
+        assert_eq!((p.min_rate_bytes_per_s, p.line_rate_bytes_per_s), (62_500.0, 125e6));
     }
 
-    /// T-H6: β·Q per update; β = 2^14 with a 64 KB backlog saturates at line rate.
+    /// The FIFO's input runs at the host's line rate, in simulator time.
     #[test]
-    fn a_backlog_raises_the_rate_by_beta_times_q() {
-        let mut pc = pacer(PacerParams { eta: 0.125, ..params() });
-        pc.rate = 100e6 / 8.0;
-        pc.backlog_bytes = 1_000;
-        pc.update_rate();
-        let want = 0.875 * 100e6 / 8.0 + 16.0 * 1_000.0;
-        assert!((pc.rate - want).abs() < 1e-6);
-        let mut big = pacer(PacerParams { beta_per_s: 16_384.0, ..params() });
-        big.rate = 100e6 / 8.0;
-        big.backlog_bytes = 64_000;
-        big.update_rate();
-        assert_eq!(big.rate, 1e9 / 8.0);
-    }
-
-    /// T-H5: a 64 KB line-rate burst into a pacer at R = 500 Mbit/s leaves at R, with no more
-    /// than the bucket's depth plus one MTU ahead of the token rate at any moment.
-    #[test]
-    fn a_burst_leaves_at_the_token_rate_after_one_bucket() {
-        // No rate update during the test: the rate stays at 500 Mbit/s.
-        let p = PacerParams { rate_interval: 1_000_000 * PS_PER_US, ..params() };
-        let mut pc = pacer(p);
-        pc.rate = 500e6 / 8.0;
+    fn entry_takes_a_packets_serialization_at_line_rate() {
+        let mut pc = Pacer::new(&PacerConfig::default(), 1_000_000_000, Rng::stream(1, Stream::Pacer, 0));
         let mut out = Vec::new();
-        let mut times = Vec::new();
-        let mut now = 0;
-        for i in 0..43 {
-            pc.advance(now, &mut out);
-            assert_eq!(pc.admit(now, 1500), Admit::Now);
-            pc.enter(now, 7, i, 1500, &mut out);
-            times.extend(out.drain(..).map(|_| now));
-            now = pc.input_free_at;
+        for i in 0..3 {
+            pc.enter(0, 1, i, 1500, &mut out);
         }
-        while let Some(t) = pc.next_event() {
-            pc.advance(t, &mut out);
-            times.extend(out.drain(..).map(|_| t));
-        }
-        assert_eq!(times.len(), 43);
-        for (k, &t) in times.iter().enumerate() {
-            let ahead = (k as f64 + 1.0) * 1500.0 - pc.rate * t as f64 / PS_PER_SEC as f64;
-            assert!(ahead <= 3000.0 + 1500.0, "packet {k} at {t} ps: {ahead} B ahead of the rate");
-        }
-        let span_s = (times[42] - times[12]) as f64 / PS_PER_SEC as f64;
-        let rate = 30.0 * 1500.0 * 8.0 / span_s / 1e6;
-        assert!((rate - 500.0).abs() < 25.0, "released at {rate} Mbit/s");
-    }
-
-    /// The FIFO's input runs at line rate and its size bounds what waits.
-    #[test]
-    fn entry_is_limited_by_line_rate_and_room() {
-        let mut pc = pacer(PacerParams { fifo_bytes: 3_000, ..params() });
-        pc.tokens = -10_000.0;
-        let mut out = Vec::new();
-        pc.enter(0, 1, 0, 1500, &mut out);
-        assert_eq!(pc.admit(0, 1500), Admit::At(12 * PS_PER_US), "1500 B at 1 Gbit/s take 12 µs");
-        pc.enter(12 * PS_PER_US, 1, 1, 1500, &mut out);
-        assert_eq!(pc.admit(24 * PS_PER_US, 1500), Admit::Full);
-        assert!(out.is_empty());
-        assert_eq!(pc.stats.peak_backlog_bytes, 3_000);
-    }
-
-    /// T-H7: per ECN-Echo the flow is chosen with p = 1/8, so it is paced after k of them with
-    /// probability 1 − (7/8)^k; associations end after T_i idle; at most 64 entries.
-    #[test]
-    fn flows_are_associated_one_echo_in_eight_and_forgotten_when_idle() {
-        let trials = 20_000;
-        for (k, want) in [(1, 0.125), (5, 0.487), (10, 0.737), (20, 0.931)] {
-            let mut pc = pacer(params());
-            let mut paced = 0;
-            for t in 0..trials {
-                let flow = t as FlowId;
-                for _ in 0..k {
-                    pc.on_ece(flow, 0);
-                }
-                if pc.associated(flow, 0) {
-                    paced += 1;
-                }
-                pc.table.clear();
-            }
-            let got = paced as f64 / trials as f64;
-            assert!((got - want).abs() < 0.01, "k = {k}: {got} vs {want}");
-        }
-        let mut pc = pacer(PacerParams { associate_probability: 1.0, ..params() });
-        for f in 0..100 {
-            pc.on_ece(f, Time::from(f) * PS_PER_US);
-        }
-        assert_eq!(pc.table.len(), 64, "the table holds 64 flows");
-        assert!(!pc.associated(0, 100 * PS_PER_US), "the least recently active were evicted");
-        assert!(pc.associated(99, 100 * PS_PER_US));
-        let t_i = params().idle_timeout;
-        assert!(!pc.associated(99, 99 * PS_PER_US + t_i + 1), "idle past T_i");
-    }
-
-    /// An idle pacer replays the grid it skipped: the same rate and tokens as one that ran every
-    /// update and tick.
-    #[test]
-    fn skipping_an_idle_stretch_matches_running_through_it() {
-        let p = params();
-        let mut a = pacer(p);
-        let mut b = pacer(p);
-        let mut out = Vec::new();
-        for pc in [&mut a, &mut b] {
-            pc.tokens = -1_000.0;
-            pc.enter(0, 1, 0, 1500, &mut out);
-        }
-        let end = 2 * 1000 * PS_PER_US + 3;
-        a.advance(end, &mut out);
-        let mut t = 0;
-        while t < end {
-            t = (t + PS_PER_US).min(end);
-            b.advance(t, &mut out);
-        }
-        assert!(a.fifo.is_empty() && b.fifo.is_empty());
-        assert!((a.rate - b.rate).abs() <= 1e-9 * b.rate, "{} vs {}", a.rate, b.rate);
-        assert!(a.rate > 2.0 * p.min_rate_bytes_per_s, "the decay is not at its floor");
-        assert_eq!((a.tokens, a.next_tick, a.next_update), (b.tokens, b.next_tick, b.next_update));
+        assert_eq!(out.len(), 2, "a full 3 KB bucket lets two 1500 B packets through at once");
+        assert_eq!(pc.admit(0, 1500), Admit::At(36 * PS_PER_US), "three 1500 B packets at 1 Gbit/s take 36 µs");
     }
 }

@@ -9,7 +9,7 @@ use ccp_qdisc::{DropReason, Ecn, Limit, Outputs};
 use crate::config::{FlowCcConfig, Loaded, Reporting, Scenario, Scheduler};
 use crate::event::{Event, EventQueue};
 use crate::hook::{HashQueues, HookMeta, HookPacket, PriorityQueues, QueueControl, SwitchHook};
-use crate::pacer::{Pacer, PacerParams, PacerStats};
+use crate::pacer::{Pacer, PacerStats};
 use crate::packet::{Arena, Kind, PacketId, Queued};
 use crate::rng::{Rng, Stream};
 use crate::stats::{Counters, Samples};
@@ -309,10 +309,8 @@ impl Sim {
             .map(|(h, &node)| {
                 let nic = node_ports[node as usize][0].0;
                 let mut host = HostState::new(node, nic);
-                host.pacer = pacer.map(|c| {
-                    let params = PacerParams::from_config(c, ports[nic as usize].rate_bps);
-                    Pacer::new(params, Rng::stream(s.seed, Stream::Pacer, h as u64))
-                });
+                host.pacer =
+                    pacer.map(|c| Pacer::new(c, ports[nic as usize].rate_bps, Rng::stream(s.seed, Stream::Pacer, h as u64)));
                 host
             })
             .collect();
@@ -805,7 +803,7 @@ impl Sim {
         let mut pacers = self.hosts.iter().filter_map(|h| h.pacer.as_ref()).peekable();
         pacers.peek()?;
         Some(pacers.fold(PacerStats::default(), |mut sum, p| {
-            sum.add(&p.stats);
+            sum.add(p.stats());
             sum
         }))
     }

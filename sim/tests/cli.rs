@@ -11,8 +11,12 @@ fn a_reader_that_closes_early_is_not_an_error() {
     let out = std::env::temp_dir().join(format!("ccp-sim-cli-{}", std::process::id()));
     for json in [false, true] {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_ccp-sim"));
-        cmd.args(["run", scenario.to_str().unwrap(), "--out", out.to_str().unwrap(), "--no-plots"])
-            .args(["--set", "duration_ms=50", "--set", "warmup_ms=5"]);
+        cmd.args(["run", scenario.to_str().unwrap(), "--out", out.to_str().unwrap(), "--no-plots"]).args([
+            "--set",
+            "duration_ms=50",
+            "--set",
+            "warmup_ms=5",
+        ]);
         if json {
             cmd.arg("--json");
         }

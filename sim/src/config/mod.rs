@@ -22,6 +22,7 @@ mod test_support;
 
 use std::path::PathBuf;
 
+use ccp_qdisc::pacer;
 use serde::{Deserialize, Serialize};
 
 pub use load::{load, load_str, Loaded};
@@ -484,16 +485,16 @@ impl Default for PacerConfig {
     fn default() -> Self {
         PacerConfig {
             enabled: true,
-            rate_interval_us: 64.0,
-            eta: 0.125,
-            beta_per_s: 16.0,
-            associate_probability: 0.125,
-            idle_timeout_us: 10_000.0,
-            table_entries: 64,
-            fifo_bytes: 128_000,
-            depth_bytes: 3_000,
-            tick_us: 16.0,
-            min_rate_mbps: 0.5,
+            rate_interval_us: pacer::RATE_INTERVAL_US,
+            eta: pacer::ETA,
+            beta_per_s: pacer::BETA_PER_S,
+            associate_probability: pacer::ASSOCIATE_PROBABILITY,
+            idle_timeout_us: pacer::IDLE_TIMEOUT_US,
+            table_entries: pacer::TABLE_ENTRIES,
+            fifo_bytes: pacer::FIFO_BYTES,
+            depth_bytes: pacer::DEPTH_BYTES,
+            tick_us: pacer::TICK_US,
+            min_rate_mbps: pacer::MIN_RATE_MBPS,
         }
     }
 }

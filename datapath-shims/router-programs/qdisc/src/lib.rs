@@ -27,6 +27,7 @@ pub mod dctcp;
 pub mod droptail;
 pub mod fair_queue;
 pub mod fifo;
+pub mod pacer;
 pub mod phantom;
 pub mod qcn;
 pub mod red;
