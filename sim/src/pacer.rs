@@ -13,29 +13,10 @@
 use ccp_qdisc::pacer::PacerParams;
 pub use ccp_qdisc::pacer::{Admit, PacerStats};
 
-use crate::config::PacerConfig;
 use crate::packet::PacketId;
 use crate::rng::Rng;
-use crate::time::{from_us, tx_time, Time, BITS_PER_BYTE, PS_PER_SEC};
+use crate::time::{tx_time, Time};
 use crate::transport::FlowId;
-
-/// The pacer's settings in simulator units, for a NIC of `line_rate_bps`.
-pub fn params_from_config(c: &PacerConfig, line_rate_bps: u64) -> PacerParams {
-    PacerParams {
-        units_per_sec: PS_PER_SEC,
-        rate_interval: from_us(c.rate_interval_us).max(1),
-        eta: c.eta,
-        beta_per_s: c.beta_per_s,
-        associate_probability: c.associate_probability,
-        idle_timeout: from_us(c.idle_timeout_us),
-        table_entries: c.table_entries as usize,
-        fifo_bytes: u64::from(c.fifo_bytes),
-        depth_bytes: f64::from(c.depth_bytes),
-        tick: from_us(c.tick_us).max(1),
-        min_rate_bytes_per_s: c.min_rate_mbps * 1e6 / BITS_PER_BYTE as f64,
-        line_rate_bytes_per_s: line_rate_bps as f64 / BITS_PER_BYTE as f64,
-    }
-}
 
 /// One host's pacer.
 #[derive(Debug)]
@@ -50,14 +31,9 @@ pub struct Pacer {
 }
 
 impl Pacer {
-    pub fn new(c: &PacerConfig, line_rate_bps: u64, rng: Rng) -> Pacer {
-        Pacer {
-            core: ccp_qdisc::pacer::Pacer::new(params_from_config(c, line_rate_bps)),
-            line_rate_bps,
-            rng,
-            armed: None,
-            waiting: Vec::new(),
-        }
+    /// A pacer with `params` (in picoseconds) on a NIC of `line_rate_bps`.
+    pub fn new(params: PacerParams, line_rate_bps: u64, rng: Rng) -> Pacer {
+        Pacer { core: ccp_qdisc::pacer::Pacer::new(params), line_rate_bps, rng, armed: None, waiting: Vec::new() }
     }
 
     pub fn stats(&self) -> &PacerStats {
@@ -110,13 +86,18 @@ impl Pacer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::PacerConfig;
     use crate::rng::Stream;
-    use crate::time::PS_PER_US;
+    use crate::time::{PS_PER_SEC, PS_PER_US};
+
+    fn params() -> PacerParams {
+        PacerConfig::default().settings().params(1e9, PS_PER_SEC, 1500).unwrap()
+    }
 
     /// Table 4.3's settings, in picoseconds, are the shared model's constants.
     #[test]
     fn the_scenario_defaults_are_the_testbeds() {
-        let p = params_from_config(&PacerConfig::default(), 1_000_000_000);
+        let p = params();
         assert_eq!((p.rate_interval, p.tick, p.idle_timeout), (64 * PS_PER_US, 16 * PS_PER_US, 10_000 * PS_PER_US));
         assert_eq!((p.eta, p.beta_per_s, p.associate_probability), (0.125, 16.0, 0.125));
         assert_eq!((p.table_entries, p.fifo_bytes, p.depth_bytes), (64, 128_000, 3_000.0));
@@ -126,7 +107,7 @@ mod tests {
     /// The FIFO's input runs at the host's line rate, in simulator time.
     #[test]
     fn entry_takes_a_packets_serialization_at_line_rate() {
-        let mut pc = Pacer::new(&PacerConfig::default(), 1_000_000_000, Rng::stream(1, Stream::Pacer, 0));
+        let mut pc = Pacer::new(params(), 1_000_000_000, Rng::stream(1, Stream::Pacer, 0));
         let mut out = Vec::new();
         for i in 0..3 {
             pc.enter(0, 1, i, 1500, &mut out);

@@ -293,6 +293,7 @@ fn router_config(l: &Loaded, link: &Link, qdisc: &QdiscKind, buffer: u32, log: O
         duration: None,
         realtime,
         loss: link.loss,
+        pacer: None,
     }
 }
 

@@ -481,6 +481,24 @@ pub struct PacerConfig {
     pub min_rate_mbps: f64,
 }
 
+impl PacerConfig {
+    /// The model's settings (`ccp_qdisc::pacer`, which checks them).
+    pub fn settings(&self) -> pacer::PacerSettings {
+        pacer::PacerSettings {
+            rate_interval_us: self.rate_interval_us,
+            eta: self.eta,
+            beta_per_s: self.beta_per_s,
+            associate_probability: self.associate_probability,
+            idle_timeout_us: self.idle_timeout_us,
+            table_entries: self.table_entries,
+            fifo_bytes: self.fifo_bytes,
+            depth_bytes: self.depth_bytes,
+            tick_us: self.tick_us,
+            min_rate_mbps: self.min_rate_mbps,
+        }
+    }
+}
+
 impl Default for PacerConfig {
     fn default() -> Self {
         PacerConfig {

@@ -347,30 +347,10 @@ fn validate_bfc(l: &Loaded, b: &BfcConfig, queues_per_port: u16) -> Result<(), C
 
 /// `[pacer]`.
 fn validate_pacer(l: &Loaded, p: &PacerConfig) -> Result<(), ConfigError> {
-    positive(l, "pacer.rate_interval_us", p.rate_interval_us)?;
-    positive(l, "pacer.tick_us", p.tick_us)?;
-    positive(l, "pacer.idle_timeout_us", p.idle_timeout_us)?;
-    positive(l, "pacer.min_rate_mbps", p.min_rate_mbps)?;
-    non_negative(l, "pacer.beta_per_s", p.beta_per_s)?;
-    if !(p.eta > 0.0 && p.eta <= 1.0) {
-        return Err(l.invalid("pacer.eta", format!("must be in (0, 1], got {}", p.eta)));
-    }
-    if !(0.0..=1.0).contains(&p.associate_probability) {
-        return Err(l.invalid("pacer.associate_probability", format!("must be in [0, 1], got {}", p.associate_probability)));
-    }
-    if p.table_entries == 0 {
-        return Err(l.invalid("pacer.table_entries", "must be ≥ 1"));
-    }
-    if p.depth_bytes == 0 {
-        return Err(l.invalid("pacer.depth_bytes", "must be ≥ 1"));
-    }
-    // The FIFO must hold at least one packet, or an associated flow could never send.
-    let mss_wire = u64::from(l.scenario.transport.mss_bytes + l.scenario.transport.header_bytes);
-    let int = if l.scenario.switch.int { u64::from(l.scenario.switch.int_overhead_bytes) } else { 0 };
-    if u64::from(p.fifo_bytes) < mss_wire + int {
-        return Err(l.invalid("pacer.fifo_bytes", format!("must hold one full packet ({mss_wire} bytes and any INT header)")));
-    }
-    Ok(())
+    // The FIFO must hold the largest packet (INT header included).
+    let t = &l.scenario.transport;
+    let int = if l.scenario.switch.int { l.scenario.switch.int_overhead_bytes } else { 0 };
+    p.settings().check(t.mss_bytes + t.header_bytes + int).map_err(|e| l.invalid(&format!("pacer.{}", e.param), e.message))
 }
 
 /// `[transport]`.

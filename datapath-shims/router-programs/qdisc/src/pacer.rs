@@ -32,6 +32,8 @@
 
 use std::collections::VecDeque;
 
+use crate::ParamError;
+
 /// T_r, µs (Table 4.3).
 pub const RATE_INTERVAL_US: f64 = 64.0;
 /// η (Table 4.3).
@@ -52,6 +54,124 @@ pub const DEPTH_BYTES: u32 = 3_000;
 pub const TICK_US: f64 = 16.0;
 /// The token rate's floor, Mbit/s (§8 A16).
 pub const MIN_RATE_MBPS: f64 = 0.5;
+
+/// The pacer's settings in natural units (Table 4.3's by default), for callers that take them
+/// from a user: [`PacerSettings::params`] turns them into the model's.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacerSettings {
+    /// T_r, µs.
+    pub rate_interval_us: f64,
+    pub eta: f64,
+    /// β, 1/s.
+    pub beta_per_s: f64,
+    pub associate_probability: f64,
+    /// T_i, µs.
+    pub idle_timeout_us: f64,
+    pub table_entries: u32,
+    pub fifo_bytes: u32,
+    pub depth_bytes: u32,
+    pub tick_us: f64,
+    pub min_rate_mbps: f64,
+}
+
+impl Default for PacerSettings {
+    fn default() -> Self {
+        PacerSettings {
+            rate_interval_us: RATE_INTERVAL_US,
+            eta: ETA,
+            beta_per_s: BETA_PER_S,
+            associate_probability: ASSOCIATE_PROBABILITY,
+            idle_timeout_us: IDLE_TIMEOUT_US,
+            table_entries: TABLE_ENTRIES,
+            fifo_bytes: FIFO_BYTES,
+            depth_bytes: DEPTH_BYTES,
+            tick_us: TICK_US,
+            min_rate_mbps: MIN_RATE_MBPS,
+        }
+    }
+}
+
+impl PacerSettings {
+    /// What must hold whatever the line rate (`max_packet_bytes`: the largest packet the pacer
+    /// must hold). An error names the field.
+    pub fn check(&self, max_packet_bytes: u32) -> Result<(), ParamError> {
+        let positive = |param: &'static str, v: f64| {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(ParamError::new(param, format!("must be a positive number, got {v}")))
+            }
+        };
+        positive("rate_interval_us", self.rate_interval_us)?;
+        positive("tick_us", self.tick_us)?;
+        positive("idle_timeout_us", self.idle_timeout_us)?;
+        positive("min_rate_mbps", self.min_rate_mbps)?;
+        if !(self.beta_per_s >= 0.0 && self.beta_per_s.is_finite()) {
+            return Err(ParamError::new("beta_per_s", format!("must be ≥ 0, got {}", self.beta_per_s)));
+        }
+        if !(self.eta > 0.0 && self.eta <= 1.0) {
+            return Err(ParamError::new("eta", format!("must be in (0, 1], got {}", self.eta)));
+        }
+        if !(0.0..=1.0).contains(&self.associate_probability) {
+            return Err(ParamError::new(
+                "associate_probability",
+                format!("must be in [0, 1], got {}", self.associate_probability),
+            ));
+        }
+        if self.table_entries == 0 {
+            return Err(ParamError::new("table_entries", "must be ≥ 1"));
+        }
+        if self.depth_bytes == 0 {
+            return Err(ParamError::new("depth_bytes", "must be ≥ 1"));
+        }
+        // Else an associated flow could never send.
+        if self.fifo_bytes < max_packet_bytes {
+            return Err(ParamError::new(
+                "fifo_bytes",
+                format!("must hold one full packet ({max_packet_bytes} bytes), got {}", self.fifo_bytes),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The model's parameters for a NIC of `line_rate_bps`, in units of `1 / units_per_sec`
+    /// seconds, after [`PacerSettings::check`] and the check that the bucket can pass line rate.
+    pub fn params(&self, line_rate_bps: f64, units_per_sec: u64, max_packet_bytes: u32) -> Result<PacerParams, ParamError> {
+        self.check(max_packet_bytes)?;
+        if !(line_rate_bps > 0.0 && line_rate_bps.is_finite()) {
+            return Err(ParamError::new("line_rate", format!("must be a positive rate, got {line_rate_bps} bit/s")));
+        }
+        // A bucket that cannot hold one tick's tokens at line rate caps every paced flow below
+        // it (the testbed's 3 KB and 16 µs suit 1 Gbit/s, not 10).
+        let per_tick = line_rate_bps / 8.0 * self.tick_us * 1e-6;
+        if f64::from(self.depth_bytes) + f64::from(max_packet_bytes) < per_tick {
+            return Err(ParamError::new(
+                "depth_bytes",
+                format!(
+                    "a tick's tokens at the {:.1} Mbit/s line rate are {per_tick:.0} bytes, more than the bucket's depth ({}) \
+                     plus one packet: paced flows could never reach line rate (shorten the tick or deepen the bucket)",
+                    line_rate_bps / 1e6,
+                    self.depth_bytes
+                ),
+            ));
+        }
+        let units = |us: f64| (us * (units_per_sec as f64 / 1e6)).round() as u64;
+        Ok(PacerParams {
+            units_per_sec,
+            rate_interval: units(self.rate_interval_us).max(1),
+            eta: self.eta,
+            beta_per_s: self.beta_per_s,
+            associate_probability: self.associate_probability,
+            idle_timeout: units(self.idle_timeout_us),
+            table_entries: self.table_entries as usize,
+            fifo_bytes: u64::from(self.fifo_bytes),
+            depth_bytes: f64::from(self.depth_bytes),
+            tick: units(self.tick_us).max(1),
+            min_rate_bytes_per_s: self.min_rate_mbps * 1e6 / 8.0,
+            line_rate_bytes_per_s: line_rate_bps / 8.0,
+        })
+    }
+}
 
 /// The pacer's settings in the caller's time units.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -333,6 +453,22 @@ mod tests {
             min_rate_bytes_per_s: MIN_RATE_MBPS * 1e6 / 8.0,
             line_rate_bytes_per_s: 1e9 / 8.0,
         }
+    }
+
+    #[test]
+    fn settings_convert_to_the_callers_units_and_refuse_what_cannot_work() {
+        assert_eq!(PacerSettings::default().params(1e9, NS_PER_SEC, 1500), Ok(params()));
+        let e = |s: PacerSettings, rate: f64| s.params(rate, NS_PER_SEC, 1500).unwrap_err().param;
+        let d = PacerSettings::default();
+        assert_eq!(e(d, 10e9), "depth_bytes", "16 µs of 10 Gbit/s is 20 KB, more than 3 KB + a packet");
+        assert!(PacerSettings { tick_us: 1.6, ..d }.params(10e9, NS_PER_SEC, 1500).is_ok(), "ticks scaled to 10 Gbit/s");
+        assert_eq!(e(PacerSettings { eta: 0.0, ..d }, 1e9), "eta");
+        assert_eq!(e(PacerSettings { associate_probability: 1.5, ..d }, 1e9), "associate_probability");
+        assert_eq!(e(PacerSettings { fifo_bytes: 1000, ..d }, 1e9), "fifo_bytes");
+        assert_eq!(e(PacerSettings { tick_us: f64::NAN, ..d }, 1e9), "tick_us");
+        assert_eq!(e(PacerSettings { beta_per_s: -1.0, ..d }, 1e9), "beta_per_s");
+        assert_eq!(e(PacerSettings { depth_bytes: 0, ..d }, 1e9), "depth_bytes");
+        assert_eq!(e(d, 0.0), "line_rate");
     }
 
     fn pacer(p: PacerParams) -> Pacer<u32, u32> {

@@ -10,13 +10,15 @@ use ccp_qdisc::abc::{AbcParams, Capacity, Credit, DelayMeasure};
 use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::pacer::PacerSettings;
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Limit, Nanos, MTU_BYTES, NANOS_PER_MS};
 
 use crate::cli::{CapacityArg, CreditArg, DelayArg, LinkArgs, NonEctArg, QdiscArg, QuantArg, RunArgs};
-use crate::config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RandomLoss, RouterConfig};
+use crate::config::{DirectionConfig, FeedbackConfig, PacerConfig, PhantomDrain, QdiscKind, RandomLoss, RouterConfig};
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
+use crate::pacer::SenderPacer;
 use crate::topology::TopologyConfig;
 use crate::trace::Trace;
 
@@ -351,6 +353,7 @@ impl LinkArgs {
         // Fail here, naming the option, rather than when the router starts.
         qdisc.build(limit, &down_shape)?;
         let up_limit = if matches!(up_shape, LinkShape::Unlimited) { Limit::Unlimited } else { limit };
+        let pacer = self.pacer_config(&down_shape)?;
         Ok(RouterConfig {
             down: DirectionConfig { shape: down_shape, delay: delay_down, limit, qdisc },
             up: DirectionConfig { shape: up_shape, delay: delay_up, limit: up_limit, qdisc: QdiscKind::DropTail },
@@ -373,7 +376,36 @@ impl LinkArgs {
                 }
                 Some(p) => return Err(Error::param("--loss-pct", format!("{p} is not a percentage from 0 to 50"))),
             },
+            pacer,
         })
+    }
+
+    /// `--pacer` and its options, checked here so that an error names the option.
+    fn pacer_config(&self, down_shape: &LinkShape) -> Result<Option<PacerConfig>> {
+        if !self.pacer {
+            return Ok(None);
+        }
+        let line_rate_bps = match (self.pacer_line_rate_mbps, down_shape) {
+            (Some(mbps), _) => mbps * 1e6,
+            (None, LinkShape::Fixed { bits_per_sec }) => *bits_per_sec,
+            (None, _) => {
+                return Err(Error::param(
+                    "--pacer-line-rate-mbps",
+                    "the sending host's line rate is needed when the link has no fixed --rate-mbps",
+                ))
+            }
+        };
+        let d = PacerSettings::default();
+        let settings = PacerSettings {
+            beta_per_s: self.pacer_beta_per_s.unwrap_or(d.beta_per_s),
+            associate_probability: self.pacer_associate_probability.unwrap_or(d.associate_probability),
+            depth_bytes: self.pacer_depth_bytes.unwrap_or(d.depth_bytes),
+            tick_us: self.pacer_tick_us.unwrap_or(d.tick_us),
+            ..d
+        };
+        let cfg = PacerConfig { settings, line_rate_bps, seed: self.pacer_seed };
+        SenderPacer::new(&cfg)?;
+        Ok(Some(cfg))
     }
 }
 
@@ -413,6 +445,23 @@ mod tests {
 
     fn err(args: &[&str]) -> String {
         parse(args).configs().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn pacer_options_reach_the_config_and_their_errors_name_them() {
+        let (_, r) = parse(&["--rate-mbps", "1000", "--pacer", "--pacer-beta-per-s", "64"]).configs().unwrap();
+        let p = r.pacer.expect("--pacer");
+        assert_eq!((p.line_rate_bps, p.settings.beta_per_s, p.settings.depth_bytes), (1e9, 64.0, 3000));
+        assert!(parse(&["--rate-mbps", "10"]).configs().unwrap().1.pacer.is_none(), "off unless asked");
+        let e = err(&["--rate-mbps", "10000", "--pacer"]);
+        assert!(e.contains("--pacer-depth-bytes"), "16 µs of 10 Gbit/s overflows a 3 KB bucket: {e}");
+        let e = err(&["--rate-mbps", "100", "--pacer", "--pacer-associate-probability", "1.5"]);
+        assert!(e.contains("--pacer-associate-probability"), "{e}");
+        let e = err(&["--rate-mbps", "100", "--pacer", "--pacer-line-rate-mbps", "0"]);
+        assert!(e.contains("--pacer-line-rate-mbps"), "{e}");
+        // The pacer's own options need --pacer.
+        let full = ["ccp-router", "run", "--netns-prefix", "t", "--rate-mbps", "100", "--pacer-beta-per-s", "1"];
+        assert!(Cli::try_parse_from(full).is_err());
     }
 
     #[test]

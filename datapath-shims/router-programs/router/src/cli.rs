@@ -244,6 +244,29 @@ pub struct LinkArgs {
     /// Seed of --loss-pct's random stream (the same seed drops the same arrivals).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub loss_seed: u64,
+    /// HULL's pacer on the sender's side (specs/dc.md §3.4): a token bucket whose rate follows
+    /// what enters it, for the TCP flows whose ACKs echo ECN (each ECN-Echo associates its flow
+    /// with probability p_a); the testbed's constants (Table 4.3) unless given below.
+    #[arg(long, help_heading = "HULL pacer (--pacer)")]
+    pub pacer: bool,
+    /// The sending host's line rate, Mbit/s: the token rate's ceiling (default: --rate-mbps).
+    #[arg(long, requires = "pacer", help_heading = "HULL pacer (--pacer)")]
+    pub pacer_line_rate_mbps: Option<f64>,
+    /// β, extra token rate per byte of backlog, 1/s (default 16).
+    #[arg(long, requires = "pacer", help_heading = "HULL pacer (--pacer)")]
+    pub pacer_beta_per_s: Option<f64>,
+    /// p_a, the probability that an ECN-Echo associates its flow (default 0.125).
+    #[arg(long, requires = "pacer", help_heading = "HULL pacer (--pacer)")]
+    pub pacer_associate_probability: Option<f64>,
+    /// The bucket's depth, bytes (default 3000).
+    #[arg(long, requires = "pacer", help_heading = "HULL pacer (--pacer)")]
+    pub pacer_depth_bytes: Option<u32>,
+    /// Token refill period, µs (default 16).
+    #[arg(long, requires = "pacer", help_heading = "HULL pacer (--pacer)")]
+    pub pacer_tick_us: Option<f64>,
+    /// Seed of the association draws.
+    #[arg(long, value_name = "N", default_value_t = 1, help_heading = "HULL pacer (--pacer)")]
+    pub pacer_seed: u64,
 }
 
 #[derive(Debug, Clone, Args)]

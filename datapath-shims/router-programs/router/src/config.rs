@@ -16,6 +16,7 @@ use ccp_qdisc::{Limit, Nanos, Qdisc};
 use crate::classes::ClassDelay;
 use crate::error::{Error, Result};
 use crate::link::LinkShape;
+pub use crate::pacer::PacerConfig;
 use crate::packet::IpPacket;
 
 /// The phantom queue's drain rate: absolute, or a fraction γ of a fixed link rate.
@@ -176,6 +177,9 @@ pub struct RouterConfig {
     pub realtime: bool,
     /// Random loss on the data direction (`--loss-pct`), before the queue.
     pub loss: Option<RandomLoss>,
+    /// HULL's pacer on the sender's side of the data direction (`--pacer`), after the random
+    /// loss and before the queue.
+    pub pacer: Option<PacerConfig>,
 }
 
 /// Independent random loss: each packet arriving at the data direction's queue is dropped with
@@ -212,6 +216,7 @@ impl RouterConfig {
             duration: None,
             realtime: false,
             loss: None,
+            pacer: None,
         }
     }
 }

@@ -5,7 +5,7 @@
 //! * [`topology`]: namespaces `PFX-snd`/`PFX-rcv`, TUN devices, addresses, cleanup, with
 //!   [`route`] for the route features `ip` cannot set (microsecond TCP timestamps);
 //! * [`router`]: the event loop (qdisc → [`link`] → [`delay`] per direction), with per-flow-class
-//!   delays ([`classes`]) after the shared queue;
+//!   delays ([`classes`]) after the shared queue and HULL's [`pacer`] on the sender's side;
 //! * [`emulator`]: both together as one handle for tests and experiment runners;
 //! * [`trace`]: mahimahi trace files; [`feedback`]: QCN notifications on the wire;
 //! * [`log`] and [`summary`]: the per-packet CSV and the exit summary, with delays as
@@ -27,6 +27,7 @@ pub mod feedback;
 pub mod link;
 pub mod log;
 pub mod netns;
+pub mod pacer;
 pub mod packet;
 pub mod percentiles;
 pub mod plot;
@@ -39,7 +40,7 @@ pub mod trace;
 pub mod tun;
 
 pub use classes::ClassDelay;
-pub use config::{DirectionConfig, FeedbackConfig, PhantomDrain, QdiscKind, RouterConfig};
+pub use config::{DirectionConfig, FeedbackConfig, PacerConfig, PhantomDrain, QdiscKind, RouterConfig};
 pub use emulator::Emulator;
 pub use error::{Error, Result};
 pub use link::LinkShape;

@@ -76,23 +76,37 @@ pub fn ecn_of(data: &[u8]) -> Ecn {
 const TCP: u8 = 6;
 const UDP: u8 = 17;
 
-/// The transport ports (source, destination) of a TCP or UDP packet: IPv4 first fragments with
-/// their options skipped, IPv6 packets whose next header is TCP or UDP itself (extension headers
-/// are not walked; such packets have no ports here).
-pub fn ports_of(data: &[u8]) -> Option<(u16, u16)> {
-    let (proto, l4) = match version(data)? {
+/// The protocol and the offset of the transport header: IPv4 first fragments with their options
+/// skipped, IPv6 packets whose next header is the transport itself (extension headers are not
+/// walked).
+fn transport(data: &[u8]) -> Option<(u8, usize)> {
+    match version(data)? {
         4 => {
             let fragment_offset = u16::from_be_bytes([data[6], data[7]]) & 0x1fff;
             (fragment_offset == 0).then_some(())?;
-            (data[9], usize::from(data[0] & 0x0f) * 4)
+            Some((data[9], usize::from(data[0] & 0x0f) * 4))
         }
-        _ => (data[6], IPV6_HEADER),
-    };
+        _ => Some((data[6], IPV6_HEADER)),
+    }
+}
+
+/// The transport ports (source, destination) of a TCP or UDP packet (see [`transport`] for
+/// which packets have them here).
+pub fn ports_of(data: &[u8]) -> Option<(u16, u16)> {
+    let (proto, l4) = transport(data)?;
     if proto != TCP && proto != UDP {
         return None;
     }
     let p = data.get(l4..l4 + 4)?;
     Some((u16::from_be_bytes([p[0], p[1]]), u16::from_be_bytes([p[2], p[3]])))
+}
+
+/// The TCP ECN-Echo flag: `Some(set)` for a TCP segment, `None` for anything else.
+pub fn tcp_ece(data: &[u8]) -> Option<bool> {
+    const ECE: u8 = 0x40;
+    let (proto, l4) = transport(data)?;
+    (proto == TCP).then_some(())?;
+    data.get(l4 + 13).map(|flags| flags & ECE != 0)
 }
 
 /// A hash of the packet's flow: addresses, protocol and ports (addresses alone for other
@@ -106,6 +120,24 @@ pub fn flow_hash(data: &[u8]) -> u64 {
     }
     ports_of(data).hash(&mut h);
     h.finish()
+}
+
+/// [`flow_hash`] of the opposite direction of the packet's flow (addresses and ports swapped):
+/// for an ACK, the hash of the data packets it acknowledges (`None` for what is not IP).
+pub fn reverse_flow_hash(data: &[u8]) -> Option<u64> {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    match version(data)? {
+        4 => {
+            let swapped: Vec<u8> = [&data[16..20], &data[12..16]].concat();
+            (&swapped[..], data[9]).hash(&mut h);
+        }
+        _ => {
+            let swapped: Vec<u8> = [&data[24..40], &data[8..24]].concat();
+            (&swapped[..], data[6]).hash(&mut h);
+        }
+    }
+    ports_of(data).map(|(s, d)| (d, s)).hash(&mut h);
+    Some(h.finish())
 }
 
 /// Rewrites the ECN codepoint, keeping the IPv4 header checksum valid.
@@ -251,6 +283,45 @@ pub(crate) mod tests {
         v6[40..44].copy_from_slice(&[0, 7, 0, 9]);
         assert_eq!(ports_of(&v6), Some((7, 9)));
         assert_eq!(ports_of(&[0xff; 3]), None);
+    }
+
+    /// An ACK of `data`'s flow: addresses and ports swapped, TCP flags `flags`.
+    fn ack_of(data: &[u8], flags: u8) -> Vec<u8> {
+        let mut a = ipv4(52, Ecn::NotEct);
+        a[12..16].copy_from_slice(&data[16..20]);
+        a[16..20].copy_from_slice(&data[12..16]);
+        a[20..22].copy_from_slice(&data[22..24]);
+        a[22..24].copy_from_slice(&data[20..22]);
+        a[33] = flags;
+        a
+    }
+
+    #[test]
+    fn an_ack_names_the_data_flow_it_acknowledges_and_its_ecn_echo() {
+        let data = tcp(40000, 5201);
+        let ack = ack_of(&data, 0x50);
+        assert_eq!(reverse_flow_hash(&ack), Some(flow_hash(&data)), "the ACK's reverse is the data flow");
+        assert_ne!(reverse_flow_hash(&ack_of(&tcp(40001, 5201), 0x10)), Some(flow_hash(&data)), "another flow");
+        assert_ne!(flow_hash(&ack), flow_hash(&data), "the two directions differ");
+        assert_eq!((tcp_ece(&ack), tcp_ece(&ack_of(&data, 0x10))), (Some(true), Some(false)), "ACK|ECE, then ACK alone");
+        let mut udp = ack.clone();
+        udp[9] = UDP;
+        assert_eq!(tcp_ece(&udp), None, "UDP has no ECN-Echo");
+        assert_eq!(tcp_ece(&ack[..30]), None, "a truncated header has no flags");
+        let mut v6 = vec![0u8; 60];
+        v6[0] = 0x60;
+        v6[6] = TCP;
+        v6[8..24].copy_from_slice(&[1; 16]);
+        v6[24..40].copy_from_slice(&[2; 16]);
+        v6[40..44].copy_from_slice(&[0, 7, 0, 9]);
+        let mut v6_ack = v6.clone();
+        v6_ack[8..24].copy_from_slice(&[2; 16]);
+        v6_ack[24..40].copy_from_slice(&[1; 16]);
+        v6_ack[40..44].copy_from_slice(&[0, 9, 0, 7]);
+        v6_ack[53] = 0x40;
+        assert_eq!(reverse_flow_hash(&v6_ack), Some(flow_hash(&v6)));
+        assert_eq!(tcp_ece(&v6_ack), Some(true));
+        assert_eq!(reverse_flow_hash(&[0xff; 3]), None);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::error::{Error, Result};
 use crate::feedback::cnm_datagram;
 use crate::link::{Link, Sent};
 use crate::log::{CsvLog, Outcome, Row};
+use crate::pacer::SenderPacer;
 use crate::packet::IpPacket;
 use crate::summary::{ClassSummary, DirectionInfo, DirectionStats, Summary};
 use crate::topology::{Side, Topology};
@@ -79,6 +80,8 @@ struct Direction {
     stats: DirectionStats,
     /// Random loss before the queue: the threshold on a uniform draw, and the stream.
     loss: Option<(u64, SplitMix64)>,
+    /// HULL's pacer in front of the queue (the data direction with `--pacer`).
+    pacer: Option<SenderPacer>,
 }
 
 impl Direction {
@@ -101,6 +104,7 @@ impl Direction {
             next_id: 0,
             stats: DirectionStats::default(),
             loss: None,
+            pacer: None,
         })
     }
 
@@ -115,7 +119,34 @@ impl Direction {
         }
         let p = IpPacket::new(data, self.next_id, now);
         self.next_id += 1;
-        self.qdisc.enqueue(now, p, &mut self.out);
+        let p = match &mut self.pacer {
+            Some(pacer) => {
+                pacer.advance(now);
+                let passed = pacer.arrive(now, p);
+                self.enqueue_released(now);
+                passed
+            }
+            None => Some(p),
+        };
+        if let Some(p) = p {
+            self.qdisc.enqueue(now, p, &mut self.out);
+        }
+    }
+
+    /// Moves what the pacer has released into the queue.
+    fn enqueue_released(&mut self, now: Nanos) {
+        let Some(pacer) = &mut self.pacer else { return };
+        for p in pacer.released.drain(..) {
+            self.qdisc.enqueue(now, p, &mut self.out);
+        }
+    }
+
+    /// Runs the pacer's ticks due by `now`, its releases joining the queue.
+    fn advance_pacer(&mut self, now: Nanos) {
+        if let Some(pacer) = &mut self.pacer {
+            pacer.advance(now);
+            self.enqueue_released(now);
+        }
     }
 
     /// Runs the link up to `now`, moving what it sent into the delay line.
@@ -134,7 +165,8 @@ impl Direction {
     }
 
     fn next_wake(&self) -> Option<Nanos> {
-        [self.link.next_wake(self.qdisc.as_ref()), self.line.next_release()].into_iter().flatten().min()
+        let pacer = self.pacer.as_ref().and_then(SenderPacer::next_event);
+        [self.link.next_wake(self.qdisc.as_ref()), self.line.next_release(), pacer].into_iter().flatten().min()
     }
 }
 
@@ -180,6 +212,7 @@ impl Router {
             Direction::new("up", Dir::Up, config.up, &config.classes, start)?,
         ];
         dirs[0].loss = config.loss.map(|l| (l.threshold(), SplitMix64::seed_from_u64(l.seed)));
+        dirs[0].pacer = config.pacer.as_ref().map(SenderPacer::new).transpose()?;
         let tuns = [topology.tun(Side::Sender)?, topology.tun(Side::Receiver)?];
         // SAFETY: plain syscall; the fd is owned immediately.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
@@ -254,6 +287,7 @@ impl Router {
                 break;
             }
             for d in &mut self.dirs {
+                d.advance_pacer(now);
                 d.serve(now);
             }
             for (i, r) in readable.into_iter().enumerate() {
@@ -343,12 +377,17 @@ impl Router {
     fn release(&mut self, now: Nanos) -> Result<()> {
         for di in 0..2 {
             let far = &self.tuns[1 - di];
-            let d = &mut self.dirs[di];
+            let [down, up] = &mut self.dirs;
+            let (d, other) = if di == 0 { (down, up) } else { (up, down) };
             while let Some((release, class, f)) = d.line.pop_due(now) {
                 let written = clock::now();
                 let ecn_out = crate::packet::ecn_of(&f.packet.data);
                 let outcome = match far.write(&f.packet.data) {
                     Ok(()) => {
+                        // An ACK reaching the sender is where its pacer sees ECN-Echo.
+                        if let Some(pacer) = other.pacer.as_mut() {
+                            pacer.on_ack(written, &f.packet.data);
+                        }
                         d.stats.counts.packets_out += 1;
                         d.class_packets_out[class] += 1;
                         d.stats.counts.bytes_out += f.packet.data.len() as u64;
@@ -421,7 +460,13 @@ impl Router {
                 packets_up: up.class_packets_out[i + 1],
             })
             .collect();
-        Ok(Summary { duration_s: elapsed as f64 / 1e9, down: summarise(down), up: summarise(up), classes })
+        Ok(Summary {
+            duration_s: elapsed as f64 / 1e9,
+            down: summarise(down),
+            up: summarise(up),
+            classes,
+            pacer: down.pacer.as_ref().map(SenderPacer::summary),
+        })
     }
 }
 

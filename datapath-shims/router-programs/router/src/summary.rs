@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use ccp_qdisc::{Nanos, NANOS_PER_SEC};
 
+pub use crate::pacer::PacerSummary;
 pub use crate::percentiles::{Histogram, Percentiles};
 
 /// What a direction counts: kept while running and reported as they are.
@@ -83,6 +84,9 @@ pub struct Summary {
     /// packets of no class are the directions' totals minus these.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub classes: Vec<ClassSummary>,
+    /// HULL's pacer on the sender's side, when it ran (`--pacer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<PacerSummary>,
 }
 
 /// Everything needed to summarise one direction besides its counters.
@@ -149,6 +153,19 @@ impl Summary {
                 c.class, c.delay_down_ms, c.delay_up_ms, c.packets_down, c.packets_up
             );
         }
+        if let Some(p) = &self.pacer {
+            s += &format!(
+                "  pacer: {} packets paced ({} flows associated, {} dropped with the FIFO full), delay mean {:.1} µs, \
+                 max {:.1} µs, peak backlog {} B, token rate at the end {:.1} Mbit/s\n",
+                p.packets,
+                p.associations,
+                p.dropped_full,
+                p.mean_delay_us,
+                p.max_delay_us,
+                p.peak_backlog_bytes,
+                p.final_rate_mbps
+            );
+        }
         s
     }
 }
@@ -168,7 +185,7 @@ mod tests {
         assert_eq!(d.throughput_mbps, 4.0);
         assert_eq!(d.capacity_mbps, Some(8.0));
         assert_eq!(d.utilisation, Some(0.5));
-        let mut s = Summary { duration_s: 2.0, down: d.clone(), up: d, classes: Vec::new() };
+        let mut s = Summary { duration_s: 2.0, down: d.clone(), up: d, classes: Vec::new(), pacer: None };
         assert!(s.to_text().contains("utilisation 50.0 %"));
         let json = serde_json::to_string(&s).unwrap();
         assert!(json.contains("\"throughput_mbps\":4.0"));
