@@ -16,9 +16,10 @@ use ccp_qdisc::abc::{AbcParams, Capacity, Credit, DelayMeasure};
 use ccp_qdisc::abc_coexist::{Classifier, CoexistParams};
 use ccp_qdisc::codel::CodelParams;
 use ccp_qdisc::dctcp::{NonEctPolicy, StepMarker, Threshold};
+use ccp_qdisc::pacer::PacerSettings;
 use ccp_qdisc::qcn::{QcnParams, Quantization, Sampling};
 use ccp_qdisc::{Nanos, NANOS_PER_MS};
-use ccp_router::QdiscKind;
+use ccp_router::{PhantomDrain, QdiscKind};
 
 use crate::config::{check_cc_name, ClassifySpec, QdiscSpec, ReceiverSpec, SchemeSpec};
 
@@ -168,6 +169,9 @@ pub struct Scheme {
     pub name: String,
     pub cc: Cc,
     pub qdisc: QdiscKind,
+    /// HULL's pacer on the sender's side, its line rate the link's, and whether each flow has
+    /// one of its own.
+    pub pacer: Option<(PacerSettings, bool)>,
     /// Agent algorithm parameters as `name=value` (TOML syntax for the value).
     pub params: Vec<String>,
     pub sender_sysctls: Vec<(String, String)>,
@@ -204,6 +208,7 @@ impl Scheme {
             name: spec.name.clone(),
             cc,
             qdisc,
+            pacer: spec.pacer.as_ref().map(|p| (p.settings(), p.per_flow)),
             params: spec.params.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             sender_sysctls: sysctls(&spec.sender_sysctls)?,
             receiver_sysctls: sysctls(&spec.receiver_sysctls)?,
@@ -422,6 +427,15 @@ pub fn router_qdisc(spec: &QdiscSpec) -> Result<QdiscKind, (String, String)> {
                 return Err(("k_pkts".into(), "must be > 0".into()));
             }
             QdiscKind::Dctcp(StepMarker { k: Threshold::Packets(*k_pkts as usize), non_ect: NonEctPolicy::Pass })
+        }
+        QdiscSpec::Phantom { gamma, threshold_bytes } => {
+            if !(*gamma > 0.0 && *gamma <= 1.0) {
+                return Err(("gamma".into(), format!("must be in (0, 1], got {gamma}")));
+            }
+            if !(threshold_bytes.is_finite() && *threshold_bytes >= 0.0) {
+                return Err(("threshold_bytes".into(), format!("must be ≥ 0, got {threshold_bytes}")));
+            }
+            QdiscKind::Phantom { drain: PhantomDrain::Gamma(*gamma), threshold_bytes: *threshold_bytes, cap_bytes: None }
         }
         QdiscSpec::Qcn { qeq_pkts, w, sample, quantization, ecn_k_pkts, seed } => {
             if !(qeq_pkts.is_finite() && *qeq_pkts >= 0.0 && *qeq_pkts <= 1e6) {

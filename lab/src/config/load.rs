@@ -170,6 +170,25 @@ cc = "kernel:cubic"
     }
 
     #[test]
+    fn hulls_phantom_queue_and_pacer_load_and_are_checked_against_the_links() {
+        let hull = format!("{MINIMAL}qdisc = {{ kind = \"phantom\" }}\npacer = {{ beta_per_s = 64.0 }}\n");
+        let l = parse(Path::new("x.toml"), &hull).unwrap();
+        let scheme = crate::scheme::Scheme::from_spec(&l.experiment.schemes[0]).unwrap();
+        assert!(matches!(scheme.qdisc, ccp_router::QdiscKind::Phantom { threshold_bytes, .. } if threshold_bytes == 1000.0));
+        let (p, per_flow) = scheme.pacer.expect("the pacer");
+        assert_eq!((p.beta_per_s, p.depth_bytes, p.tick_us), (64.0, 3000, 16.0), "the testbed's constants but β");
+        assert!(!per_flow, "one pacer for the sender unless asked");
+        // 16 µs of 10 Gbit/s is 20 KB: the testbed's 3 KB bucket could not pass the link.
+        let (_, key, m) = err(&hull.replace("rate_mbps = 12", "rate_mbps = 10000"));
+        assert_eq!(key, "schemes[0].pacer.depth_bytes");
+        assert!(m.contains("links[0]"), "{m}");
+        let (_, key, _) = err(&hull.replace("beta_per_s = 64.0", "associate_probability = 2.0"));
+        assert_eq!(key, "schemes[0].pacer.associate_probability");
+        let (_, key, _) = err(&hull.replace("kind = \"phantom\"", "kind = \"phantom\", gamma = 1.5"));
+        assert_eq!(key, "schemes[0].qdisc.gamma");
+    }
+
+    #[test]
     fn nested_arrays_are_numbered() {
         let text = format!(
             "{MINIMAL}[[scenarios]]\nname = \"a\"\n[[scenarios]]\nname = \"b\"\n[[scenarios.cross]]\nkind = \"cbr\"\nrate_mbps = 1\nshare = 0.5\n"

@@ -212,6 +212,10 @@ pub struct SchemeSpec {
     /// The router's queue discipline for this scheme (default drop-tail).
     #[serde(default)]
     pub qdisc: QdiscSpec,
+    /// HULL's host pacer on the sender's side of the link (ccp-router `--pacer`), for the TCP
+    /// flows whose ACKs echo ECN; absent: none.
+    #[serde(default)]
+    pub pacer: Option<PacerSpec>,
     /// sysctls set in the sender's namespace for this scheme's runs (e.g. net.ipv4.tcp_ecn = 1).
     #[serde(default)]
     pub sender_sysctls: BTreeMap<String, toml::Value>,
@@ -260,6 +264,38 @@ pub struct SchemeSpec {
     /// owns the IPC (`--ipc unix` into a run-private directory), so `--ipc` is refused.
     #[serde(default)]
     pub portus_args: Vec<String>,
+}
+
+/// HULL's pacer (specs/dc.md §3.4); every field defaults to the testbed's (Table 4.3), and the
+/// line rate, the token rate's ceiling, is the link's (mean) rate.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PacerSpec {
+    /// β, 1/s (16).
+    pub beta_per_s: Option<f64>,
+    /// p_a (0.125).
+    pub associate_probability: Option<f64>,
+    /// Bytes (3000).
+    pub depth_bytes: Option<u32>,
+    /// µs (16).
+    pub tick_us: Option<f64>,
+    /// A pacer per flow, as if each flow ran on a host of its own (the testbed's static flows
+    /// from distinct servers); default one for the sender.
+    #[serde(default)]
+    pub per_flow: bool,
+}
+
+impl PacerSpec {
+    pub fn settings(&self) -> ccp_qdisc::pacer::PacerSettings {
+        let d = ccp_qdisc::pacer::PacerSettings::default();
+        ccp_qdisc::pacer::PacerSettings {
+            beta_per_s: self.beta_per_s.unwrap_or(d.beta_per_s),
+            associate_probability: self.associate_probability.unwrap_or(d.associate_probability),
+            depth_bytes: self.depth_bytes.unwrap_or(d.depth_bytes),
+            tick_us: self.tick_us.unwrap_or(d.tick_us),
+            ..d
+        }
+    }
 }
 
 /// A router queue discipline with its parameters (see datapath-shims/router-programs/router/README.md).
@@ -317,6 +353,14 @@ pub enum QdiscSpec {
     },
     /// DCTCP step marking at K packets.
     Dctcp { k_pkts: u32 },
+    /// HULL's phantom queue (ccp-router `--qdisc phantom`): a virtual queue drained at `gamma`
+    /// × the link rate marks CE above `threshold_bytes`. Fixed-rate links only.
+    Phantom {
+        #[serde(default = "phantom_gamma")]
+        gamma: f64,
+        #[serde(default = "phantom_threshold")]
+        threshold_bytes: f64,
+    },
     /// A QCN congestion point (ccp-router `--qdisc qcn`): samples arrivals, computes
     /// F_b = (Q − Q_eq) + w·(Q − Q_old) and sends a CNM (UDP, port 7470) to the sampled packet's
     /// source when F_b > 0; `ecn_k_pkts` adds DCTCP step marking on the same queue (Annulus).
@@ -342,6 +386,12 @@ pub enum QdiscSpec {
     },
 }
 
+fn phantom_gamma() -> f64 {
+    0.95
+}
+fn phantom_threshold() -> f64 {
+    1000.0
+}
 fn qcn_qeq() -> f64 {
     22.0
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use super::{CrossSpec, Experiment, FlowGroup, LinkSpec, Network, ReceiverSpec, SchemeSpec};
+use super::{CrossSpec, Experiment, FlowGroup, LinkSpec, Network, QdiscSpec, ReceiverSpec, SchemeSpec};
 use crate::scheme::Cc;
 
 /// Longest congestion control name Linux accepts (TCP_CA_NAME_MAX − 1).
@@ -106,6 +106,7 @@ pub(super) fn validate(x: &Experiment) -> Result<(), Invalid> {
             return Err((format!("{key}.name"), format!("{:?} is used by another scheme", s.name)));
         }
         validate_scheme(&key, s)?;
+        validate_hull(&key, s, &x.links)?;
     }
     validate_flows("flows", &x.flows)?;
     let mut names = HashSet::new();
@@ -235,6 +236,29 @@ fn validate_link(key: &str, l: &LinkSpec) -> Result<(), Invalid> {
         }
         _ => Ok(()),
     }
+}
+
+/// A scheme's phantom queue and pacer against the links: the phantom queue drains at a fraction
+/// of a fixed rate, and the pacer's bucket must pass each fixed link's rate (a trace's mean rate
+/// is checked when its run starts).
+fn validate_hull(key: &str, s: &SchemeSpec, links: &[LinkSpec]) -> Result<(), Invalid> {
+    if matches!(s.qdisc, QdiscSpec::Phantom { .. }) && links.iter().any(|l| !matches!(l, LinkSpec::Fixed { .. })) {
+        return Err((
+            format!("{key}.qdisc.gamma"),
+            "the phantom queue drains at gamma × a fixed rate: fixed-rate links only".into(),
+        ));
+    }
+    let Some(p) = &s.pacer else { return Ok(()) };
+    let settings = p.settings();
+    settings.check(ccp_qdisc::MTU_BYTES).map_err(|e| (format!("{key}.pacer.{}", e.param), e.message))?;
+    for (i, l) in links.iter().enumerate() {
+        if let LinkSpec::Fixed { rate_mbps, .. } = l {
+            settings
+                .params(rate_mbps * 1e6, ccp_qdisc::NANOS_PER_SEC, ccp_qdisc::MTU_BYTES)
+                .map_err(|e| (format!("{key}.pacer.{}", e.param), format!("on links[{i}]: {}", e.message)))?;
+        }
+    }
+    Ok(())
 }
 
 fn validate_scheme(key: &str, s: &SchemeSpec) -> Result<(), Invalid> {

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ccp_qdisc::{Limit, NANOS_PER_MS};
-use ccp_router::{DirectionConfig, Emulator, FeedbackConfig, LinkShape, QdiscKind, RouterConfig, TopologyConfig};
+use ccp_router::{DirectionConfig, Emulator, FeedbackConfig, LinkShape, PacerConfig, QdiscKind, RouterConfig, TopologyConfig};
 
 use super::execute::{packet_log_path, RunContext};
 use super::plan::{flow_plans, rtt_ms};
@@ -111,7 +111,13 @@ pub(super) fn record(ctx: &RunContext<'_>, rec: &mut RunRecord, duration_s: f64,
         .take_while(|p| p.role == Role::Scheme)
         .count();
     let qdisc = ctx.scheme.qdisc_for_run(scheme_flows);
-    let cfg = router_config(ctx.loaded, ctx.link, &qdisc, rec.buffer_pkts, Some(log), o.realtime || x.router.realtime);
+    let mut cfg = router_config(ctx.loaded, ctx.link, &qdisc, rec.buffer_pkts, Some(log), o.realtime || x.router.realtime);
+    cfg.pacer = ctx.scheme.pacer.map(|(settings, per_flow)| PacerConfig {
+        settings,
+        line_rate_bps: ctx.link.mean_rate_bps,
+        seed: 1,
+        per_flow,
+    });
     let topology = TopologyConfig { tcp_usec_ts: ctx.scheme.tcp_usec_ts, ..TopologyConfig::new(&prefix) };
     let emu = Emulator::start(topology, cfg)?;
     let router_start = emu.start_time();

@@ -403,7 +403,7 @@ impl LinkArgs {
             tick_us: self.pacer_tick_us.unwrap_or(d.tick_us),
             ..d
         };
-        let cfg = PacerConfig { settings, line_rate_bps, seed: self.pacer_seed };
+        let cfg = PacerConfig { settings, line_rate_bps, seed: self.pacer_seed, per_flow: self.pacer_per_flow };
         SenderPacer::new(&cfg)?;
         Ok(Some(cfg))
     }
@@ -451,7 +451,9 @@ mod tests {
     fn pacer_options_reach_the_config_and_their_errors_name_them() {
         let (_, r) = parse(&["--rate-mbps", "1000", "--pacer", "--pacer-beta-per-s", "64"]).configs().unwrap();
         let p = r.pacer.expect("--pacer");
-        assert_eq!((p.line_rate_bps, p.settings.beta_per_s, p.settings.depth_bytes), (1e9, 64.0, 3000));
+        assert_eq!((p.line_rate_bps, p.settings.beta_per_s, p.settings.depth_bytes, p.per_flow), (1e9, 64.0, 3000, false));
+        let (_, r) = parse(&["--rate-mbps", "100", "--pacer", "--pacer-per-flow"]).configs().unwrap();
+        assert!(r.pacer.expect("--pacer").per_flow);
         assert!(parse(&["--rate-mbps", "10"]).configs().unwrap().1.pacer.is_none(), "off unless asked");
         let e = err(&["--rate-mbps", "10000", "--pacer"]);
         assert!(e.contains("--pacer-depth-bytes"), "16 µs of 10 Gbit/s overflows a 3 KB bucket: {e}");

@@ -267,6 +267,10 @@ pub struct LinkArgs {
     /// Seed of the association draws.
     #[arg(long, value_name = "N", default_value_t = 1, help_heading = "HULL pacer (--pacer)")]
     pub pacer_seed: u64,
+    /// A pacer per TCP flow, as if each flow ran on a host of its own (the testbed's static flows
+    /// from distinct servers); default: one pacer for the sender, one host.
+    #[arg(long, requires = "pacer", help_heading = "HULL pacer (--pacer)")]
+    pub pacer_per_flow: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -3,6 +3,8 @@
 //!
 //! Columns: `dir,id,len,arrival_ns,dequeue_ns,finish_ns,release_ns,written_ns,queue_delay_ns,ecn_in,ecn_out,outcome`
 //! * `dir`: `down` (sender → receiver) or `up`;
+//! * `arrival_ns`: when the packet reached the queue (read from the TUN device; a paced flow's
+//!   when `--pacer` released it, so `queue_delay_ns` is the bottleneck's alone);
 //! * `dequeue_ns`: start of transmission; `finish_ns`: last byte left the link;
 //!   `release_ns`: scheduled delivery (finish + propagation); `written_ns`: actual delivery;
 //! * `ecn_in`/`ecn_out`: the ECN field on arrival and on departure (`not-ect`, `ect1`, `ect0`, `ce`),

@@ -21,7 +21,8 @@ pub struct IpPacket {
     pub data: Vec<u8>,
     /// Sequence number per direction, for the per-packet log.
     pub id: u64,
-    /// When it was read from the TUN device.
+    /// When it reached the queue: read from the TUN device, or with `--pacer` released by the
+    /// pacer of a paced flow (the pacer models the sending host, upstream of the router).
     pub arrival: Nanos,
     /// Its ECN codepoint on arrival (to tell what the queue discipline changed).
     pub ecn_in: Ecn,

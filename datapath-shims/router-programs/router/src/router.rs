@@ -136,7 +136,9 @@ impl Direction {
     /// Moves what the pacer has released into the queue.
     fn enqueue_released(&mut self, now: Nanos) {
         let Some(pacer) = &mut self.pacer else { return };
-        for p in pacer.released.drain(..) {
+        for mut p in pacer.released.drain(..) {
+            // The packet reaches the queue now: its time in the pacer is the sending host's.
+            p.arrival = now;
             self.qdisc.enqueue(now, p, &mut self.out);
         }
     }
