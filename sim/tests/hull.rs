@@ -15,6 +15,13 @@ fn shipped(name: &str, overrides: &[&str]) -> ccp_sim::config::Loaded {
     load(&path, &o).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The error loading shipped scenario `name` with `overrides` gives.
+fn rejected(name: &str, overrides: &[&str]) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sim").join(name);
+    let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+    load(&path, &o).map(|_| ()).expect_err("rejected").to_string()
+}
+
 const SHORT: [&str; 2] = ["duration_ms=200", "warmup_ms=50"];
 
 #[test]
@@ -135,12 +142,7 @@ fn the_dynamic_workload_sends_every_response_to_the_client() {
     let client = r.ports.iter().find(|p| p.name == "sw0->h4").expect("the client's port is monitored");
     assert!(client.throughput_gbps > 0.2, "the client's link carries the load: {} Gbit/s", client.throughput_gbps);
 
-    let rejected = |sets: &[&str]| {
-        let o: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sim/hull-dynamic.toml");
-        load(&path, &o).map(|_| ()).expect_err("rejected").to_string()
-    };
-    let e = rejected(&["workload.random.receiver=10"]);
+    let e = rejected("hull-dynamic.toml", &["workload.random.receiver=10"]);
     assert!(e.contains("workload.random.receiver") && e.contains("below 10"), "{e}");
 }
 
@@ -192,11 +194,7 @@ fn a_queue_buffer_caps_each_priority_on_its_own() {
 
 #[test]
 fn bad_priority_settings_are_named() {
-    let rejected = |sets: &[&str]| {
-        let o: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sim/hull-qos.toml");
-        load(&path, &o).map(|_| ()).expect_err("rejected").to_string()
-    };
+    let rejected = |sets: &[&str]| rejected("hull-qos.toml", sets);
     let e = rejected(&["switch.queues_per_port=1"]);
     assert!(e.contains("switch.scheduler") && e.contains("≥ 2"), "{e}");
     let e = rejected(&["workload.random[0].priority=2"]);
