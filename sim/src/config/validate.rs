@@ -213,14 +213,14 @@ fn validate_switch(l: &Loaded, sw: &SwitchConfig, transport: &TransportConfig) -
     if sw.queues_per_port == 0 {
         return Err(l.invalid("switch.queues_per_port", "must be ≥ 1"));
     }
-    let bfc = sw.bfc.as_ref().is_some_and(|b| b.enabled);
+    let bfc = sw.bfc.as_ref().filter(|b| b.enabled);
     if sw.scheduler == Scheduler::StrictPriority {
         if sw.queues_per_port < 2 {
             return Err(
                 l.invalid("switch.scheduler", "strict priority needs switch.queues_per_port ≥ 2 (one queue per priority)")
             );
         }
-        if bfc {
+        if bfc.is_some() {
             return Err(l.invalid(
                 "switch.scheduler",
                 "BFC assigns queues to flows itself: use the round_robin scheduler with [switch.bfc]",
@@ -246,7 +246,7 @@ fn validate_switch(l: &Loaded, sw: &SwitchConfig, transport: &TransportConfig) -
         validate_qdisc(l, "switch.border_qdisc", q, limit, mss_wire)?;
     }
     validate_pfc(l, &sw.pfc)?;
-    if let Some(b) = sw.bfc.as_ref().filter(|b| b.enabled) {
+    if let Some(b) = bfc {
         validate_bfc(l, b, sw.queues_per_port)?;
     }
     Ok(())
