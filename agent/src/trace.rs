@@ -74,6 +74,9 @@ struct Line<'a> {
     recv_rate_bytes_per_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_delivery_rate_bytes_per_s: Option<u64>,
+    /// ACK aggregation the datapath measured (`Report::extra_acked_bytes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    extra_acked_bytes: Option<u64>,
     urgent: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     qcn_fb: Option<u8>,
@@ -133,6 +136,7 @@ impl FlowTrace {
             send_rate_bytes_per_s: r.send_rate_bytes_per_s,
             recv_rate_bytes_per_s: r.recv_rate_bytes_per_s,
             max_delivery_rate_bytes_per_s: r.max_delivery_rate_bytes_per_s,
+            extra_acked_bytes: r.extra_acked_bytes,
             urgent: r.urgent.map(|u| match u {
                 Urgent::Loss => "loss",
                 Urgent::Timeout => "timeout",

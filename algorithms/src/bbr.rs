@@ -112,12 +112,15 @@
 //!   creation index in its factory (as cdg.rs): reproducible, and different for each flow.
 //! - The ACK-aggregation allowance (Linux 4.20 on, `extra_acked_gain`): the window target carries,
 //!   on top of cwnd_gain·BDP, the most data recently delivered beyond BtlBw × the time since an
-//!   aggregation epoch began (5–10 rounds, at most 100 ms of BtlBw). Linux measures it per ACK; a
-//!   report spreads its delivery over its interval, so bursts inside one interval are not seen and
-//!   the allowance comes out smaller: beside a kernel BBR on a shared 2-BDP queue, ours estimated
-//!   1 packet where the kernel's window stood 4–7 above its 2·BDP (10 Mbit/s, 10 ms), and 23
-//!   where the kernel's stood 60–125 above (200 Mbit/s, 50 ms). Two BBR v1 flows on a deep queue
-//!   are both window-limited, so the window decides their shares (README "Fidelity").
+//!   aggregation epoch began (5–10 rounds, at most 100 ms of BtlBw). Linux measures it per ACK, and
+//!   so does a datapath that can: BBR hands it BtlBw (`Action::ack_aggregation_bw_bytes_per_s`)
+//!   and takes each report's largest per-ACK excess (`Report::extra_acked_bytes`; the eBPF
+//!   datapath). Where a datapath does not measure it (libccp, the simulator) ours estimates it per
+//!   report, which misses the bursts inside one interval: beside a kernel BBR on a shared 2-BDP
+//!   queue that estimate was 1 packet where the kernel's window stood 4–7 above its 2·BDP
+//!   (10 Mbit/s, 10 ms), and 23 where the kernel's stood 60–125 above (200 Mbit/s, 50 ms). Two BBR
+//!   v1 flows on a deep queue are both window-limited, so the window decides their shares (README
+//!   "Fidelity").
 //! - Not implemented: the long-term (policer) bandwidth estimate lt_bw, the restart after idle
 //!   (reports do not say when an idle flow resumes sending) and TSO autosizing.
 //!
@@ -276,6 +279,10 @@ declare_params! {
             "",
             "window allowance for ACK aggregation, as a multiple of the recent excess delivery over BtlBw (tcp_bbr.c since Linux 4.20: 1; 0 = none, BBR as published in 2016)",
         ),
+        pub aggregation_per_ack: bool = Param::bool(
+            true,
+            "take the ACK-aggregation excess from the datapath's per-ACK measurement where it has one, as tcp_bbr.c measures it (false: estimate it per report everywhere, ours before 2026-12-03)",
+        ),
         pub seed: u64 = Param::int(0, 0, i64::MAX, "", "seed of the PROBE_BW starting-phase draws (mixed with the flow's creation index)"),
         pub init_cwnd_pkts: f64 = shared::INIT_CWND_PKTS,
     }
@@ -292,6 +299,8 @@ pub struct BbrConfig {
     pub pacing_margin: f64,
     /// The window allowance for ACK aggregation over the recent excess delivery (0: none).
     pub extra_acked_gain: f64,
+    /// Ask the datapath to measure the aggregation excess per ACK, and use it where it does.
+    pub aggregation_per_ack: bool,
     /// Seeds the PROBE_BW starting-phase draws. The registry's factory mixes each flow's creation
     /// index into it; an embedder that builds several flows with `Bbr::new` should vary it itself,
     /// or its flows will probe in step.
@@ -309,6 +318,7 @@ impl From<&BbrParams> for BbrConfig {
             probe_rtt_us: (p.probe_rtt_ms * 1e3) as u64,
             pacing_margin: p.pacing_margin,
             extra_acked_gain: p.extra_acked_gain,
+            aggregation_per_ack: p.aggregation_per_ack,
             seed: p.seed,
             init_cwnd_pkts: p.init_cwnd_pkts,
         }
@@ -421,9 +431,10 @@ struct Recovery {
 /// How much more data recent intervals delivered than BtlBw accounts for (tcp_bbr.c's
 /// bbr_update_ack_aggregation): an epoch starts when deliveries fall behind BtlBw × the time
 /// since the epoch began, and the excess over that product is max-filtered over two windows of
-/// `EXTRA_ACKED_WIN_ROUNDS` rounds. Per report rather than per ACK: a report's delivery is spread
-/// over its interval, so an epoch that starts with a report starts at the beginning of that
-/// report's interval; aggregation inside one interval is not seen.
+/// `EXTRA_ACKED_WIN_ROUNDS` rounds. The excess is the datapath's per-ACK measurement when the
+/// report carries one; otherwise it is estimated per report: a report's delivery is spread over
+/// its interval, so an epoch that starts with a report starts at the beginning of that report's
+/// interval, and aggregation inside one interval is not seen.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct AckAggregation {
     epoch_start_us: u64,
@@ -434,10 +445,19 @@ struct AckAggregation {
     window_idx: usize,
 }
 
+/// Where a report's aggregation excess comes from.
+#[derive(Debug, Clone, Copy)]
+enum Excess {
+    /// The datapath's per-ACK measurement, bytes.
+    Measured(f64),
+    /// Estimated from the report's delivery against BtlBw `bw` (bytes/s), packets of `mss` bytes.
+    Estimated { bw: f64, mss: f64 },
+}
+
 impl AckAggregation {
-    /// One report: `delivered` bytes over its interval, with BtlBw `bw` (bytes/s); the excess is
-    /// never counted above `cwnd` (bytes).
-    fn update(&mut self, r: &Report, round_start: bool, delivered: f64, bw: f64, cwnd: f64, mss: f64) {
+    /// One report: `delivered` bytes over its interval; the excess is never counted above
+    /// `cwnd` (bytes).
+    fn update(&mut self, r: &Report, round_start: bool, delivered: f64, excess: Excess, cwnd: f64) {
         if delivered <= 0.0 {
             return;
         }
@@ -449,6 +469,14 @@ impl AckAggregation {
                 self.extra_bytes[self.window_idx] = 0.0;
             }
         }
+        let (bw, mss) = match excess {
+            Excess::Measured(bytes) => {
+                let slot = &mut self.extra_bytes[self.window_idx];
+                *slot = slot.max(bytes.min(cwnd));
+                return;
+            }
+            Excess::Estimated { bw, mss } => (bw, mss),
+        };
         let expected_since = |start_us: u64| bw * r.now_us.saturating_sub(start_us) as f64 / US_PER_S;
         let mut expected = expected_since(self.epoch_start_us);
         if self.epoch_delivered_bytes <= expected || self.epoch_delivered_bytes + delivered >= ACK_EPOCH_RESET_PKTS * mss {
@@ -918,7 +946,13 @@ impl Bbr {
     }
 
     fn action(&self) -> Action {
-        Action::cwnd(self.cwnd).with_pacing(Pacing::BytesPerSec(self.pacing_rate))
+        let a = Action::cwnd(self.cwnd).with_pacing(Pacing::BytesPerSec(self.pacing_rate));
+        let bw = self.bw.get();
+        if self.cfg.extra_acked_gain > 0.0 && self.cfg.aggregation_per_ack && bw > 0.0 {
+            a.with_ack_aggregation_bw(bw)
+        } else {
+            a
+        }
     }
 }
 
@@ -977,7 +1011,11 @@ impl Algorithm for Bbr {
         self.update_bw([Self::rate_sample(r), round_sample], app_limited);
         if self.cfg.extra_acked_gain > 0.0 {
             let (bw, cwnd) = (self.bw.get(), self.cwnd);
-            self.ack_aggregation.update(r, self.round_start, delivered, bw, cwnd, self.mss);
+            let excess = match r.extra_acked_bytes.filter(|_| self.cfg.aggregation_per_ack) {
+                Some(bytes) => Excess::Measured(bytes as f64),
+                None => Excess::Estimated { bw, mss: self.mss },
+            };
+            self.ack_aggregation.update(r, self.round_start, delivered, excess, cwnd);
         }
         self.update_cycle_phase(r);
         self.check_full_bw(app_limited);
@@ -1485,7 +1523,7 @@ mod tests {
         let mut report = |agg: &mut AckAggregation, round_start: bool, bytes: f64, cwnd: f64| {
             now += 10_000;
             let r = Report { now_us: now, interval_us: 10_000, ..Report::default() };
-            agg.update(&r, round_start, bytes, bw, cwnd, mss);
+            agg.update(&r, round_start, bytes, Excess::Estimated { bw, mss }, cwnd);
         };
         // At BtlBw (10 kB per 10 ms) and below it, nothing is in excess.
         for bytes in [10_000.0, 10_000.0, 5_000.0, 5_000.0, 5_000.0] {
@@ -1506,6 +1544,48 @@ mod tests {
         }
         report(&mut agg, true, 10_000.0, big_cwnd);
         assert_eq!(agg.get(), 0.0, "forgotten after ten rounds");
+    }
+
+    #[test]
+    fn a_datapath_measured_excess_replaces_the_per_report_estimate() {
+        let big_cwnd = 1e9;
+        let report = |now_us: u64| Report { now_us, interval_us: 10_000, ..Report::default() };
+        // Deliveries at BtlBw per report, but the ACKs inside came in bursts: the datapath saw
+        // 30 kB beyond BtlBw where the report alone shows none.
+        let mut agg = AckAggregation::default();
+        agg.update(&report(10_000), false, 10_000.0, Excess::Measured(30_000.0), big_cwnd);
+        assert_eq!(agg.get(), 30_000.0);
+        agg.update(&report(20_000), false, 10_000.0, Excess::Measured(5_000.0), big_cwnd);
+        assert_eq!(agg.get(), 30_000.0, "the window keeps its maximum");
+        // A measured zero is believed: the report's own 25 kB burst is not counted.
+        let mut calm = AckAggregation::default();
+        calm.update(&report(10_000), false, 25_000.0, Excess::Measured(0.0), big_cwnd);
+        assert_eq!(calm.get(), 0.0);
+        // Never above the window.
+        let mut capped = AckAggregation::default();
+        capped.update(&report(10_000), false, 10_000.0, Excess::Measured(30_000.0), 12_000.0);
+        assert_eq!(capped.get(), 12_000.0);
+        // Rounds still age it out.
+        for _ in 0..EXTRA_ACKED_WIN_ROUNDS * 2 {
+            agg.update(&report(30_000), true, 10_000.0, Excess::Measured(0.0), big_cwnd);
+        }
+        assert_eq!(agg.get(), 0.0);
+    }
+
+    #[test]
+    fn bbr_asks_the_datapath_to_measure_aggregation_against_btlbw() {
+        let mut b = Bbr::new(BbrConfig::default());
+        let a = b.init(&FlowStart::new(MSS, 10 * u64::from(MSS)));
+        assert_eq!(a.ack_aggregation_bw_bytes_per_s, None, "no bandwidth estimate yet");
+        let a = b.on_report(&rep(10_000, 10.0, Some(BW), 10.0, RTT_US));
+        let asked = a.ack_aggregation_bw_bytes_per_s.expect("asked once BtlBw is known");
+        assert_eq!(asked, b.bw.get());
+        let mut off = bbr_with(BbrConfig { extra_acked_gain: 0.0, ..BbrConfig::default() });
+        let a = off.on_report(&rep(10_000, 10.0, Some(BW), 10.0, RTT_US));
+        assert_eq!(a.ack_aggregation_bw_bytes_per_s, None, "no allowance, no measurement");
+        let mut per_report = bbr_with(BbrConfig { aggregation_per_ack: false, ..BbrConfig::default() });
+        let a = per_report.on_report(&rep(10_000, 10.0, Some(BW), 10.0, RTT_US));
+        assert_eq!(a.ack_aggregation_bw_bytes_per_s, None, "estimated per report: nothing to ask");
     }
 
     #[test]

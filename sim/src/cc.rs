@@ -248,6 +248,8 @@ impl FlowCc {
             send_rate_bytes_per_s: f.send_rate,
             recv_rate_bytes_per_s: f.recv_rate,
             max_delivery_rate_bytes_per_s: f.max_delivery_rate,
+            // Not measured here (yet): BBR estimates it per report, as the outputs were blessed.
+            extra_acked_bytes: None,
             inflight_bytes: g.inflight_bytes,
             unacked_bytes: g.unacked_bytes,
             pending_bytes: g.pending_bytes,

@@ -125,6 +125,7 @@ fn from_line(n: usize, line: &str) -> Report {
         recv_rate_bytes_per_s: o(20),
         // The recorded columns predate the field: none, as from a datapath without per-ACK samples.
         max_delivery_rate_bytes_per_s: None,
+        extra_acked_bytes: None,
         inflight_bytes: num(21),
         // The recorded columns predate the field: unknown, as from a libccp datapath.
         unacked_bytes: 0,

@@ -73,6 +73,7 @@ class ActionLike:
     report_per_rtt = None
     rtt_threshold_us = None
     report_acked_pkts = None
+    ack_aggregation_bw_bytes_per_s = None
 
 
 def function():

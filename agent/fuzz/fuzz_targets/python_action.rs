@@ -57,7 +57,7 @@ enum Kind {
     U32,
 }
 
-const FIELDS: [(&str, Kind); 7] = [
+const FIELDS: [(&str, Kind); 8] = [
     ("cwnd_bytes", Kind::Float),
     ("pacing_rate_bytes_per_s", Kind::Float),
     ("pacing_off", Kind::Bool),
@@ -65,6 +65,7 @@ const FIELDS: [(&str, Kind); 7] = [
     ("report_per_rtt", Kind::Float),
     ("rtt_threshold_us", Kind::U64),
     ("report_acked_pkts", Kind::U32),
+    ("ack_aggregation_bw_bytes_per_s", Kind::Float),
 ];
 
 /// A field's value as the model holds it.
@@ -109,11 +110,12 @@ fn same_action(a: &Action, b: &Action) -> bool {
         && report
         && a.rtt_threshold_us == b.rtt_threshold_us
         && a.report_acked_pkts == b.report_acked_pkts
+        && same_f64(a.ack_aggregation_bw_bytes_per_s, b.ack_aggregation_bw_bytes_per_s)
 }
 
 /// The fields of one Python `Action`, as the model expects them.
 #[derive(Clone, Copy, Debug)]
-struct Fields([Val; 7]);
+struct Fields([Val; 8]);
 
 impl Default for Fields {
     fn default() -> Self {
@@ -129,7 +131,7 @@ impl Fields {
     /// The contract's action, or None where the fields contradict each other (the host's
     /// WrongType).
     fn action(&self) -> Option<Action> {
-        let [Val::Float(cwnd), Val::Float(rate), Val::Bool(off), Val::Int(every), Val::Float(per_rtt), Val::Int(threshold), Val::Int(acked)] =
+        let [Val::Float(cwnd), Val::Float(rate), Val::Bool(off), Val::Int(every), Val::Float(per_rtt), Val::Int(threshold), Val::Int(acked), Val::Float(aggregation)] =
             self.0
         else {
             unreachable!("the model keeps each field's kind")
@@ -152,6 +154,7 @@ impl Fields {
             report,
             rtt_threshold_us: threshold,
             report_acked_pkts: acked.map(|n| u32::try_from(n).expect("the model holds a u32 here")),
+            ack_aggregation_bw_bytes_per_s: aggregation,
         })
     }
 }

@@ -197,7 +197,7 @@ NONE = b"\0"
 THREAD, INLINE, AHEAD = b"\0", b"\1", b"\2"
 FIELD_INDEX = {name: i for i, name in enumerate(
     ["cwnd_bytes", "pacing_rate_bytes_per_s", "pacing_off", "report_every_us", "report_per_rtt", "rtt_threshold_us",
-     "report_acked_pkts"])}
+     "report_acked_pkts", "ack_aggregation_bw_bytes_per_s"])}
 
 
 def py_bool(b):

@@ -15,7 +15,8 @@ const PACING: u8 = 2;
 const REPORT: u8 = 4;
 const RTT_THRESHOLD: u8 = 8;
 const REPORT_ACKED_PKTS: u8 = 16;
-const ALL: u8 = CWND | PACING | REPORT | RTT_THRESHOLD | REPORT_ACKED_PKTS;
+const AGGREGATION: u8 = 32;
+const ALL: u8 = CWND | PACING | REPORT | RTT_THRESHOLD | REPORT_ACKED_PKTS | AGGREGATION;
 
 #[inline]
 fn fields(c: &Command) -> u8 {
@@ -25,6 +26,7 @@ fn fields(c: &Command) -> u8 {
         | bit(c.report.is_some(), REPORT)
         | bit(c.rtt_threshold_us.is_some(), RTT_THRESHOLD)
         | bit(c.report_acked_pkts.is_some(), REPORT_ACKED_PKTS)
+        | bit(c.ack_aggregation_bw_bytes_per_s.is_some(), AGGREGATION)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -58,6 +60,9 @@ impl Latch {
             // `Settings::changes_from(None)`); one that missed a change may hold a trigger.
             report_acked_pkts: (send & REPORT_ACKED_PKTS != 0 && (want.report_acked_pkts > 0 || self.missing != ALL))
                 .then_some(want.report_acked_pkts),
+            ack_aggregation_bw_bytes_per_s: (send & AGGREGATION != 0
+                && (want.ack_aggregation_bw_bytes_per_s > 0 || self.missing != ALL))
+                .then_some(want.ack_aggregation_bw_bytes_per_s),
         }
     }
 
@@ -92,6 +97,7 @@ mod tests {
             report: ReportPolicy::EveryUs(10),
             rtt_threshold_us: None,
             report_acked_pkts: 0,
+            ack_aggregation_bw_bytes_per_s: 0,
         }
     }
 

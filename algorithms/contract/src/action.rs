@@ -34,6 +34,10 @@ pub struct Action {
     /// selectively) since the last report, whatever the report policy's interval; 0 turns it off.
     /// For algorithms that act every few packets (Inigo's sub-window response every W_sub).
     pub report_acked_pkts: Option<u32>,
+    /// Measure ACK aggregation against this delivery rate, bytes/s (0 turns it off): the
+    /// datapath then reports in `Report::extra_acked_bytes` how far deliveries ran ahead of it
+    /// (tcp_bbr.c's aggregation epochs, per ACK). BBR sets its BtlBw here.
+    pub ack_aggregation_bw_bytes_per_s: Option<f64>,
 }
 
 impl Action {
@@ -67,6 +71,12 @@ impl Action {
         self
     }
 
+    #[inline]
+    pub fn with_ack_aggregation_bw(mut self, bytes_per_s: f64) -> Self {
+        self.ack_aggregation_bw_bytes_per_s = Some(bytes_per_s);
+        self
+    }
+
     /// True when the action asks for nothing.
     #[inline]
     pub fn is_empty(&self) -> bool {
@@ -75,5 +85,6 @@ impl Action {
             && self.report.is_none()
             && self.rtt_threshold_us.is_none()
             && self.report_acked_pkts.is_none()
+            && self.ack_aggregation_bw_bytes_per_s.is_none()
     }
 }

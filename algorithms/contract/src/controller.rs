@@ -72,6 +72,7 @@ pub enum Fault {
     InvalidCwnd(f64),
     InvalidPacingRate(f64),
     InvalidReportRtts(f64),
+    InvalidAggregationRate(f64),
 }
 
 impl std::fmt::Display for Fault {
@@ -82,6 +83,7 @@ impl std::fmt::Display for Fault {
             Fault::InvalidCwnd(v) => write!(f, "returned an invalid cwnd {v}"),
             Fault::InvalidPacingRate(v) => write!(f, "returned an invalid pacing rate {v}"),
             Fault::InvalidReportRtts(v) => write!(f, "returned an invalid per-RTT report policy {v}"),
+            Fault::InvalidAggregationRate(v) => write!(f, "returned an invalid ACK-aggregation rate {v}"),
         }
     }
 }
@@ -160,6 +162,7 @@ impl Controller {
                 report: ReportPolicy::EveryUs(INTERVAL_BEFORE_RTT_US),
                 rtt_threshold_us: None,
                 report_acked_pkts: 0,
+                ack_aggregation_bw_bytes_per_s: 0,
             },
             requested_cwnd_bytes: start.start_cwnd_bytes().max(1),
             ceiling: WindowCeiling::default(),
@@ -422,6 +425,11 @@ impl Controller {
             ) as u64)),
             None => None,
         };
+        let aggregation = match action.ack_aggregation_bw_bytes_per_s {
+            Some(r) if !r.is_finite() || r < 0.0 => return Err(Fault::InvalidAggregationRate(r)),
+            Some(r) => Some(clamp(r, 0.0, self.caps.max_rate_bytes_per_s as f64).round() as u64),
+            None => None,
+        };
 
         if let Some(c) = cwnd {
             self.requested_cwnd_bytes = c;
@@ -440,6 +448,9 @@ impl Controller {
         }
         if let Some(n) = action.report_acked_pkts {
             self.settings.report_acked_pkts = clamp(f64::from(n), 0.0, f64::from(MAX_REPORT_ACKED_PKTS)) as u32;
+        }
+        if let Some(r) = aggregation {
+            self.settings.ack_aggregation_bw_bytes_per_s = r;
         }
         Ok(clamped)
     }

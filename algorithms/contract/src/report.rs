@@ -188,6 +188,13 @@ pub struct Report {
     /// max filter takes from every ACK. The pair above is the last sample only, one draw from
     /// these. `None` when the datapath takes no per-ACK samples or the interval had none.
     pub max_delivery_rate_bytes_per_s: Option<u64>,
+    /// ACK aggregation (tcp_bbr.c's `extra_acked`), the interval's largest per-ACK value, bytes:
+    /// an aggregation epoch starts when deliveries fall behind `Action::ack_aggregation_bw_bytes_per_s`
+    /// × the time since the epoch began (or after 2^20 packets), and at each ACK the excess is the
+    /// data delivered in the epoch beyond that product, at most the window. `None` when the
+    /// datapath does not measure it (it needs each ACK: a report spreads its delivery over its
+    /// interval) or no rate was set.
+    pub extra_acked_bytes: Option<u64>,
 
     /// Bytes in the network at the end of the interval: sent and neither SACKed nor marked lost,
     /// plus retransmissions (Linux's `tcp_packets_in_flight`, RFC 6675's pipe).
@@ -243,6 +250,7 @@ impl Default for Report {
             send_rate_bytes_per_s: None,
             recv_rate_bytes_per_s: None,
             max_delivery_rate_bytes_per_s: None,
+            extra_acked_bytes: None,
             inflight_bytes: 0,
             unacked_bytes: 0,
             pending_bytes: 0,

@@ -25,6 +25,8 @@ pub struct Settings {
     pub rtt_threshold_us: Option<u64>,
     /// Report at least every this many packets acknowledged; 0: off.
     pub report_acked_pkts: u32,
+    /// The rate ACK aggregation is measured against, bytes/s; 0: not measured.
+    pub ack_aggregation_bw_bytes_per_s: u64,
 }
 
 impl Settings {
@@ -38,6 +40,8 @@ impl Settings {
                 report: Some(self.report),
                 rtt_threshold_us: self.rtt_threshold_us,
                 report_acked_pkts: (self.report_acked_pkts > 0).then_some(self.report_acked_pkts),
+                ack_aggregation_bw_bytes_per_s: (self.ack_aggregation_bw_bytes_per_s > 0)
+                    .then_some(self.ack_aggregation_bw_bytes_per_s),
             };
         };
         Command {
@@ -46,6 +50,7 @@ impl Settings {
             report: (self.report != from.report).then_some(self.report),
             rtt_threshold_us: self.rtt_threshold_us.filter(|t| from.rtt_threshold_us != Some(*t)),
             report_acked_pkts: changed(self.report_acked_pkts, from.report_acked_pkts),
+            ack_aggregation_bw_bytes_per_s: changed(self.ack_aggregation_bw_bytes_per_s, from.ack_aggregation_bw_bytes_per_s),
         }
     }
 }
@@ -64,6 +69,8 @@ pub struct Command {
     pub rtt_threshold_us: Option<u64>,
     /// 0 turns the packet trigger off.
     pub report_acked_pkts: Option<u32>,
+    /// 0 turns the measurement off.
+    pub ack_aggregation_bw_bytes_per_s: Option<u64>,
 }
 
 impl Command {
@@ -74,6 +81,7 @@ impl Command {
             && self.report.is_none()
             && self.rtt_threshold_us.is_none()
             && self.report_acked_pkts.is_none()
+            && self.ack_aggregation_bw_bytes_per_s.is_none()
     }
 }
 

@@ -104,6 +104,7 @@ macro_rules! plain_report_fields {
             send_rate_bytes_per_s: Option<u64>,
             recv_rate_bytes_per_s: Option<u64>,
             max_delivery_rate_bytes_per_s: Option<u64>,
+            extra_acked_bytes: Option<u64>,
             inflight_bytes: u64,
             unacked_bytes: u64,
             pending_bytes: u64,
@@ -344,6 +345,8 @@ impl PyFlowStart {
 /// - `report_every_us` or `report_per_rtt` (not both): when the next reports come.
 /// - `rtt_threshold_us`: the datapath counts RTT samples above it (`rtt_samples_over_threshold`).
 /// - `report_acked_pkts`: also report after this many packets are acknowledged.
+/// - `ack_aggregation_bw_bytes_per_s`: the datapath measures ACK aggregation against this rate
+///   (`Report.extra_acked_bytes`); 0 stops it.
 #[pyclass(module = "ccp_agent", name = "Action", get_all, set_all, from_py_object)]
 #[derive(Clone, Default)]
 pub struct PyAction {
@@ -354,13 +357,17 @@ pub struct PyAction {
     pub report_per_rtt: Option<f64>,
     pub rtt_threshold_us: Option<u64>,
     pub report_acked_pkts: Option<u32>,
+    pub ack_aggregation_bw_bytes_per_s: Option<f64>,
 }
 
 #[pymethods]
 impl PyAction {
     #[new]
     #[pyo3(signature = (cwnd_bytes=None, *, pacing_rate_bytes_per_s=None, pacing_off=false, report_every_us=None,
-                        report_per_rtt=None, rtt_threshold_us=None, report_acked_pkts=None))]
+                        report_per_rtt=None, rtt_threshold_us=None, report_acked_pkts=None,
+                        ack_aggregation_bw_bytes_per_s=None))]
+    // One keyword argument per field of the Python class: the signature is the API.
+    #[allow(clippy::too_many_arguments)]
     fn new(
         cwnd_bytes: Option<f64>,
         pacing_rate_bytes_per_s: Option<f64>,
@@ -369,6 +376,7 @@ impl PyAction {
         report_per_rtt: Option<f64>,
         rtt_threshold_us: Option<u64>,
         report_acked_pkts: Option<u32>,
+        ack_aggregation_bw_bytes_per_s: Option<f64>,
     ) -> PyResult<Self> {
         let a = PyAction {
             cwnd_bytes,
@@ -378,6 +386,7 @@ impl PyAction {
             report_per_rtt,
             rtt_threshold_us,
             report_acked_pkts,
+            ack_aggregation_bw_bytes_per_s,
         };
         a.to_action().map_err(PyValueError::new_err)?;
         Ok(a)
@@ -397,6 +406,7 @@ impl PyAction {
         put("report_per_rtt", self.report_per_rtt.map(|v| v.to_string()));
         put("rtt_threshold_us", self.rtt_threshold_us.map(|v| v.to_string()));
         put("report_acked_pkts", self.report_acked_pkts.map(|v| v.to_string()));
+        put("ack_aggregation_bw_bytes_per_s", self.ack_aggregation_bw_bytes_per_s.map(|v| v.to_string()));
         format!("Action({})", parts.join(", "))
     }
 
@@ -427,6 +437,7 @@ impl PyAction {
             report,
             rtt_threshold_us: self.rtt_threshold_us,
             report_acked_pkts: self.report_acked_pkts,
+            ack_aggregation_bw_bytes_per_s: self.ack_aggregation_bw_bytes_per_s,
         })
     }
 }

@@ -120,6 +120,7 @@ impl Algorithm for PyAlgorithm {
             report: a.report.or(from_init.report),
             rtt_threshold_us: a.rtt_threshold_us.or(from_init.rtt_threshold_us),
             report_acked_pkts: a.report_acked_pkts.or(from_init.report_acked_pkts),
+            ack_aggregation_bw_bytes_per_s: a.ack_aggregation_bw_bytes_per_s.or(from_init.ack_aggregation_bw_bytes_per_s),
         })
     }
 

@@ -162,6 +162,7 @@ fn control(want: &Settings) -> Control {
         report: settings::report_every(want.report),
         rtt_threshold_us: want.rtt_threshold_us.map(|t| u32::try_from(t).unwrap_or(u32::MAX)),
         report_acked_pkts: want.report_acked_pkts,
+        aggregation_bytes_per_s: want.ack_aggregation_bw_bytes_per_s,
     }
 }
 

@@ -55,6 +55,7 @@ pub fn to_report(k: &KernelReport) -> Report {
         send_rate_bytes_per_s: send.filter(|_| both),
         recv_rate_bytes_per_s: recv.filter(|_| both),
         max_delivery_rate_bytes_per_s: rate(k.rate_max_delivered, k.mss, k.rate_max_us),
+        extra_acked_bytes: k.extra_acked_pkts.map(|p| u64::from(p) * mss),
         inflight_bytes: u64::from(k.inflight_pkts) * mss,
         unacked_bytes: u64::from(k.unacked_pkts) * mss,
         pending_bytes: u64::from(k.pending_bytes),
@@ -151,6 +152,7 @@ mod tests {
             rate_rcv_us: 25_000,
             rate_max_delivered: 120,
             rate_max_us: 24_000,
+            extra_acked_pkts: Some(9),
             inflight_pkts: 30,
             unacked_pkts: 36,
             pending_bytes: 1_000_000,
@@ -186,6 +188,7 @@ mod tests {
         assert_eq!(r.recv_rate_bytes_per_s, Some(5_792_000));
         // The fastest sample: 120 packets over 24 ms.
         assert_eq!(r.max_delivery_rate_bytes_per_s, Some(7_240_000));
+        assert_eq!(r.extra_acked_bytes, Some(9 * 1448));
         assert_eq!((r.inflight_bytes, r.unacked_bytes, r.pending_bytes), (30 * 1448, 36 * 1448, 1_000_000));
         assert_eq!(r.cwnd_bytes, 32 * 1448);
         assert_eq!(r.pacing_rate_bytes_per_s, Some(5_000_000));
@@ -203,6 +206,7 @@ mod tests {
             rate_delivered: 0,
             rate_max_delivered: 0,
             rate_max_us: 0,
+            extra_acked_pkts: None,
             paced: false,
             srtt_us: 0,
             urgent: None,
@@ -211,6 +215,7 @@ mod tests {
         let r = to_report(&k);
         assert_eq!(r.rtt, None);
         assert_eq!((r.send_rate_bytes_per_s, r.recv_rate_bytes_per_s, r.max_delivery_rate_bytes_per_s), (None, None, None));
+        assert_eq!(r.extra_acked_bytes, None);
         assert_eq!(r.pacing_rate_bytes_per_s, None);
         assert_eq!(r.urgent, None);
         // A zero MSS from a broken record does not zero the byte counts' scale into nonsense.

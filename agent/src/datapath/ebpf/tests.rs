@@ -45,6 +45,7 @@ fn settings_become_a_whole_control_entry() {
         report: ReportPolicy::PerRtt { rtts: 2.0 },
         rtt_threshold_us: Some(u64::MAX),
         report_acked_pkts: 10,
+        ack_aggregation_bw_bytes_per_s: 25_000_000,
     };
     let c = control(&want);
     assert_eq!(c.cwnd_bytes, Some(1), "a zero window is not a command anyone means");
@@ -52,6 +53,7 @@ fn settings_become_a_whole_control_entry() {
     assert_eq!(c.report, ReportEvery::RttSixteenths(32));
     assert_eq!(c.rtt_threshold_us, Some(u32::MAX));
     assert_eq!(c.report_acked_pkts, 10);
+    assert_eq!(c.aggregation_bytes_per_s, 25_000_000);
     let paced = control(&Settings { pacing: Some(PacingCommand::BytesPerSec(1_000)), ..want });
     assert_eq!(paced.pacing_bytes_per_s, Some(1_000));
 }

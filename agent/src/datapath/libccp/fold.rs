@@ -341,6 +341,8 @@ impl FlowDecoder {
                 0 => None,
                 r => Some(r),
             },
+            // libccp folds in a program the agent does not write per ACK: no aggregation epochs.
+            extra_acked_bytes: None,
             inflight_bytes: f(layout.inflight_bytes),
             // libccp has no primitive for snd_nxt − snd_una: the window falls back to the flight.
             unacked_bytes: 0,

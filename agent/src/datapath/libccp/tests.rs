@@ -117,6 +117,7 @@ impl T {
             report: ReportPolicy::EveryUs(10_000),
             rtt_threshold_us: None,
             report_acked_pkts: 0,
+            ack_aggregation_bw_bytes_per_s: 0,
         };
         self.dp.apply(FlowRef { peer: 0, sid }, &want, &changed, self.now)
     }

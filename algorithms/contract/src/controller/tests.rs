@@ -341,6 +341,7 @@ fn settings_changes_name_only_what_differs() {
         report: ReportPolicy::EveryUs(5),
         rtt_threshold_us: Some(7),
         report_acked_pkts: 0,
+        ack_aggregation_bw_bytes_per_s: 0,
     };
     assert!(a.changes_from(Some(&a)).is_empty());
     let b = Settings { cwnd_bytes: 11, ..a };
@@ -351,6 +352,11 @@ fn settings_changes_name_only_what_differs() {
     let c = Settings { report_acked_pkts: 10, ..a };
     assert_eq!(c.changes_from(Some(&a)).report_acked_pkts, Some(10));
     assert_eq!(a.changes_from(Some(&c)).report_acked_pkts, Some(0), "turning it off is a change");
+    assert_eq!(all.ack_aggregation_bw_bytes_per_s, None, "no measurement is the datapath's default");
+    let d = Settings { ack_aggregation_bw_bytes_per_s: 1_000, ..a };
+    assert_eq!(d.changes_from(Some(&a)).ack_aggregation_bw_bytes_per_s, Some(1_000));
+    assert_eq!(d.changes_from(None).ack_aggregation_bw_bytes_per_s, Some(1_000));
+    assert_eq!(a.changes_from(Some(&d)).ack_aggregation_bw_bytes_per_s, Some(0), "stopping it is a change");
 }
 
 #[test]
@@ -524,4 +530,24 @@ fn a_report_begun_ahead_is_decided_under_the_same_containment() {
     let out = c.on_report(&report(99), 99);
     assert_eq!((out.fault, c.cwnd_bytes()), (None, 119_000));
     assert_eq!(collected.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn aggregation_rates_are_kept_bounded_and_bad_ones_are_faults() {
+    let (mut c, _) = start(vec![
+        Step::Act(Action::default().with_ack_aggregation_bw(2_500_000.4)),
+        Step::Act(Action::default().with_ack_aggregation_bw(f64::MAX)),
+        Step::Act(Action::default().with_ack_aggregation_bw(0.0)),
+        Step::Act(Action::default().with_ack_aggregation_bw(f64::NAN)),
+        Step::Act(Action::default().with_ack_aggregation_bw(-1.0)),
+    ]);
+    assert_eq!(c.on_report(&report(1), 1).command.ack_aggregation_bw_bytes_per_s, Some(2_500_000));
+    let out = c.on_report(&report(2), 2);
+    assert_eq!(out.command.ack_aggregation_bw_bytes_per_s, Some(CAPS.max_rate_bytes_per_s), "clamped to the datapath's rates");
+    assert_eq!(c.on_report(&report(3), 3).command.ack_aggregation_bw_bytes_per_s, Some(0), "0 stops it");
+    for now in [4, 5] {
+        let out = c.on_report(&report(now), now);
+        assert!(matches!(out.fault, Some(Fault::InvalidAggregationRate(_))), "{out:?}");
+        assert_eq!(c.settings().ack_aggregation_bw_bytes_per_s, 0);
+    }
 }

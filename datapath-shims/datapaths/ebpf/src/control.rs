@@ -29,6 +29,9 @@ pub struct Control {
     pub rtt_threshold_us: Option<u32>,
     /// Also report once this many packets were delivered since the last report; 0: off.
     pub report_acked_pkts: u32,
+    /// Measure ACK aggregation against this delivery rate, bytes/s; 0: off. The entry carries it
+    /// in units of 1000 bytes/s (a non-zero rate never rounds to off).
+    pub aggregation_bytes_per_s: u64,
 }
 
 impl Default for Control {
@@ -39,6 +42,7 @@ impl Default for Control {
             report: ReportEvery::Default,
             rtt_threshold_us: None,
             report_acked_pkts: 0,
+            aggregation_bytes_per_s: 0,
         }
     }
 }
@@ -55,7 +59,7 @@ pub(crate) struct RawCtrl {
     pub seq: u32,
     pub fid: u32,
     pub report_acked_pkts: u32,
-    pub _pad: u32,
+    pub aggregation_kbytes_per_s: u32,
 }
 const _: () = assert!(size_of::<RawCtrl>() == 48);
 // SAFETY: repr(C) integers only, padding explicit.
@@ -81,7 +85,10 @@ impl Control {
             seq,
             fid,
             report_acked_pkts: self.report_acked_pkts,
-            _pad: 0,
+            aggregation_kbytes_per_s: match self.aggregation_bytes_per_s {
+                0 => 0,
+                r => u32::try_from(r.div_ceil(1000)).unwrap_or(u32::MAX),
+            },
         }
     }
 }
@@ -190,6 +197,7 @@ mod tests {
             report: ReportEvery::Micros(5_000),
             rtt_threshold_us: Some(30_000),
             report_acked_pkts: 10,
+            aggregation_bytes_per_s: 25_000_000,
         };
         let raw = c.encode(11, 3, 9);
         assert_eq!(raw.cwnd_bytes, 14_480);
@@ -201,6 +209,14 @@ mod tests {
         assert_eq!(&pod_bytes(&raw)[..8], &14_480u64.to_le_bytes());
         assert_eq!(&pod_bytes(&raw)[28..32], &3u32.to_le_bytes());
         assert_eq!(&pod_bytes(&raw)[40..44], &10u32.to_le_bytes(), "the packet trigger follows the fid");
+        assert_eq!(&pod_bytes(&raw)[44..48], &25_000u32.to_le_bytes(), "the aggregation rate last, in 1000 bytes/s");
+    }
+
+    #[test]
+    fn an_aggregation_rate_is_never_rounded_to_off() {
+        let kb = |r: u64| Control { aggregation_bytes_per_s: r, ..Control::default() }.encode(1, 1, 1).aggregation_kbytes_per_s;
+        assert_eq!((kb(0), kb(1), kb(999), kb(1000), kb(1001)), (0, 1, 1, 1, 2));
+        assert_eq!(kb(u64::MAX), u32::MAX, "saturates");
     }
 
     #[test]

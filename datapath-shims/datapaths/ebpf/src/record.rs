@@ -87,6 +87,8 @@ pub(crate) struct RawReport {
     pub unacked_pkts: u32,
     pub rate_max_delivered: u32,
     pub rate_max_us: u32,
+    pub extra_acked_pkts: u32,
+    pub pad2: u32,
 }
 
 #[repr(C)]
@@ -121,9 +123,11 @@ pub(crate) struct RawAck {
 
 const _: () = assert!(size_of::<RawHdr>() == 16);
 const _: () = assert!(size_of::<RawCreate>() == 120);
-const _: () = assert!(size_of::<RawReport>() == 152);
-/// A report of an instance built before `rate_max_*` were appended: decoded without them.
+const _: () = assert!(size_of::<RawReport>() == 160);
+/// Reports of instances built before fields were appended, decoded without them: before
+/// `rate_max_*`, and before `extra_acked_pkts`.
 const REPORT_SIZE_BEFORE_RATE_MAX: usize = 144;
+const REPORT_SIZE_BEFORE_EXTRA_ACKED: usize = 152;
 const _: () = assert!(size_of::<RawClose>() == 32);
 const _: () = assert!(size_of::<RawAck>() == 80);
 
@@ -237,6 +241,10 @@ pub struct KernelReport {
     /// when the interval had none, or from an instance built before the fields.
     pub rate_max_delivered: u32,
     pub rate_max_us: u32,
+    /// ACK aggregation against the control entry's rate (tcp_bbr.c's `extra_acked`), the
+    /// interval's largest per-ACK value, packets; `None` when not measured (no rate set, no ACK
+    /// delivered data, or an instance built before the field).
+    pub extra_acked_pkts: Option<u32>,
     pub inflight_pkts: u32,
     /// Sent and not cumulatively acknowledged (`tp->packets_out`); 0 from an instance built
     /// before the field (it was padding).
@@ -372,6 +380,7 @@ const RF_APP_LIMITED: u8 = 1 << 0;
 const RF_FALLBACK: u8 = 1 << 1;
 const RF_PACED: u8 = 1 << 2;
 const RF_WINDOW_UNUSED: u8 = 1 << 3;
+const RF_EXTRA_ACKED: u8 = 1 << 4;
 const CF_EXISTING: u16 = 1 << 0;
 const CF_ECN: u16 = 1 << 1;
 
@@ -424,6 +433,7 @@ impl From<&RawReport> for KernelReport {
             rate_rcv_us: r.rate_rcv_us,
             rate_max_delivered: r.rate_max_delivered,
             rate_max_us: r.rate_max_us,
+            extra_acked_pkts: (r.flags & RF_EXTRA_ACKED != 0).then_some(r.extra_acked_pkts),
             inflight_pkts: r.inflight_pkts,
             unacked_pkts: r.unacked_pkts,
             pending_bytes: r.pending_bytes,
@@ -486,9 +496,13 @@ pub fn decode(bytes: &[u8]) -> Result<Record, DecodeError> {
             let raw: RawCreate = read_pod(bytes).ok_or(DecodeError::Short(bytes.len()))?;
             Ok(Record::Create(Create::from(&raw)))
         }
-        KIND_REPORT if usize::from(hdr.size) == REPORT_SIZE_BEFORE_RATE_MAX && bytes.len() >= REPORT_SIZE_BEFORE_RATE_MAX => {
+        KIND_REPORT
+            if [REPORT_SIZE_BEFORE_RATE_MAX, REPORT_SIZE_BEFORE_EXTRA_ACKED].contains(&usize::from(hdr.size))
+                && bytes.len() >= usize::from(hdr.size) =>
+        {
+            let old = usize::from(hdr.size);
             let mut padded = [0u8; size_of::<RawReport>()];
-            padded[..REPORT_SIZE_BEFORE_RATE_MAX].copy_from_slice(&bytes[..REPORT_SIZE_BEFORE_RATE_MAX]);
+            padded[..old].copy_from_slice(&bytes[..old]);
             let raw: RawReport = read_pod(&padded).ok_or(DecodeError::Short(bytes.len()))?;
             Ok(Record::Report(KernelReport::from(&raw)))
         }

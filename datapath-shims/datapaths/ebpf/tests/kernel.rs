@@ -213,13 +213,16 @@ fn a_flow_reports_obeys_its_control_entry_and_falls_back_when_the_agent_is_silen
         assert!(r.rate_max_delivered > 0 && r.rate_max_us > 0, "{r:?}");
         assert!(u64::from(r.rate_max_delivered) * last_us >= u64::from(r.rate_delivered) * u64::from(r.rate_max_us), "{r:?}");
     }
+    assert!(seen.reports.iter().all(|r| r.extra_acked_pkts.is_none()), "no aggregation rate set, nothing measured");
 
-    // The agent commands 10 packets and 2 ms reports.
+    // The agent commands 10 packets and 2 ms reports, and ACK aggregation measured against
+    // 1 kB/s: every delivery is beyond that rate, so the excess is the window's worth.
     inst.heartbeat().unwrap();
     let control = Control {
         // The MSS of the reports: the one at init can be smaller (32741 vs 65483 on lo).
         cwnd_bytes: Some(10 * u64::from(r.mss)),
         report: ccp_ebpf::ReportEvery::Micros(2_000),
+        aggregation_bytes_per_s: 1_000,
         ..Control::default()
     };
     inst.set_control(c.fid, &control, 42).unwrap();
@@ -237,6 +240,13 @@ fn a_flow_reports_obeys_its_control_entry_and_falls_back_when_the_agent_is_silen
     }
     assert!(applied > 0);
     assert!(seen.reports.iter().all(|r| r.cwnd_pkts == 10 && r.ctrl_seq == 42), "the window is held");
+    let delivering: Vec<_> = seen.reports.iter().filter(|r| r.acked_pkts + r.sacked_pkts > 0).collect();
+    assert!(!delivering.is_empty());
+    for r in &delivering {
+        let extra = r.extra_acked_pkts.unwrap_or_else(|| panic!("measured in every delivering report: {r:?}"));
+        assert!(extra <= 10, "never above the window: {r:?}");
+    }
+    assert!(delivering.iter().any(|r| r.extra_acked_pkts == Some(10)), "the epoch outgrows 1 kB/s by the window");
     let short = seen.reports.iter().filter(|r| (1_500_000..6_000_000).contains(&(r.ts_ns - r.start_ns))).count();
     assert!(
         short * 2 >= seen.reports.len(),

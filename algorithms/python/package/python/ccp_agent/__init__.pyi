@@ -63,6 +63,10 @@ class Report:
     max_delivery_rate_bytes_per_s: Optional[int]
     """The fastest of the interval's per-ACK rate samples (what BBR's max filter takes); None
     where the datapath takes no per-ACK samples."""
+    extra_acked_bytes: Optional[int]
+    """ACK aggregation against Action.ack_aggregation_bw_bytes_per_s (tcp_bbr.c's extra_acked),
+    the interval's largest per-ACK value; None where the datapath does not measure it or no rate
+    was set."""
     inflight_bytes: int
     unacked_bytes: int
     """Sent and not cumulatively acknowledged (snd_nxt - snd_una); 0 where the datapath does not
@@ -119,10 +123,12 @@ class Action:
     report_per_rtt: Optional[float]
     rtt_threshold_us: Optional[int]
     report_acked_pkts: Optional[int]
+    ack_aggregation_bw_bytes_per_s: Optional[float]
     def __init__(self, cwnd_bytes: Optional[float] = None, *, pacing_rate_bytes_per_s: Optional[float] = None,
                  pacing_off: bool = False, report_every_us: Optional[int] = None,
                  report_per_rtt: Optional[float] = None, rtt_threshold_us: Optional[int] = None,
-                 report_acked_pkts: Optional[int] = None) -> None: ...
+                 report_acked_pkts: Optional[int] = None,
+                 ack_aggregation_bw_bytes_per_s: Optional[float] = None) -> None: ...
 
 class Param:
     """A declared parameter; the default's type (float, int, bool, str) is the parameter's.

@@ -46,6 +46,9 @@ enum ccp_urgent {
  * ACK folded and when the report was written. Said in the negative so that a record of an older
  * instance, which never sets it, reads as "limited", the contract's default. */
 #define CCP_RF_WINDOW_UNUSED (1 << 3)
+/* extra_acked_pkts was measured: the control entry set an aggregation rate and an ACK of the
+ * interval delivered data. */
+#define CCP_RF_EXTRA_ACKED (1 << 4)
 
 /* Ack flags. */
 #define CCP_AF_TIMEOUT (1 << 0)  /* a retransmission timeout (sent from set_state, not for an ACK) */
@@ -123,6 +126,11 @@ struct ccp_rec_report {
 	 * Appended: an instance built before it writes 144-byte reports, decoded without it. */
 	__u32 rate_max_delivered;
 	__u32 rate_max_us;
+	/* ACK aggregation (tcp_bbr.c's extra_acked), the interval's largest per-ACK value, packets,
+	 * against the control entry's aggregation rate; valid with CCP_RF_EXTRA_ACKED. Appended: an
+	 * instance built before it writes 152-byte reports, decoded without it. */
+	__u32 extra_acked_pkts;
+	__u32 _pad2;
 };
 
 /*
@@ -173,7 +181,9 @@ struct ccp_ctrl {
 	__u32 seq;                /* echoed in reports once applied */
 	__u32 fid;                /* the flow this entry is for; 0: free */
 	__u32 report_acked_pkts;  /* non-zero: also report once this many packets are delivered */
-	__u32 _pad;
+	/* Non-zero: measure ACK aggregation against this delivery rate, 1000 bytes/s (was padding:
+	 * an older instance ignores it). */
+	__u32 aggregation_kbytes_per_s;
 };
 
 /* Fallback algorithms. */
@@ -279,7 +289,7 @@ struct ccp_attach_cfg {
 /* The Rust mirrors assert the same sizes. */
 _Static_assert(sizeof(struct ccp_rec_hdr) == 16, "ccp_rec_hdr");
 _Static_assert(sizeof(struct ccp_rec_create) == 120, "ccp_rec_create");
-_Static_assert(sizeof(struct ccp_rec_report) == 152, "ccp_rec_report");
+_Static_assert(sizeof(struct ccp_rec_report) == 160, "ccp_rec_report");
 _Static_assert(sizeof(struct ccp_rec_close) == 32, "ccp_rec_close");
 _Static_assert(sizeof(struct ccp_rec_ack) == 80, "ccp_rec_ack");
 _Static_assert(sizeof(struct ccp_ctrl) == 48, "ccp_ctrl");

@@ -40,6 +40,8 @@ fn report() -> RawReport {
         unacked_pkts: 11,
         rate_max_delivered: 12,
         rate_max_us: 9_500,
+        extra_acked_pkts: 0,
+        pad2: 0,
     }
 }
 
@@ -61,6 +63,25 @@ fn a_report_decodes_field_by_field() {
     let unused = RawReport { flags: RF_WINDOW_UNUSED, ..raw };
     let Record::Report(r) = decode(pod_bytes(&unused)).unwrap() else { panic!("not a report") };
     assert!(!r.cwnd_limited && !r.app_limited && !r.paced);
+    assert_eq!(r.extra_acked_pkts, None, "not measured without CCP_RF_EXTRA_ACKED");
+    let measured = RawReport { flags: RF_EXTRA_ACKED, extra_acked_pkts: 0, ..raw };
+    let Record::Report(r) = decode(pod_bytes(&measured)).unwrap() else { panic!("not a report") };
+    assert_eq!(r.extra_acked_pkts, Some(0), "a measured zero is not 'unmeasured'");
+    let measured = RawReport { flags: RF_EXTRA_ACKED, extra_acked_pkts: 17, ..raw };
+    let Record::Report(r) = decode(pod_bytes(&measured)).unwrap() else { panic!("not a report") };
+    assert_eq!(r.extra_acked_pkts, Some(17));
+}
+
+#[test]
+fn a_report_of_an_instance_built_before_the_aggregation_field_decodes_without_it() {
+    let raw = RawReport { flags: RF_EXTRA_ACKED, extra_acked_pkts: 17, ..report() };
+    let mut old = pod_bytes(&raw)[..REPORT_SIZE_BEFORE_EXTRA_ACKED].to_vec();
+    old[2..4].copy_from_slice(&(REPORT_SIZE_BEFORE_EXTRA_ACKED as u16).to_ne_bytes());
+    // An older instance never sets the flag; the field is cut off in any case.
+    old[std::mem::offset_of!(RawReport, flags)] = 0;
+    let Record::Report(r) = decode(&old).unwrap() else { panic!("not a report") };
+    assert_eq!(r.extra_acked_pkts, None);
+    assert_eq!((r.rate_max_delivered, r.rate_max_us, r.unacked_pkts), (12, 9_500, 11), "the fields before it as written");
 }
 
 #[test]
